@@ -1,0 +1,359 @@
+# cython: language_level=3
+"""Compiled hot loops of the mapper: swap local search and the greedy constructions.
+
+Everything here works on the communication graph's CSR arrays and on one distance
+oracle: either the hierarchy's per-PE group ids (``gid``, n x k, row-major) with level
+distances, or an explicit n x n matrix.  The Python modules that call these functions
+(:mod:`mapper.local_search`, :mod:`mapper.greedy`) hold the documentation and the
+references; this file only makes their inner loops fast.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+cnp.import_array()
+
+
+cdef struct Oracle:
+    const int32_t* gid
+    const double* dist
+    const double* mat
+    int k
+    int64_t n
+
+
+cdef inline double _dist(const Oracle* o, int64_t p, int64_t q) noexcept nogil:
+    cdef int i
+    cdef const int32_t* gp
+    cdef const int32_t* gq
+    if p == q:
+        return 0.0
+    if o.mat != NULL:
+        return o.mat[p * o.n + q]
+    gp = o.gid + p * o.k
+    gq = o.gid + q * o.k
+    for i in range(o.k):
+        if gp[i] == gq[i]:
+            return o.dist[i]
+    return o.dist[o.k - 1]
+
+
+cdef inline bint _equivalent(const Oracle* o, int64_t p, int64_t q) noexcept nogil:
+    """True when swapping the ranks on PEs p and q cannot change J.
+
+    In a hierarchy two PEs of the same innermost group are at equal distance from every
+    other PE (the pruning of Brandfass et al.).  An explicit matrix gives no such
+    guarantee.
+    """
+    if p == q:
+        return True
+    if o.mat != NULL:
+        return False
+    return o.gid[p * o.k] == o.gid[q * o.k]
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef inline uint64_t _rng_next(uint64_t* s) noexcept nogil:
+    # splitmix64: small, seedable, good enough to shuffle visiting orders
+    s[0] += <uint64_t>0x9E3779B97F4A7C15
+    cdef uint64_t z = s[0]
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
+    return z ^ (z >> 31)
+
+
+cdef void _shuffle(int64_t* a, int64_t n, uint64_t* s) noexcept nogil:
+    cdef int64_t i, j, t
+    i = n - 1
+    while i > 0:
+        j = <int64_t>(_rng_next(s) % <uint64_t>(i + 1))
+        t = a[i]
+        a[i] = a[j]
+        a[j] = t
+        i -= 1
+
+
+cdef struct Graph:
+    const int64_t* indptr
+    const int32_t* indices
+    const double* weights
+
+
+cdef inline double _swap_delta(const Graph* g, const Oracle* o, const int64_t* pe,
+                               int64_t u, int64_t v) noexcept nogil:
+    """Change of J if ranks u and v exchange their PEs: O(deg u + deg v)."""
+    cdef int64_t pu = pe[u]
+    cdef int64_t pv = pe[v]
+    cdef int64_t e, w, pw
+    cdef double delta = 0.0
+    for e in range(g.indptr[u], g.indptr[u + 1]):
+        w = g.indices[e]
+        if w != v:
+            pw = pe[w]
+            delta += g.weights[e] * (_dist(o, pv, pw) - _dist(o, pu, pw))
+    for e in range(g.indptr[v], g.indptr[v + 1]):
+        w = g.indices[e]
+        if w != u:
+            pw = pe[w]
+            delta += g.weights[e] * (_dist(o, pu, pw) - _dist(o, pv, pw))
+    return delta
+
+
+cdef Oracle _make_oracle(object gid, object dist, object mat, int64_t n):
+    cdef Oracle o
+    cdef cnp.ndarray[int32_t, ndim=2, mode="c"] g
+    cdef cnp.ndarray[double, ndim=1, mode="c"] d
+    cdef cnp.ndarray[double, ndim=2, mode="c"] m
+    o.n = n
+    o.gid = NULL
+    o.dist = NULL
+    o.mat = NULL
+    o.k = 0
+    if mat is not None:
+        m = mat
+        o.mat = &m[0, 0]
+    else:
+        g = gid
+        d = dist
+        o.gid = &g[0, 0]
+        o.dist = &d[0]
+        o.k = g.shape[1]
+    return o
+
+
+def swap_delta(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
+               cnp.ndarray[int32_t, ndim=1, mode="c"] indices,
+               cnp.ndarray[double, ndim=1, mode="c"] weights,
+               cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
+               object gid, object dist, object mat, int64_t u, int64_t v):
+    """Change of J if ranks u and v swap PEs (exposed for tests)."""
+    cdef Graph g
+    g.indptr = &indptr[0]
+    g.indices = &indices[0]
+    g.weights = &weights[0]
+    cdef Oracle o = _make_oracle(gid, dist, mat, len(pe))
+    return _swap_delta(&g, &o, &pe[0], u, v)
+
+
+def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
+                 cnp.ndarray[int32_t, ndim=1, mode="c"] indices,
+                 cnp.ndarray[double, ndim=1, mode="c"] weights,
+                 cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
+                 object gid, object dist, object mat,
+                 int mode, int64_t param, uint64_t seed, double time_limit,
+                 double eps):
+    """Improve ``pe`` (rank → PE, modified in place) by gain-positive swaps.
+
+    mode 0: N_C^d, ranks within communication-graph distance ``param`` (BFS balls),
+    visited in a random order each pass.  mode 1: N_p, all pairs of PEs inside
+    consecutive PE index blocks of size ``param``.  mode 2: N^2, all PE pairs in the
+    cyclic order of Heider.  Stops after a full pass without an improving swap, or at
+    ``time_limit`` seconds (<= 0: none).  Returns (total gain, swaps, passes, timed_out).
+    """
+    cdef int64_t n = len(pe)
+    cdef Graph g
+    cdef Oracle o = _make_oracle(gid, dist, mat, n)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] order = np.arange(n, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] rank_of = np.empty(n, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] queue = np.empty(max(n, 1), dtype=np.int64)
+    cdef cnp.ndarray[int32_t, ndim=1, mode="c"] depth_of = np.empty(max(n, 1), dtype=np.int32)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] stamp = np.full(max(n, 1), -1, dtype=np.int64)
+    cdef int64_t* P = &pe[0] if n else NULL
+    cdef int64_t* R = &rank_of[0]
+    cdef int64_t* Q = &queue[0]
+    cdef int32_t* DEP = &depth_of[0]
+    cdef int64_t* ST = &stamp[0]
+    cdef int64_t* ORD = &order[0]
+    cdef uint64_t rng = seed * <uint64_t>2654435761 + 12345
+    cdef double start = _now()
+    cdef double gain_total = 0.0, delta
+    cdef int64_t swaps = 0, passes = 0, evals = 0
+    cdef bint improved = True, timed_out = False
+    cdef int64_t i, j, a, b, u, v, head, tail, e, w, lo, hi, t, visit = 0
+    cdef int64_t blk
+    if n < 2:
+        return 0.0, 0, 0, False
+    g.indptr = &indptr[0]
+    g.indices = &indices[0]
+    g.weights = &weights[0]
+    for i in range(n):
+        R[P[i]] = i
+    with nogil:
+        while improved and not timed_out:
+            improved = False
+            passes += 1
+            if mode == 0:
+                _shuffle(ORD, n, &rng)
+                for i in range(n):
+                    if timed_out:
+                        break
+                    u = ORD[i]
+                    # BFS ball of radius param around u
+                    head = 0
+                    tail = 1
+                    Q[0] = u
+                    DEP[u] = 0
+                    ST[u] = visit
+                    while head < tail:
+                        a = Q[head]
+                        head += 1
+                        if DEP[a] >= param:
+                            continue
+                        for e in range(g.indptr[a], g.indptr[a + 1]):
+                            w = g.indices[e]
+                            if ST[w] != visit:
+                                ST[w] = visit
+                                DEP[w] = DEP[a] + 1
+                                Q[tail] = w
+                                tail += 1
+                    visit += 1
+                    for j in range(1, tail):
+                        v = Q[j]
+                        if _equivalent(&o, P[u], P[v]):
+                            continue
+                        delta = _swap_delta(&g, &o, P, u, v)
+                        evals += 1
+                        if delta < -eps:
+                            t = P[u]
+                            P[u] = P[v]
+                            P[v] = t
+                            R[P[u]] = u
+                            R[P[v]] = v
+                            gain_total -= delta
+                            swaps += 1
+                            improved = True
+                        if (evals & 4095) == 0 and time_limit > 0 and _now() - start > time_limit:
+                            timed_out = True
+                            break
+            else:
+                blk = param if mode == 1 else n
+                if blk < 2:
+                    blk = 2
+                lo = 0
+                while lo < n and not timed_out:
+                    hi = lo + blk
+                    if hi > n:
+                        hi = n
+                    for a in range(lo, hi):
+                        if timed_out:
+                            break
+                        for b in range(a + 1, hi):
+                            if _equivalent(&o, a, b):
+                                continue
+                            u = R[a]
+                            v = R[b]
+                            delta = _swap_delta(&g, &o, P, u, v)
+                            evals += 1
+                            if delta < -eps:
+                                P[u] = b
+                                P[v] = a
+                                R[a] = v
+                                R[b] = u
+                                gain_total -= delta
+                                swaps += 1
+                                improved = True
+                            if (evals & 4095) == 0 and time_limit > 0 and _now() - start > time_limit:
+                                timed_out = True
+                                break
+                    lo = hi
+    return gain_total, swaps, passes, bool(timed_out)
+
+
+def greedy_construct(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
+                     cnp.ndarray[int32_t, ndim=1, mode="c"] indices,
+                     cnp.ndarray[double, ndim=1, mode="c"] weights,
+                     cnp.ndarray[double, ndim=1, mode="c"] volume,
+                     cnp.ndarray[double, ndim=1, mode="c"] pe_total_distance,
+                     object gid, object dist, object mat, bint linked,
+                     double time_limit):
+    """Müller-Merbach greedy (``linked=False``) or GreedyAllC (``linked=True``).
+
+    Both pick next the unassigned rank with the largest volume to assigned ranks (ties:
+    largest total volume).  Müller-Merbach puts it on the free PE with the smallest
+    distance sum to assigned PEs (ties: smallest total distance); GreedyAllC on the free
+    PE minimizing sum over assigned neighbours v of C_uv * D(p, pi(v)).  O(n^2 k) and
+    O(n (n + m) k) time; O(n) memory.  Returns (pe, timed_out); on time-out the rest of
+    the ranks take the remaining PEs in order.
+    """
+    cdef int64_t n = len(volume)
+    cdef Graph g
+    cdef Oracle o = _make_oracle(gid, dist, mat, n)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] pe = np.full(n, -1, dtype=np.int64)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] comm = np.zeros(n, dtype=np.float64)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] dsum = np.zeros(n, dtype=np.float64)
+    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] used = np.zeros(n, dtype=np.uint8)
+    cdef int64_t* P = &pe[0] if n else NULL
+    cdef double* CM = &comm[0] if n else NULL
+    cdef double* DS = &dsum[0] if n else NULL
+    cdef cnp.uint8_t* U = &used[0] if n else NULL
+    cdef const double* VOL = &volume[0] if n else NULL
+    cdef const double* TD = &pe_total_distance[0] if n else NULL
+    cdef int64_t step, u, p, q, e, w, best_u, best_p
+    cdef double best, cost, start = _now()
+    cdef bint timed_out = False, has_assigned_nb
+    if n == 0:
+        return pe, False
+    g.indptr = &indptr[0]
+    g.indices = &indices[0]
+    g.weights = &weights[0]
+    with nogil:
+        for step in range(n):
+            if time_limit > 0 and (step & 63) == 0 and _now() - start > time_limit:
+                timed_out = True
+                break
+            best_u = -1
+            for u in range(n):
+                if P[u] < 0 and (best_u < 0 or CM[u] > CM[best_u]
+                                 or (CM[u] == CM[best_u] and VOL[u] > VOL[best_u])):
+                    best_u = u
+            u = best_u
+            best_p = -1
+            has_assigned_nb = False
+            if linked:
+                for e in range(g.indptr[u], g.indptr[u + 1]):
+                    if P[g.indices[e]] >= 0:
+                        has_assigned_nb = True
+                        break
+            if has_assigned_nb:
+                best = 0.0
+                for p in range(n):
+                    if U[p]:
+                        continue
+                    cost = 0.0
+                    for e in range(g.indptr[u], g.indptr[u + 1]):
+                        w = g.indices[e]
+                        if P[w] >= 0:
+                            cost += g.weights[e] * _dist(&o, p, P[w])
+                    if best_p < 0 or cost < best or (cost == best and DS[p] < DS[best_p]):
+                        best = cost
+                        best_p = p
+            else:
+                for p in range(n):
+                    if not U[p] and (best_p < 0 or DS[p] < DS[best_p]
+                                     or (DS[p] == DS[best_p] and TD[p] < TD[best_p])):
+                        best_p = p
+            p = best_p
+            P[u] = p
+            U[p] = 1
+            for e in range(g.indptr[u], g.indptr[u + 1]):
+                CM[g.indices[e]] += g.weights[e]
+            for q in range(n):
+                if not U[q]:
+                    DS[q] += _dist(&o, q, p)
+        if timed_out:
+            q = 0
+            for u in range(n):
+                if P[u] < 0:
+                    while U[q]:
+                        q += 1
+                    P[u] = q
+                    U[q] = 1
+    return pe, bool(timed_out)

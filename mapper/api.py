@@ -1,0 +1,124 @@
+"""One entry point: construct an initial mapping, improve it by local search, report it.
+
+Algorithm names are ``construction[+neighbourhood]``:
+
+constructions
+    ``identity``, ``random``, ``greedy`` (Müller-Merbach), ``greedyallc`` (GreedyAllC),
+    ``topdown``, ``bottomup`` (the last two need a hierarchical machine).
+neighbourhoods
+    ``n<d>`` — N_C^d, ranks within d hops of the communication graph (``n10`` is the
+    paper's default); ``nc<d>`` says the same explicitly (``nc2`` = N_C^2, because
+    ``n2`` names N^2); ``np`` or ``np<block>`` — Brandfass' pruned N_p; ``n2`` — all
+    pairs, N^2.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import construction, search
+from .graph import CommGraph, GraphError
+from .machine import Hierarchy, Machine, MachineError
+from .objective import evaluate
+from .result import MappingResult
+
+ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup")
+NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
+
+_NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")
+
+
+class AlgorithmError(ValueError):
+    """An algorithm name that is not ``construction[+neighbourhood]``."""
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """Parsed algorithm name."""
+
+    construction: str
+    neighborhood: str | None  # "nc", "np", "n2" or None
+    param: int = 0
+
+    @classmethod
+    def parse(cls, name: str) -> AlgorithmSpec:
+        parts = name.strip().lower().split("+")
+        if len(parts) > 2 or parts[0] not in ALGORITHMS:
+            raise AlgorithmError(
+                f"unknown algorithm {name!r}: expected CONSTRUCTION[+NEIGHBOURHOOD] with "
+                f"CONSTRUCTION one of {', '.join(ALGORITHMS)} and NEIGHBOURHOOD one of "
+                f"{', '.join(NEIGHBORHOODS)} (e.g. topdown+n10)")
+        if len(parts) == 1:
+            return cls(parts[0], None)
+        m = _NEIGHBORHOOD.match(parts[1])
+        if not m:
+            raise AlgorithmError(f"unknown neighbourhood {parts[1]!r} in {name!r}: expected "
+                                 f"one of {', '.join(NEIGHBORHOODS)}")
+        if m.group("n2"):
+            return cls(parts[0], "n2")
+        if m.group("d") is not None:
+            d = int(m.group("d"))
+            if d < 1:
+                raise AlgorithmError(f"{name!r}: communication distance must be at least 1")
+            return cls(parts[0], "nc", d)
+        block = int(m.group("block") or search.pruned.DEFAULT_BLOCK)
+        if block < 2:
+            raise AlgorithmError(f"{name!r}: pruned block size must be at least 2")
+        return cls(parts[0], "np", block)
+
+
+def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+n10",
+                  seed: int = 0, time_limit: float | None = None) -> MappingResult:
+    """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
+
+    ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
+    then return the best mapping found so far; the partitioning inside Top-Down and
+    Bottom-Up is not interruptible (callers that need a hard bound, like the prolog,
+    enforce it from outside).
+    """
+    spec = AlgorithmSpec.parse(algorithm)
+    if graph.n != machine.n:
+        raise GraphError(f"{graph.source}: graph has {graph.n} ranks but the machine has "
+                         f"{machine.n} PEs; they must be equal")
+    if spec.construction in ("topdown", "bottomup") and not isinstance(machine, Hierarchy):
+        raise MachineError(f"{spec.construction} needs a hierarchical machine, not "
+                           f"{machine.describe()}")
+    start = time.perf_counter()
+    timed_out = False
+
+    def remaining() -> float | None:
+        if time_limit is None:
+            return None
+        return max(time_limit - (time.perf_counter() - start), 1e-6)
+
+    if spec.construction == "identity":
+        pe = construction.identity(graph.n)
+    elif spec.construction == "random":
+        pe = construction.random_mapping(graph.n, seed)
+    elif spec.construction == "greedy":
+        pe, timed_out = construction.muller_merbach(graph, machine, remaining())
+    elif spec.construction == "greedyallc":
+        pe, timed_out = construction.greedy_allc(graph, machine, remaining())
+    elif spec.construction == "topdown":
+        pe = construction.top_down(graph, machine, seed)
+    else:
+        pe = construction.bottom_up(graph, machine, seed)
+    pe = np.ascontiguousarray(pe, dtype=np.int64)
+
+    if spec.neighborhood and not timed_out:
+        if spec.neighborhood == "nc":
+            stats = search.communication_neighborhood(graph, machine, pe, spec.param, seed,
+                                                      remaining())
+        elif spec.neighborhood == "np":
+            stats = search.pruned_neighborhood(graph, machine, pe, spec.param, seed,
+                                               remaining())
+        else:
+            stats = search.quadratic_neighborhood(graph, machine, pe, seed, remaining())
+        timed_out = stats.hit_time_limit
+    seconds = time.perf_counter() - start
+    ev = evaluate(graph, machine, pe)
+    return MappingResult(pe, ev.objective, ev.traffic, seconds, algorithm, seed, timed_out)

@@ -1,0 +1,125 @@
+"""``rankmap map`` and ``rankmap evaluate``: the solver from the command line.
+
+I/O lives here; the computing functions stay pure.  Errors in inputs become one line on
+stderr and exit code 2 (the caller, :mod:`slurm_plugin.cli`, turns ``CliError`` into
+that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .api import map_processes
+from .graph import CommGraph
+from .machine import Hierarchy
+from .objective import evaluate
+
+
+class CliError(Exception):
+    """A user-facing error: printed without a traceback, exit status 2."""
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``map`` and ``evaluate`` on a subparsers object."""
+    p = sub.add_parser("map", help="map a communication graph onto a hierarchy",
+                       description="Map GRAPH's ranks onto the PEs of a homogeneous hierarchy "
+                                   "and write one PE index (0-based) per rank to FILE.")
+    _machine_args(p)
+    p.add_argument("--algorithm", default="topdown+n10",
+                   help="CONSTRUCTION[+NEIGHBOURHOOD], e.g. topdown+n10 (default), greedy+np")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--output", required=True, metavar="FILE",
+                   help="mapping file: line r holds the PE of rank r")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.set_defaults(func=_cmd_map)
+
+    e = sub.add_parser("evaluate", help="objective J of a mapping file",
+                       description="Recompute J and per-level traffic of a mapping file.")
+    _machine_args(e)
+    e.add_argument("--mapping", required=True, metavar="FILE")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=_cmd_evaluate)
+
+
+def _machine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("graph", metavar="GRAPH",
+                   help="communication graph: METIS .graph, Matrix Market .mtx, CSV, .npz")
+    p.add_argument("--hierarchy", required=True, metavar="A1:A2:...",
+                   help="PEs per group, innermost first, e.g. 4:16:8")
+    p.add_argument("--distances", required=True, metavar="D1:D2:...",
+                   help="distance per level, innermost first, e.g. 1:10:100")
+
+
+def _load(args: argparse.Namespace) -> tuple[CommGraph, Hierarchy]:
+    from .graph_io import read_graph
+
+    machine = Hierarchy.parse(args.hierarchy, args.distances)
+    graph = read_graph(args.graph)
+    if graph.n != machine.n:
+        raise CliError(f"{args.graph}: graph has {graph.n} ranks but --hierarchy "
+                       f"{args.hierarchy} has {machine.n} PEs")
+    return graph, machine
+
+
+def read_mapping(path: str) -> np.ndarray:
+    """Read a mapping file (one PE index per line); errors name the line."""
+    try:
+        lines = Path(path).read_text().split("\n")
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read mapping: {exc.strerror}") from None
+    values = []
+    for no, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            values.append(int(text))
+        except ValueError:
+            raise CliError(f"{path}:{no}: expected a PE index, got {text!r}") from None
+    return np.asarray(values, dtype=np.int64)
+
+
+def _traffic_json(traffic) -> list[dict]:
+    return [t.as_dict() for t in traffic]
+
+
+def _cmd_map(args: argparse.Namespace) -> int:
+    graph, machine = _load(args)
+    result = map_processes(graph, machine, args.algorithm, args.seed, args.time_limit)
+    Path(args.output).write_text("".join(f"{p}\n" for p in result.mapping.tolist()))
+    summary = {
+        "objective": result.objective,
+        "seconds": result.seconds,
+        "algorithm": result.algorithm,
+        "seed": result.seed,
+        "n": graph.n,
+        "m": graph.m,
+        "hit_time_limit": result.hit_time_limit,
+        "traffic": _traffic_json(result.traffic),
+    }
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"J = {result.objective:g}  ({result.algorithm}, {result.seconds:.3f} s, "
+              f"n = {graph.n}, m = {graph.m}) -> {args.output}")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    graph, machine = _load(args)
+    ev = evaluate(graph, machine, read_mapping(args.mapping))
+    if args.json:
+        print(json.dumps({"objective": ev.objective, "n": graph.n, "m": graph.m,
+                          "traffic": _traffic_json(ev.traffic)}))
+    else:
+        print(f"J = {ev.objective:g}")
+        for t in ev.traffic:
+            print(f"  {t.name:>10}  distance {t.distance:g}  volume {t.volume:g}")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,8 @@
+"""Initial mappings, one module per construction."""
+
+from .bottomup import bottom_up
+from .greedy import greedy_allc, muller_merbach
+from .topdown import top_down
+from .trivial import identity, random_mapping
+
+__all__ = ["bottom_up", "greedy_allc", "identity", "muller_merbach", "random_mapping", "top_down"]

@@ -1,0 +1,51 @@
+"""The result object every mapping algorithm returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .objective import TrafficLevel
+
+
+@dataclass(frozen=True)
+class MappingResult:
+    """A rank → PE mapping and what it costs.
+
+    Attributes
+    ----------
+    mapping:
+        ``mapping[r]`` is the PE (0-based, numbered as the machine numbers them) of rank r.
+    objective:
+        J, each undirected edge counted once (SharedMap and the paper's code print 2J).
+    traffic:
+        Volume per hierarchy level, innermost first.
+    seconds:
+        Wall time of construction plus local search.
+    algorithm, seed:
+        What produced it, so that it can be reproduced.
+    hit_time_limit:
+        True when local search stopped at the time limit (the best mapping found so far
+        is returned).
+    """
+
+    mapping: np.ndarray
+    objective: float
+    traffic: tuple[TrafficLevel, ...]
+    seconds: float
+    algorithm: str
+    seed: int
+    hit_time_limit: bool = False
+
+    def as_dict(self) -> dict:
+        """JSON-ready summary (without the mapping array)."""
+        return {
+            "algorithm": self.algorithm,
+            "seed": self.seed,
+            "objective": self.objective,
+            "seconds": self.seconds,
+            "n": int(len(self.mapping)),
+            "hit_time_limit": self.hit_time_limit,
+            "traffic": [t.as_dict() for t in self.traffic],
+        }

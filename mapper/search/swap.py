@@ -1,0 +1,63 @@
+"""Gain-positive pair exchange with O(deg u + deg v) gains (Schulz et al., §3.2).
+
+Swapping the PEs of ranks u and v changes only the terms of edges at u and v, so the
+change of J is
+
+    Δ = Σ_{w ∈ N(u)\\{v}} C_uw (D(π(v), π(w)) − D(π(u), π(w)))
+      + Σ_{w ∈ N(v)\\{u}} C_vw (D(π(u), π(w)) − D(π(v), π(w)))
+
+evaluated in O(d_u + d_v) oracle queries (the edge {u, v} itself keeps its length).
+This is the paper's node-contribution bookkeeping written as a difference.  Swaps of
+two PEs in the same innermost group are skipped (they cannot change J: Brandfass et
+al.'s pruning).  The loops run compiled in ``mapper._kernels.local_search``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _kernels
+from ..graph import CommGraph
+from ..machine import Machine
+from ..oracle import KernelOracle
+
+# Relative tolerance below which a gain counts as zero, so that rounding cannot make
+# local search cycle through equal-cost swaps.
+_REL_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """What a local search run did."""
+
+    gain: float
+    swaps: int
+    passes: int
+    hit_time_limit: bool
+
+
+def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: int, param: int,
+        seed: int, time_limit: float | None) -> SearchStats:
+    """Improve ``pe`` in place with the compiled kernel (see module docstring)."""
+    if not (pe.dtype == np.int64 and pe.flags.c_contiguous):
+        raise TypeError("pe must be a C-contiguous int64 array (it is modified in place)")
+    scale = max(graph.total_volume, 1.0) * float(np.max(_max_distance(machine), initial=1.0))
+    gain, swaps, passes, timed_out = _kernels.local_search(
+        graph.indptr, graph.indices, graph.weights, pe, *KernelOracle.of(machine).args(),
+        mode, int(param), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
+        _REL_EPS * scale)
+    return SearchStats(float(gain), int(swaps), int(passes), bool(timed_out))
+
+
+def _max_distance(machine: Machine) -> float:
+    dist = getattr(machine, "distances", None)
+    return float(dist.max()) if dist is not None else float(machine.matrix.max())
+
+
+def swap_delta(graph: CommGraph, machine: Machine, pe: np.ndarray, u: int, v: int) -> float:
+    """Change of J if ranks u and v exchange PEs (compiled; used by tests)."""
+    return float(_kernels.swap_delta(graph.indptr, graph.indices, graph.weights,
+                                     np.ascontiguousarray(pe, dtype=np.int64),
+                                     *KernelOracle.of(machine).args(), u, v))

@@ -1,0 +1,43 @@
+"""The ``rankmap`` command: solver, planning, profiles and site configuration.
+
+Every subcommand registers itself from the module that owns it; this file only builds
+the parser and turns user-facing errors into one line on stderr (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mapper import GraphError, MachineError, MappingError
+from mapper.api import AlgorithmError
+from mapper.cli import CliError
+from mapper.cli import add_commands as add_mapper_commands
+
+USER_ERRORS: tuple[type[Exception], ...] = (
+    CliError, GraphError, MachineError, MappingError, AlgorithmError, OSError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rankmap", description="Topology-aware MPI rank placement for Slurm.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_mapper_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except USER_ERRORS as exc:
+        print(f"rankmap: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rankmap: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
