@@ -72,14 +72,37 @@ class AlgorithmSpec:
 
 
 def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+n10",
-                  seed: int = 0, time_limit: float | None = None) -> MappingResult:
+                  seed: int = 0, time_limit: float | None = None,
+                  attempts: int = 1) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
     then return the best mapping found so far; the partitioning inside Top-Down and
     Bottom-Up is not interruptible (callers that need a hard bound, like the prolog,
-    enforce it from outside).
+    enforce it from outside).  ``attempts`` > 1 repeats the algorithm with seeds
+    ``seed, seed+1, …`` inside the same time limit and keeps the best mapping
+    (restarts matter for small or rugged instances, where one 2-swap local optimum is
+    often not the global one).
     """
+    if attempts < 1:
+        raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
+    start = time.perf_counter()
+    best: MappingResult | None = None
+    for i in range(attempts):
+        left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+        if best is not None and left is not None and left <= 0:
+            break
+        r = _map_once(graph, machine, algorithm, seed + i, left)
+        if best is None or r.objective < best.objective:
+            best = r
+    assert best is not None
+    return MappingResult(best.mapping, best.objective, best.traffic,
+                         time.perf_counter() - start, algorithm, best.seed,
+                         best.hit_time_limit)
+
+
+def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
+              time_limit: float | None) -> MappingResult:
     spec = AlgorithmSpec.parse(algorithm)
     if graph.n != machine.n:
         raise GraphError(f"{graph.source}: graph has {graph.n} ranks but the machine has "

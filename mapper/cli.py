@@ -34,6 +34,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="CONSTRUCTION[+NEIGHBOURHOOD], e.g. topdown+n10 (default), greedy+np")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--attempts", type=int, default=1,
+                   help="repeat with seeds SEED, SEED+1, ... and keep the best (default 1)")
     p.add_argument("--output", required=True, metavar="FILE",
                    help="mapping file: line r holds the PE of rank r")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
@@ -91,7 +93,8 @@ def _traffic_json(traffic) -> list[dict]:
 
 def _cmd_map(args: argparse.Namespace) -> int:
     graph, machine = _load(args)
-    result = map_processes(graph, machine, args.algorithm, args.seed, args.time_limit)
+    result = map_processes(graph, machine, args.algorithm, args.seed, args.time_limit,
+                           args.attempts)
     Path(args.output).write_text("".join(f"{p}\n" for p in result.mapping.tolist()))
     summary = {
         "objective": result.objective,
