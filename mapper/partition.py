@@ -129,14 +129,24 @@ def repair_sizes(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.
         under = np.flatnonzero(excess < 0)
         cand = np.flatnonzero(over[part])
         onehot = sp.csr_matrix((np.ones(n), (np.arange(n), part)), shape=(n, k))
-        conn = (adj[cand] @ onehot).toarray()
-        own = conn[np.arange(len(cand)), part[cand]]
-        to_under = conn[:, under]
-        # ties (e.g. no edges to any underfull block) go to the largest deficit
-        to_under = to_under - 1e-9 * excess[under][None, :]
-        best = np.argmax(to_under, axis=1)
-        target = under[best]
-        gain = to_under[np.arange(len(cand)), best] - own
+        conn = (adj[cand] @ onehot).tocoo()  # sparse: never a dense n x k array
+        row, col, val = conn.row, conn.col, conn.data
+        own = np.zeros(len(cand))
+        mine = col == part[cand[row]]
+        np.add.at(own, row[mine], val[mine])
+        # best underfull target per candidate; without an edge into one, the largest
+        # deficit
+        fallback = under[np.argmin(excess[under])]
+        target = np.full(len(cand), fallback, dtype=np.int64)
+        best_val = np.zeros(len(cand))
+        into = excess[col] < 0
+        r, c, w = row[into], col[into], val[into]
+        if len(r):
+            order = np.lexsort((w, r))  # per row ascending value: last one is the best
+            last = np.r_[np.flatnonzero(np.diff(r[order])), len(order) - 1]
+            target[r[order][last]] = c[order][last]
+            best_val[r[order][last]] = w[order][last]
+        gain = best_val - own
         moved_any = False
         remaining = int(excess[over].sum())
         for idx in np.argsort(-gain, kind="stable"):
