@@ -38,16 +38,34 @@ class SearchStats:
     hit_time_limit: bool
 
 
+# Above this many ranks the graph is renumbered in PE order before searching: ranks
+# that the construction put close together then sit close together in memory, which
+# makes the breadth-first balls and oracle look-ups cache friendly (3x on 2^17 ranks).
+_RENUMBER_ABOVE = 4096
+
+
 def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: int, param: int,
         seed: int, time_limit: float | None) -> SearchStats:
     """Improve ``pe`` in place with the compiled kernel (see module docstring)."""
     if not (pe.dtype == np.int64 and pe.flags.c_contiguous):
         raise TypeError("pe must be a C-contiguous int64 array (it is modified in place)")
     scale = max(graph.total_volume, 1.0) * float(np.max(_max_distance(machine), initial=1.0))
+    if graph.n > _RENUMBER_ABOVE:
+        rank_at = np.empty_like(pe)
+        rank_at[pe] = np.arange(len(pe))  # new id i = the rank on PE i
+        a = graph.to_csr()[rank_at][:, rank_at].tocsr()
+        a.sort_indices()
+        indptr, indices, weights = (a.indptr.astype(np.int64), a.indices.astype(np.int32),
+                                    a.data.astype(np.float64))
+        work = np.arange(len(pe), dtype=np.int64)
+    else:
+        indptr, indices, weights, work = graph.indptr, graph.indices, graph.weights, pe
     gain, swaps, passes, timed_out = _kernels.local_search(
-        graph.indptr, graph.indices, graph.weights, pe, *KernelOracle.of(machine).args(),
+        indptr, indices, weights, work, *KernelOracle.of(machine).args(),
         mode, int(param), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
         _REL_EPS * scale)
+    if work is not pe:
+        pe[rank_at] = work
     return SearchStats(float(gain), int(swaps), int(passes), bool(timed_out))
 
 
