@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""A real multi-node Slurm on one machine, for rankmap's tests and for trying it out.
+
+    python3 deploy/testcluster/cluster.py up   [--state-dir DIR] [--prolog PATH] ...
+    python3 deploy/testcluster/cluster.py down [--state-dir DIR]
+    python3 deploy/testcluster/cluster.py status [--state-dir DIR]
+
+Starts munge (unless it already runs), slurmctld and one ``slurmd -N nX`` per node on
+loopback, each in its own UTS namespace so that ``hostname`` prints the node name.
+Topology: two leaf switches s1 (n1, n2) and s2 (n3, n4) under a spine; every node has
+2 sockets x 4 cores.  Everything lives in the state directory; ``down`` stops only the
+processes ``up`` started (their pid files, checked against /proc/PID/exe) and removes
+nothing outside the state directory.  Needs root and Debian's munge, slurmctld, slurmd
+and slurm-client.  Use ``export SLURM_CONF=DIR/slurm.conf`` to talk to the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+NODES = ["n1", "n2", "n3", "n4"]
+SWITCHES = {"s1": ["n1", "n2"], "s2": ["n3", "n4"]}
+CTLD_PORT = 16817
+SLURMD_PORT0 = 16900
+DEFAULT_STATE = "/tmp/rankmap-testcluster"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
+    lines = [
+        "ClusterName=rankmaptest",
+        "SlurmctldHost=localhost",
+        f"SlurmctldPort={CTLD_PORT}",
+        "SlurmUser=root",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "TopologyPlugin=topology/tree",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "SlurmdParameters=config_overrides",
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/none",
+        "MailProg=/bin/true",
+        "SchedulerType=sched/backfill",
+        "MinJobAge=5",
+        "KillWait=5",
+        "InactiveLimit=0",
+        "MessageTimeout=20",
+        f"StateSaveLocation={state}/ctld",
+        f"SlurmdSpoolDir={state}/spool/%n",
+        f"SlurmctldPidFile={state}/slurmctld.pid",
+        f"SlurmdPidFile={state}/slurmd-%n.pid",
+        f"SlurmctldLogFile={state}/slurmctld.log",
+        f"SlurmdLogFile={state}/slurmd-%n.log",
+        f"TmpFS={state}/tmp/%n",
+        "PrologFlags=Alloc",
+    ]
+    for key, value in (("Prolog", opts.prolog), ("Epilog", opts.epilog),
+                       ("TaskProlog", opts.task_prolog),
+                       ("PrologSlurmctld", opts.prolog_slurmctld),
+                       ("PlugStackConfig", opts.plugstack)):
+        if value:
+            lines.append(f"{key}={value}")
+    for i, node in enumerate(NODES):
+        lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
+                     f"Port={SLURMD_PORT0 + i} Sockets=2 CoresPerSocket=4 ThreadsPerCore=1 "
+                     f"CPUs=8 RealMemory=1000 State=UNKNOWN")
+    lines.append("PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP")
+    lines.append("PartitionName=mapped Nodes=n[1-4] MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def topology_conf() -> str:
+    lines = [f"SwitchName={s} Nodes={','.join(ns)}" for s, ns in SWITCHES.items()]
+    lines.append(f"SwitchName=spine Switches={','.join(SWITCHES)}")
+    return "\n".join(lines) + "\n"
+
+
+def _record(state: Path, name: str, pidfile: Path, exe: str) -> None:
+    started = _started(state)
+    started[name] = {"pidfile": str(pidfile), "exe": os.path.realpath(exe)}
+    (state / "started.json").write_text(json.dumps(started, indent=1))
+
+
+def _started(state: Path) -> dict:
+    try:
+        return json.loads((state / "started.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _pid_alive(pidfile: str, exe: str) -> int | None:
+    try:
+        pid = int(Path(pidfile).read_text().split()[0])
+        if os.path.realpath(f"/proc/{pid}/exe") == exe:
+            return pid
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _env(state: Path) -> dict[str, str]:
+    return {"PATH": PATH, "SLURM_CONF": str(state / "slurm.conf"), "LC_ALL": "C"}
+
+
+def _run(args: list[str], state: Path, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(args, env=_env(state), capture_output=True, text=True, check=check,
+                          timeout=60)
+
+
+def start_munge(state: Path) -> None:
+    if Path("/run/munge/munge.socket.2").exists():
+        probe = subprocess.run(["munge", "-n"], capture_output=True, env={"PATH": PATH})
+        if probe.returncode == 0:
+            return
+    Path("/run/munge").mkdir(parents=True, exist_ok=True)
+    shutil.chown("/run/munge", "munge", "munge")
+    if not Path("/etc/munge/munge.key").exists():
+        subprocess.run(["mungekey", "--create"], check=True, env={"PATH": PATH})
+        shutil.chown("/etc/munge/munge.key", "munge", "munge")
+    subprocess.run(["runuser", "-u", "munge", "--", "munged", "--force"], check=True,
+                   env={"PATH": PATH})
+    munged = shutil.which("munged", path=PATH) or "/usr/sbin/munged"
+    _record(state, "munged", Path("/run/munge/munged.pid"), munged)
+
+
+def up(opts: argparse.Namespace) -> None:
+    state = Path(opts.state_dir)
+    if _started(state):
+        down(opts)
+    state.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(state / "ctld", ignore_errors=True)  # drained states survive restarts
+    shutil.rmtree(state / "spool", ignore_errors=True)
+    for sub in ["ctld", "spool", "tmp"] + [f"spool/{n}" for n in NODES] + \
+               [f"tmp/{n}" for n in NODES]:
+        (state / sub).mkdir(parents=True, exist_ok=True)
+    (state / "slurm.conf").write_text(slurm_conf(state, opts))
+    (state / "topology.conf").write_text(topology_conf())
+    start_munge(state)
+    ctld = shutil.which("slurmctld", path=PATH)
+    slurmd = shutil.which("slurmd", path=PATH)
+    if not ctld or not slurmd:
+        raise ClusterError("slurmctld/slurmd not installed (deploy/install-debian-packages.sh)")
+    _run([ctld, "-f", str(state / "slurm.conf")], state)
+    _record(state, "slurmctld", state / "slurmctld.pid", ctld)
+    _wait(lambda: _run(["scontrol", "ping"], state, check=False).stdout.count("UP") > 0,
+          15, "slurmctld did not answer scontrol ping", state)
+    for node in NODES:
+        subprocess.run(["unshare", "--uts", "sh", "-c",
+                        f"hostname {node} && exec {slurmd} -f {state}/slurm.conf -N {node}"],
+                       env=_env(state), check=True, timeout=30)
+        _record(state, f"slurmd-{node}", state / f"slurmd-{node}.pid", slurmd)
+    _wait(lambda: _idle(state), 30, "nodes did not become idle", state)
+
+
+def _idle(state: Path) -> bool:
+    out = _run(["sinfo", "-h", "-N", "-o", "%N %t"], state, check=False).stdout.split()
+    states = dict(zip(out[::2], out[1::2], strict=False))
+    return all(states.get(n) in ("idle", "mix", "alloc") for n in NODES)
+
+
+def _wait(cond, seconds: float, what: str, state: Path) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.3)
+    tails = []
+    for log in sorted(state.glob("*.log")):
+        tails.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace")
+                                                     .splitlines()[-15:]))
+    raise ClusterError(f"{what} within {seconds:g} s\n" + "\n".join(tails))
+
+
+def down(opts: argparse.Namespace) -> None:
+    state = Path(opts.state_dir)
+    started = _started(state)
+    order = [k for k in started if k.startswith("slurmd-")] + \
+            [k for k in started if k == "slurmctld"] + [k for k in started if k == "munged"]
+    for name in order:
+        info = started[name]
+        pid = _pid_alive(info["pidfile"], info["exe"])
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(50):
+                if not _pid_alive(info["pidfile"], info["exe"]):
+                    break
+                time.sleep(0.1)
+    (state / "started.json").unlink(missing_ok=True)
+
+
+def status(opts: argparse.Namespace) -> None:
+    state = Path(opts.state_dir)
+    for name, info in _started(state).items():
+        pid = _pid_alive(info["pidfile"], info["exe"])
+        print(f"{name}: {'running, pid ' + str(pid) if pid else 'not running'}")
+    print(_run(["sinfo"], state, check=False).stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--state-dir", default=os.environ.get("RANKMAP_TESTCLUSTER", DEFAULT_STATE))
+    for opt in ("prolog", "epilog", "task-prolog", "prolog-slurmctld", "plugstack"):
+        p.add_argument(f"--{opt}", default="", metavar="PATH")
+    opts = p.parse_args(argv)
+    if os.geteuid() != 0:
+        print("cluster.py: must run as root", file=sys.stderr)
+        return 2
+    try:
+        {"up": up, "down": down, "status": status}[opts.action](opts)
+    except (ClusterError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or ""
+        print(f"cluster.py: {exc}\n{detail}", file=sys.stderr)
+        return 1
+    if opts.action == "up":
+        print(f"cluster up: export SLURM_CONF={opts.state_dir}/slurm.conf")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

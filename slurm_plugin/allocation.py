@@ -1,0 +1,304 @@
+"""What Slurm gave the job: nodes in order, task slots per node, cores per task.
+
+One interface, :func:`read_allocation`, over several sources (backends):
+
+* ``env`` — the prolog's or a job's environment (``SLURM_JOB_NODELIST`` or
+  ``SLURM_NODELIST``, ``SLURM_JOB_CPUS_PER_NODE`` such as ``36(x2),24``,
+  ``SLURM_TASKS_PER_NODE``, ``SLURM_JOB_NTASKS``).  A slurmd prolog gets neither the
+  task count nor tasks per node, so the env backend alone is used only when those are
+  present;
+* ``scontrol`` — ``scontrol show job -o -d JOBID`` (NumTasks, CPUs/Task, per-node
+  CPU_IDs);
+* ``squeue`` — ``squeue --json``;
+* ``pyslurm`` — when it imports and its version matches the running Slurm (PyPI's
+  pyslurm is 25.11 only; older Slurm uses the CLI).
+
+The parsers are pure functions on text, tested on recorded output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from .hostlist import HostlistError, expand_counts, expand_hostlist
+from .slurmcli import SlurmQueryError, run_slurm
+
+
+class AllocationError(ValueError):
+    """Job data that is missing or inconsistent; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A job's allocation, in Slurm's node order."""
+
+    job_id: str | None
+    nodes: tuple[str, ...]
+    tasks_per_node: tuple[int, ...]
+    cpus_per_task: int = 1
+    cpus_per_node: tuple[int, ...] = ()
+    cpu_ids: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    partition: str | None = None
+    account: str | None = None
+    job_name: str | None = None
+    user: str | None = None
+    uid: int | None = None
+    gid: int | None = None
+
+    @property
+    def ntasks(self) -> int:
+        return sum(self.tasks_per_node)
+
+
+# -- parsing helpers -------------------------------------------------------------------
+
+def parse_id_ranges(text: str) -> tuple[int, ...]:
+    """``0-3,8,10-11`` → (0, 1, 2, 3, 8, 10, 11)."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            out.extend(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise AllocationError(f"bad CPU id range {part!r} in {text!r}") from None
+    return tuple(out)
+
+
+def distribute_tasks(ntasks: int, slots: list[int],
+                     ntasks_per_node: int | None = None) -> list[int]:
+    """Slurm's block layout of ``ntasks`` over nodes with ``slots`` task slots each."""
+    if ntasks_per_node:
+        counts = [min(ntasks_per_node, s) for s in slots]
+    else:
+        counts = list(slots)
+    total = 0
+    out = []
+    for c in counts:
+        take = max(0, min(c, ntasks - total))
+        out.append(take)
+        total += take
+    if total < ntasks:
+        raise AllocationError(f"{ntasks} tasks do not fit in the node slots {slots}")
+    # Slurm gives every allocated node at least one task when it can
+    for i, c in enumerate(out):
+        if c == 0:
+            donor = max(range(len(out)), key=lambda j: out[j])
+            if out[donor] > 1:
+                out[donor] -= 1
+                out[i] = 1
+    return out
+
+
+# -- env backend -----------------------------------------------------------------------
+
+def allocation_from_env(env: Mapping[str, str]) -> Allocation:
+    """Allocation from a job or prolog environment (tasks per node must be present)."""
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not nodelist:
+        raise AllocationError("environment has no SLURM_JOB_NODELIST or SLURM_NODELIST")
+    try:
+        nodes = expand_hostlist(nodelist)
+        cpus = expand_counts(env["SLURM_JOB_CPUS_PER_NODE"]) \
+            if env.get("SLURM_JOB_CPUS_PER_NODE") else []
+    except HostlistError as exc:
+        raise AllocationError(str(exc)) from None
+    cpt = int(env.get("SLURM_CPUS_PER_TASK") or 1)
+    if env.get("SLURM_TASKS_PER_NODE"):
+        try:
+            tasks = expand_counts(env["SLURM_TASKS_PER_NODE"])
+        except HostlistError as exc:
+            raise AllocationError(f"SLURM_TASKS_PER_NODE: {exc}") from None
+    elif env.get("SLURM_JOB_NTASKS") or env.get("SLURM_NTASKS"):
+        if not cpus:
+            raise AllocationError("SLURM_JOB_CPUS_PER_NODE is needed with SLURM_JOB_NTASKS")
+        ntasks = int(env.get("SLURM_JOB_NTASKS") or env["SLURM_NTASKS"])
+        tasks = distribute_tasks(ntasks, [c // cpt for c in cpus])
+    else:
+        raise AllocationError("environment gives no task count (SLURM_TASKS_PER_NODE or "
+                              "SLURM_JOB_NTASKS); ask scontrol")
+    if len(tasks) != len(nodes) or (cpus and len(cpus) != len(nodes)):
+        raise AllocationError(f"{len(nodes)} nodes but {len(tasks)} task counts and "
+                              f"{len(cpus)} CPU counts")
+    return Allocation(env.get("SLURM_JOB_ID"), tuple(nodes), tuple(tasks), cpt, tuple(cpus),
+                      {}, env.get("SLURM_JOB_PARTITION"), env.get("SLURM_JOB_ACCOUNT"),
+                      env.get("SLURM_JOB_NAME"), env.get("SLURM_JOB_USER"),
+                      _int_or_none(env.get("SLURM_JOB_UID")),
+                      _int_or_none(env.get("SLURM_JOB_GID")))
+
+
+def _int_or_none(v: str | None) -> int | None:
+    try:
+        return int(v) if v not in (None, "") else None
+    except ValueError:
+        return None
+
+
+# -- scontrol backend ------------------------------------------------------------------
+
+_TOKEN = re.compile(r"(\S+?)=(\S*)")
+
+
+def parse_scontrol_job(text: str) -> Allocation:
+    """Parse ``scontrol show job -o -d JOBID`` (one line; ``Nodes= CPU_IDs=`` repeat)."""
+    line = next((ln for ln in text.splitlines() if "JobId=" in ln), None)
+    if line is None:
+        raise AllocationError("scontrol output has no JobId= line")
+    fields: dict[str, str] = {}
+    cpu_ids: dict[str, tuple[int, ...]] = {}
+    pending_nodes: list[str] | None = None
+    for key, value in _TOKEN.findall(line):
+        if key == "Nodes":
+            pending_nodes = expand_hostlist(value)
+        elif key == "CPU_IDs" and pending_nodes is not None:
+            ids = parse_id_ranges(value)
+            for node in pending_nodes:
+                cpu_ids[node] = ids
+            pending_nodes = None
+        else:
+            fields.setdefault(key, "" if value == "(null)" else value)
+    try:
+        nodes = expand_hostlist(fields["NodeList"])
+        ntasks = int(fields["NumTasks"])
+    except KeyError as exc:
+        raise AllocationError(f"scontrol output has no {exc.args[0]}= field") from None
+    except (ValueError, HostlistError) as exc:
+        raise AllocationError(f"scontrol output: {exc}") from None
+    cpt = int(fields.get("CPUs/Task", "1") or 1)
+    ntpn = fields.get("NtasksPerN:B:S:C", "0:").split(":")[0]
+    per_node = int(ntpn) if ntpn.isdigit() and int(ntpn) > 0 else None
+    if cpu_ids and all(n in cpu_ids for n in nodes):
+        cpus = [len(cpu_ids[n]) for n in nodes]
+    else:
+        cpus = []
+    slots = [c // cpt for c in cpus] if cpus else [ntasks] * len(nodes)
+    tasks = distribute_tasks(ntasks, slots, per_node)
+    user, uid = _name_and_id(fields.get("UserId", ""))
+    _, gid = _name_and_id(fields.get("GroupId", ""))
+    return Allocation(fields.get("JobId"), tuple(nodes), tuple(tasks), cpt, tuple(cpus),
+                      cpu_ids, fields.get("Partition"), fields.get("Account"),
+                      fields.get("JobName"), user, uid, gid)
+
+
+def _name_and_id(text: str) -> tuple[str | None, int | None]:
+    m = re.match(r"^([^()]*)\((\d+)\)$", text)
+    return (m.group(1), int(m.group(2))) if m else (text or None, None)
+
+
+# -- squeue --json backend -------------------------------------------------------------
+
+def _number(v) -> int | None:
+    """squeue --json numbers are plain in 22.05, {"set":, "number":} in later releases."""
+    if isinstance(v, dict):
+        return v.get("number") if v.get("set", True) else None
+    return v
+
+
+def parse_squeue_json(text: str, job_id: str) -> Allocation:
+    """Parse ``squeue --json`` output for one job."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AllocationError(f"squeue --json: not JSON: {exc}") from None
+    job = next((j for j in data.get("jobs", []) if str(j.get("job_id")) == str(job_id)), None)
+    if job is None:
+        raise AllocationError(f"squeue --json lists no job {job_id}")
+    nodes = expand_hostlist(job.get("nodes", ""))
+    cpt = _number(job.get("cpus_per_task")) or 1
+    ntasks = _number(job.get("tasks")) or _number(job.get("node_count")) or len(nodes)
+    cpu_ids: dict[str, tuple[int, ...]] = {}
+    cpus: list[int] = []
+    alloc = (job.get("job_resources") or {}).get("allocated_nodes")
+    if isinstance(alloc, dict):
+        alloc = list(alloc.values())
+    if isinstance(alloc, list):
+        by_name = {a.get("nodename"): a for a in alloc}
+        cpus = [_allocated_cpus(by_name.get(n, {})) for n in nodes]
+    per_node = _number(job.get("tasks_per_node"))
+    slots = [c // cpt for c in cpus] if cpus and all(cpus) else [ntasks] * len(nodes)
+    tasks = distribute_tasks(int(ntasks), slots, per_node or None)
+    return Allocation(str(job_id), tuple(nodes), tuple(tasks), int(cpt),
+                      tuple(cpus) if cpus and all(cpus) else (), cpu_ids,
+                      job.get("partition"), job.get("account") or None, job.get("name"),
+                      job.get("user_name"), _number(job.get("user_id")),
+                      _number(job.get("group_id")))
+
+
+def _allocated_cpus(entry: dict) -> int:
+    """CPUs of one allocated node: ``cpus`` where given, else the allocated cores.
+
+    Slurm 22.05 lists ``sockets: {"0": {"cores": {"2": "allocated", ...}}}``.
+    """
+    if entry.get("cpus"):
+        return int(entry["cpus"])
+    sockets = entry.get("sockets") or {}
+    return sum(1 for sock in sockets.values() for state in (sock.get("cores") or {}).values()
+               if "allocated" in str(state))
+
+
+# -- pyslurm backend -------------------------------------------------------------------
+
+def pyslurm_matches() -> bool:
+    """True when pyslurm imports and was built for the running Slurm's major.minor."""
+    try:
+        import pyslurm  # type: ignore[import-not-found]
+    except Exception:
+        return False
+    try:
+        running = run_slurm(["scontrol", "--version"], timeout=5).split()[-1]
+        return str(getattr(pyslurm, "__version__", "")).startswith(
+            ".".join(running.split(".")[:2]))
+    except SlurmQueryError:
+        return False
+
+
+def _allocation_from_pyslurm(job_id: str) -> Allocation:  # pragma: no cover - needs 25.11
+    import pyslurm  # type: ignore[import-not-found]
+
+    job = pyslurm.Job.load(int(job_id))
+    nodes = expand_hostlist(job.nodes or "")
+    cpt = int(job.cpus_per_task or 1)
+    ntasks = int(job.ntasks or len(nodes))
+    per_node = int(job.ntasks_per_node or 0) or None
+    return Allocation(str(job_id), tuple(nodes),
+                      tuple(distribute_tasks(ntasks, [ntasks] * len(nodes), per_node)), cpt,
+                      partition=job.partition, account=job.account, job_name=job.name,
+                      user=job.user_name, uid=job.user_id, gid=job.group_id)
+
+
+# -- the interface ---------------------------------------------------------------------
+
+def read_allocation(job_id: str | None = None, env: Mapping[str, str] = os.environ,
+                    backend: str = "auto", timeout: float = 10.0) -> Allocation:
+    """The job's allocation from the chosen backend (``auto``: best available).
+
+    ``auto`` uses pyslurm when it matches the running Slurm, otherwise
+    ``scontrol show job``; the environment fills in what the scheduler leaves out
+    (user, uid/gid as the prolog sees them).
+    """
+    job_id = job_id or env.get("SLURM_JOB_ID")
+    if backend == "env":
+        return allocation_from_env(env)
+    if not job_id:
+        raise AllocationError("no job id (SLURM_JOB_ID) to ask Slurm about")
+    if backend == "pyslurm" or (backend == "auto" and pyslurm_matches()):
+        alloc = _allocation_from_pyslurm(job_id)
+    elif backend == "squeue":
+        alloc = parse_squeue_json(run_slurm(["squeue", "--json", "-j", str(job_id)], timeout,
+                                            dict(env)), job_id)
+    else:
+        alloc = parse_scontrol_job(run_slurm(["scontrol", "show", "job", "-o", "-d",
+                                              str(job_id)], timeout, dict(env)))
+    return replace(alloc,
+                   user=alloc.user or env.get("SLURM_JOB_USER"),
+                   uid=alloc.uid if alloc.uid is not None else _int_or_none(
+                       env.get("SLURM_JOB_UID")),
+                   gid=alloc.gid if alloc.gid is not None else _int_or_none(
+                       env.get("SLURM_JOB_GID")),
+                   partition=alloc.partition or env.get("SLURM_JOB_PARTITION"))

@@ -1,0 +1,336 @@
+"""Site configuration: one TOML file, ``/etc/rankmap/rankmap.toml``.
+
+The path can be overridden with ``RANKMAP_CONFIG``.  Every key has a documented
+default (``DEFAULTS``); unknown keys and bad values are errors that name the file and
+the key; every effective value remembers where it came from, which
+``rankmap config check`` prints.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomllib
+
+DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
+
+RENDERABLE = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the file and key."""
+
+
+# -- value checkers ---------------------------------------------------------------------
+
+def _positive_number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise ValueError(f"must be a positive number, got {v!r}")
+    return float(v)
+
+
+def _non_negative_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"must be true or false, got {v!r}")
+    return v
+
+
+def _string(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"must be a string, got {v!r}")
+    return v
+
+
+def _abs_path(v: Any) -> str:
+    v = _string(v)
+    if not v.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {v!r}")
+    return v
+
+
+def _optional_path(v: Any) -> str:
+    v = _string(v)
+    return _abs_path(v) if v else ""
+
+
+def _choice(*options: str) -> Callable[[Any], str]:
+    def check(v: Any) -> str:
+        if v not in options:
+            raise ValueError(f"must be one of {', '.join(options)}, got {v!r}")
+        return v
+    return check
+
+
+def _string_list(v: Any) -> list[str]:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"must be a list of strings, got {v!r}")
+    return list(v)
+
+
+def _path_list(v: Any) -> list[str]:
+    return [_abs_path(x) for x in _string_list(v)]
+
+
+def _render_list(v: Any) -> list[str]:
+    items = _string_list(v)
+    for x in items:
+        if x not in RENDERABLE:
+            raise ValueError(f"unknown file {x!r}; choose from {', '.join(RENDERABLE)}")
+    return items
+
+
+def _distances(v: Any) -> list[float]:
+    if not isinstance(v, list) or not v:
+        raise ValueError(f"must be a non-empty list of numbers, got {v!r}")
+    out = []
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
+            raise ValueError(f"entries must be non-negative numbers, got {x!r}")
+        out.append(float(x))
+    if any(b < a for a, b in zip(out, out[1:], strict=False)):
+        raise ValueError(f"must not decrease from the innermost level outwards, got {v!r}")
+    return out
+
+
+def _topology(v: Any) -> str:
+    v = _string(v)
+    if v in ("auto", "scontrol", "none"):
+        return v
+    return _abs_path(v)
+
+
+def _algorithm(v: Any) -> str:
+    from mapper.api import AlgorithmError, AlgorithmSpec
+
+    v = _string(v)
+    try:
+        AlgorithmSpec.parse(v)
+    except AlgorithmError as exc:
+        raise ValueError(str(exc)) from None
+    return v
+
+
+def _log_level(v: Any) -> str:
+    return _choice("debug", "info", "warning", "error")(v)
+
+
+#: Every key: (default, checker, one-line documentation).
+DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
+    "general": {
+        "enabled_partitions": (["*"], _string_list,
+                               "partitions where rankmap may act (glob patterns)"),
+        "output_dir": ("/run/rankmap", _abs_path,
+                       "per-job directories job.<id> are created here on the batch host"),
+        "log_file": ("/var/log/rankmap/rankmap.log", _optional_path,
+                     "prolog log; empty: syslog-free stderr only"),
+        "log_level": ("info", _log_level, "debug, info, warning or error"),
+    },
+    "solver": {
+        "algorithm": ("topdown+n10", _algorithm, "default algorithm"),
+        "time_limit": (5.0, _positive_number, "seconds the solver may use per job"),
+        "max_time_limit": (30.0, _positive_number, "cap on users' --rankmap-time"),
+        "seed": (0, _non_negative_int, "random seed (reproducible placements)"),
+        "level_distances": ([1.0, 10.0, 100.0, 1000.0], _distances,
+                            "cost per byte: same socket, same node, same leaf switch, "
+                            "each switch level above (the last value x10 per extra level)"),
+    },
+    "slurm": {
+        "backend": ("auto", _choice("auto", "scontrol", "squeue", "pyslurm"),
+                    "how job data is read: pyslurm when it matches the running Slurm, "
+                    "else the CLI"),
+        "topology": ("auto", _topology,
+                     "auto (scontrol show topology), scontrol, none, or a topology.conf path"),
+        "command_timeout": (10.0, _positive_number, "seconds per Slurm command"),
+    },
+    "profiles": {
+        "stores": (["/etc/rankmap/profiles"], _path_list, "profile store directories"),
+        "allow_user_files": (False, _bool,
+                             "accept --comm-profile=file:PATH, read as the job's user"),
+        "max_file_bytes": (64 << 20, _non_negative_int, "size limit of a profile matrix"),
+    },
+    "render": {
+        "files": (list(RENDERABLE), _render_list, "launcher files to write"),
+        "export_slurm_hostfile": (False, _bool,
+                                  "TaskProlog sets SLURM_HOSTFILE and "
+                                  "SLURM_DISTRIBUTION=arbitrary for srun"),
+        "templates_dir": ("", _optional_path, "site templates (empty: packaged ones)"),
+    },
+    "prolog": {
+        "grace_seconds": (20.0, _positive_number,
+                          "start-up and I/O time allowed beyond the solver budget before "
+                          "the watchdog stops the computation"),
+    },
+}
+
+RULE_KEYS: dict[str, Callable[[Any], Any]] = {
+    "partition": _string, "account": _string, "job_name": _string,
+    "profile": _string, "algorithm": _algorithm, "time_limit": _positive_number,
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Site rule: jobs matching every given glob get this profile/algorithm."""
+
+    partition: str = "*"
+    account: str = "*"
+    job_name: str = "*"
+    profile: str | None = None
+    algorithm: str | None = None
+    time_limit: float | None = None
+
+    def matches(self, partition: str | None, account: str | None,
+                job_name: str | None) -> bool:
+        return all(fnmatch.fnmatchcase(value or "", pattern) for value, pattern in (
+            (partition, self.partition), (account, self.account), (job_name, self.job_name)))
+
+
+@dataclass(frozen=True)
+class Config:
+    """Effective configuration: ``values[section][key]`` and where each came from."""
+
+    values: dict[str, dict[str, Any]]
+    sources: dict[str, dict[str, str]]
+    rules: tuple[Rule, ...] = ()
+    path: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def get(self, section: str, key: str) -> Any:
+        return self.values[section][key]
+
+    def partition_enabled(self, partition: str | None) -> bool:
+        return any(fnmatch.fnmatchcase(partition or "", p)
+                   for p in self.get("general", "enabled_partitions"))
+
+    def rule_for(self, partition: str | None, account: str | None,
+                 job_name: str | None) -> Rule | None:
+        """First rule that matches the job, if any."""
+        for rule in self.rules:
+            if rule.matches(partition, account, job_name):
+                return rule
+        return None
+
+
+
+
+def parse_config(text: str, path: str) -> Config:
+    """Parse and check TOML text; errors name ``path`` and the key (or line)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: TOML syntax error: {exc}") from None
+    values = {s: {k: d[0] for k, d in keys.items()} for s, keys in DEFAULTS.items()}
+    sources = {s: dict.fromkeys(keys, "default") for s, keys in DEFAULTS.items()}
+    rules: list[Rule] = []
+    for section, body in data.items():
+        if section == "rules":
+            if not isinstance(body, list):
+                raise ConfigError(f"{path}: rules: must be [[rules]] tables")
+            for i, table in enumerate(body, 1):
+                rules.append(_parse_rule(table, f"{path}: [[rules]] #{i}"))
+            continue
+        if section not in DEFAULTS:
+            raise ConfigError(f"{path}: unknown section [{section}] (known: "
+                              f"{', '.join(list(DEFAULTS) + ['rules'])})")
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path}: {section}: must be a [{section}] table")
+        for key, value in body.items():
+            if key not in DEFAULTS[section]:
+                raise ConfigError(f"{path}: [{section}] unknown key {key!r} (known: "
+                                  f"{', '.join(DEFAULTS[section])})")
+            try:
+                values[section][key] = DEFAULTS[section][key][1](value)
+            except ValueError as exc:
+                raise ConfigError(f"{path}: [{section}] {key}: {exc}") from None
+            sources[section][key] = path
+    if values["solver"]["time_limit"] > values["solver"]["max_time_limit"]:
+        raise ConfigError(f"{path}: [solver] time_limit: must not exceed max_time_limit "
+                          f"({values['solver']['max_time_limit']:g})")
+    return Config(values, sources, tuple(rules), path)
+
+
+def _parse_rule(table: Any, where: str) -> Rule:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table")
+    kwargs = {}
+    for key, value in table.items():
+        if key not in RULE_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(RULE_KEYS)})")
+        try:
+            kwargs[key] = RULE_KEYS[key](value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {key}: {exc}") from None
+    if "profile" not in kwargs and "algorithm" not in kwargs:
+        raise ConfigError(f"{where}: a rule needs a profile or an algorithm")
+    return Rule(**kwargs)
+
+
+def config_path(env: Mapping[str, str] = os.environ) -> str:
+    return env.get("RANKMAP_CONFIG") or DEFAULT_PATH
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) -> Config:
+    """Read the site config; a missing default file means all defaults."""
+    explicit = path is not None or "RANKMAP_CONFIG" in env
+    path = path or config_path(env)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"{path}: no such file") from None
+        cfg = parse_config("", path)
+        return Config(cfg.values, cfg.sources, (), None,
+                      (f"{path} does not exist: built-in defaults",))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_config(text, path)
+
+
+def format_effective(config: Config) -> str:
+    """Every effective value with its source, for ``rankmap config check``."""
+    lines = [f"# rankmap configuration: {config.path or 'built-in defaults'}"]
+    lines += [f"# {n}" for n in config.notes]
+    for section, keys in config.values.items():
+        lines.append(f"[{section}]")
+        for key, value in keys.items():
+            lines.append(f"{key} = {_toml_value(value)}    # {config.sources[section][key]}")
+    for rule in config.rules:
+        lines.append("[[rules]]")
+        for key in RULE_KEYS:
+            value = getattr(rule, key)
+            if value is not None:
+                lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, float) and v.is_integer():
+        return f"{v:.1f}"
+    return str(v)
+
+
+def add_config_commands(sub) -> None:
+    """``rankmap config check [--config FILE]``."""
+    p = sub.add_parser("config", help="site configuration")
+    csub = p.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    c = csub.add_parser("check", help="validate the site config and print effective values")
+    c.add_argument("--config", metavar="FILE", help=f"default: $RANKMAP_CONFIG or {DEFAULT_PATH}")
+    c.set_defaults(func=lambda args: print(format_effective(load_config(args.config)), end="")
+                   or 0)

@@ -1,0 +1,85 @@
+"""From a job's layout and communication graph to the files launchers read.
+
+``make_plan`` is the one computation the prolog and ``rankmap plan`` share: it maps
+the ranks with the solver inside a time budget, decides whether the result can be
+used, and renders the launcher files and the report.  It reads and writes nothing;
+the callers do the I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mapper import CommGraph, MappingResult, map_processes
+
+from . import render, report
+from .layout import Layout
+
+#: Launcher files by name, with the renderer that produces each.
+RENDERERS = {
+    "rankfile": render.render_rankfile,
+    "hostfile": render.render_hostfile,
+    "machinefile": render.render_machinefile,
+    "slurm_hostfile": render.render_slurm_hostfile,
+}
+
+#: Share of the time budget given to the solver; the rest absorbs the overshoot of its
+#: own stop check, so a result that arrives is within the budget.
+SOLVER_SHARE = 0.9
+
+
+@dataclass
+class JobPlan:
+    """What the prolog writes for one job."""
+
+    files: dict[str, str]
+    report_text: str
+    report_json: str
+    result: MappingResult | None = None
+    fallback_reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def applied(self) -> bool:
+        """True when the rankmap placement is used (not Slurm's default)."""
+        return self.fallback_reason is None
+
+
+def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
+              time_limit: float, seed: int = 0, files: Sequence[str] = tuple(RENDERERS),
+              job_id: str | None = None, profile: str | None = None,
+              fallback_reason: str | None = None, templates_dir: str | None = None
+              ) -> JobPlan:
+    """Map, check and render; any reason not to apply the mapping becomes a fallback.
+
+    ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
+    skips the solver.  Without a fallback the launcher files named in ``files`` are
+    rendered; with one, none are (launchers then use Slurm's default placement) and
+    the report says why.
+    """
+    result = None
+    if fallback_reason is None and graph is None:
+        fallback_reason = "no communication profile"
+    if fallback_reason is None and graph.n != layout.n:
+        fallback_reason = (f"profile {profile or graph.source!r} has {graph.n} ranks but the "
+                           f"job has {layout.n} tasks")
+    if fallback_reason is None:
+        result = map_processes(graph, layout.hierarchy, algorithm, seed,
+                               time_limit * SOLVER_SHARE)
+        if result.seconds > time_limit:
+            fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
+                               f"{time_limit:g} s")
+            result = None
+    rendered: dict[str, str] = {}
+    if fallback_reason is None:
+        assert result is not None
+        for name in files:
+            rendered[name] = RENDERERS[name](layout, result.mapping, templates_dir=templates_dir)
+    usable_graph = graph if graph is not None and graph.n == layout.n else None
+    rep = report.build_report(layout, usable_graph, result,
+                              job_id=job_id, profile=profile,
+                              fallback_reason=fallback_reason)
+    return JobPlan(rendered, report.render_report_text(rep, templates_dir=templates_dir),
+                   report.report_json(rep), result, fallback_reason, list(layout.notes))
+

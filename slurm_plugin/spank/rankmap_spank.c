@@ -1,0 +1,193 @@
+/*
+ * rankmap SPANK plugin: the sbatch/srun/salloc options users set.
+ *
+ *   --comm-profile=NAME      communication profile: a store name or a generator spec
+ *                            such as stencil3d or stencil3d:4x4x4
+ *   --rankmap=auto|off|ALG   mapping mode, or an algorithm such as topdown+n10
+ *   --rankmap-time=SECONDS   solver time budget (rejected above the site maximum)
+ *
+ * Values are checked at submission (local/allocator context) and passed to the job's
+ * prolog, epilog and PrologSlurmctld with spank_job_control_setenv() as
+ * SPANK_RANKMAP_COMM_PROFILE, SPANK_RANKMAP_MODE and SPANK_RANKMAP_TIME (Slurm adds
+ * the SPANK_ prefix; tasks see SLURM_SPANK_RANKMAP_*).  "file:/PATH" names a user's own
+ * profile file; "/" is accepted only there, ".." nowhere.
+ *
+ * plugstack.conf:  optional /usr/lib/x86_64-linux-gnu/slurm/rankmap_spank.so [max_time=60]
+ * Build against the running Slurm's headers (SPANK plugins are tied to a Slurm major
+ * release): see Makefile.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(rankmap, 1);
+
+#define MAX_VALUE 200
+
+static char profile[MAX_VALUE + 1];
+static char mode[MAX_VALUE + 1];
+static char time_budget[64];
+static double max_time = 0.0; /* 0: no site maximum given here */
+
+static const char *constructions[] = {"identity", "random", "greedy", "greedyallc",
+                                      "topdown", "bottomup", NULL};
+
+/* Store names and generator specs; "file:/abs/path" only for a user's own file, which
+ * the prolog reads with the user's identity when the site allows it. */
+static int valid_profile(const char *v)
+{
+    size_t n = strlen(v);
+    int is_file = strncmp(v, "file:/", 6) == 0;
+    if (n == 0 || n > MAX_VALUE)
+        return 0;
+    if (strstr(v, "..") || v[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (!(isalnum(c) || c == '.' || c == '_' || c == ':' || c == ',' || c == '+' ||
+              c == '-' || c == '=' || (is_file && c == '/')))
+            return 0;
+    }
+    return 1;
+}
+
+static int all_digits(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return 0;
+    return 1;
+}
+
+static int valid_neighbourhood(const char *s)
+{
+    if (strcmp(s, "n2") == 0 || strcmp(s, "np") == 0)
+        return 1;
+    if (strncmp(s, "np", 2) == 0)
+        return all_digits(s + 2) && atoi(s + 2) >= 2;
+    if (strncmp(s, "nc", 2) == 0)
+        return all_digits(s + 2) && atoi(s + 2) >= 1;
+    if (s[0] == 'n')
+        return all_digits(s + 1) && atoi(s + 1) >= 1;
+    return 0;
+}
+
+static int valid_mode(const char *v)
+{
+    char buf[MAX_VALUE + 1];
+    if (strcmp(v, "auto") == 0 || strcmp(v, "off") == 0)
+        return 1;
+    if (strlen(v) > MAX_VALUE)
+        return 0;
+    strcpy(buf, v);
+    char *plus = strchr(buf, '+');
+    if (plus)
+        *plus = '\0';
+    int known = 0;
+    for (int i = 0; constructions[i]; i++)
+        if (strcmp(buf, constructions[i]) == 0)
+            known = 1;
+    if (!known)
+        return 0;
+    return plus ? valid_neighbourhood(plus + 1) : 1;
+}
+
+static int opt_profile(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    if (!optarg || !valid_profile(optarg)) {
+        slurm_error("rankmap: --comm-profile=%s: a profile name or generator spec "
+                    "(letters, digits and . _ : , + - =; no '/' or '..'; at most %d "
+                    "characters)", optarg ? optarg : "", MAX_VALUE);
+        return ESPANK_BAD_ARG;
+    }
+    strcpy(profile, optarg);
+    return ESPANK_SUCCESS;
+}
+
+static int opt_mode(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    if (!optarg || !valid_mode(optarg)) {
+        slurm_error("rankmap: --rankmap=%s: expected auto, off or an algorithm "
+                    "CONSTRUCTION[+NEIGHBOURHOOD] (identity, random, greedy, greedyallc, "
+                    "topdown, bottomup; n<d>, nc<d>, np, np<block>, n2), e.g. topdown+n10",
+                    optarg ? optarg : "");
+        return ESPANK_BAD_ARG;
+    }
+    strcpy(mode, optarg);
+    return ESPANK_SUCCESS;
+}
+
+static int opt_time(int val, const char *optarg, int remote)
+{
+    char *end = NULL;
+    (void)val;
+    (void)remote;
+    errno = 0;
+    double t = optarg ? strtod(optarg, &end) : -1.0;
+    if (!optarg || errno || end == optarg || *end != '\0' || !(t > 0.0) ||
+        strlen(optarg) >= sizeof(time_budget)) {
+        slurm_error("rankmap: --rankmap-time=%s: expected a positive number of seconds",
+                    optarg ? optarg : "");
+        return ESPANK_BAD_ARG;
+    }
+    if (max_time > 0.0 && t > max_time) {
+        slurm_error("rankmap: --rankmap-time=%s is above this site's maximum of %g seconds",
+                    optarg, max_time);
+        return ESPANK_BAD_ARG;
+    }
+    strcpy(time_budget, optarg);
+    return ESPANK_SUCCESS;
+}
+
+struct spank_option spank_options[] = {
+    {"comm-profile", "NAME",
+     "rankmap: communication profile (store name or generator, e.g. stencil3d)", 1, 0,
+     (spank_opt_cb_f)opt_profile},
+    {"rankmap", "MODE", "rankmap: auto, off, or an algorithm such as topdown+n10", 1, 0,
+     (spank_opt_cb_f)opt_mode},
+    {"rankmap-time", "SECONDS", "rankmap: solver time budget (capped by the site)", 1, 0,
+     (spank_opt_cb_f)opt_time},
+    SPANK_OPTIONS_TABLE_END};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    for (int i = 0; i < ac; i++) {
+        if (strncmp(av[i], "max_time=", 9) == 0)
+            max_time = strtod(av[i] + 9, NULL);
+        else
+            slurm_error("rankmap: unknown plugstack argument %s (known: max_time=SECONDS)",
+                        av[i]);
+    }
+    for (int i = 0; spank_options[i].name; i++) {
+        if (spank_option_register(sp, &spank_options[i]) != ESPANK_SUCCESS) {
+            slurm_error("rankmap: cannot register option --%s", spank_options[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR)
+        return 0;
+    if (profile[0])
+        spank_job_control_setenv(sp, "RANKMAP_COMM_PROFILE", profile, 1);
+    if (mode[0])
+        spank_job_control_setenv(sp, "RANKMAP_MODE", mode, 1);
+    if (time_budget[0])
+        spank_job_control_setenv(sp, "RANKMAP_TIME", time_budget, 1);
+    return 0;
+}
