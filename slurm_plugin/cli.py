@@ -14,8 +14,22 @@ from mapper.api import AlgorithmError
 from mapper.cli import CliError
 from mapper.cli import add_commands as add_mapper_commands
 
+from .allocation import AllocationError
+from .config import ConfigError, add_config_commands
+from .hostlist import HostlistError
+from .jobdir import JobDirError
+from .plan_cli import add_plan_command
+from .profiles.cli import add_profile_commands
+from .profiles.generators import GeneratorError
+from .profiles.ompi_monitoring import MonitoringError
+from .profiles.store import ProfileError
+from .slurmcli import SlurmQueryError
+from .topology import TopologyError
+
 USER_ERRORS: tuple[type[Exception], ...] = (
-    CliError, GraphError, MachineError, MappingError, AlgorithmError, OSError)
+    CliError, GraphError, MachineError, MappingError, AlgorithmError, OSError, ConfigError,
+    AllocationError, HostlistError, JobDirError, GeneratorError, MonitoringError,
+    ProfileError, SlurmQueryError, TopologyError, ValueError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rankmap", description="Topology-aware MPI rank placement for Slurm.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_mapper_commands(sub)
+    add_plan_command(sub)
+    add_profile_commands(sub)
+    add_config_commands(sub)
     return parser
 
 

@@ -75,7 +75,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     if fallback_reason is None:
         assert result is not None
         for name in files:
-            rendered[name] = RENDERERS[name](layout, result.mapping, templates_dir=templates_dir)
+            rendered[name] = RENDERERS[name](layout, result.mapping, templates_dir=templates_dir,
+                                             algorithm=algorithm, job_id=job_id)
     usable_graph = graph if graph is not None and graph.n == layout.n else None
     rep = report.build_report(layout, usable_graph, result,
                               job_id=job_id, profile=profile,

@@ -1,0 +1,83 @@
+"""``rankmap plan``: everything the prolog computes, from explicit inputs, offline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mapper.graph_io import read_graph
+
+from .allocation import Allocation
+from .config import load_config
+from .hostlist import expand_counts, expand_hostlist
+from .plan import make_plan
+from .profiles.cli import store_dirs
+from .profiles.store import resolve_profile
+from .render import write_files
+from .topology import SwitchTree, build_layout, parse_node_shape, parse_topology_conf
+
+EXAMPLE = Path(__file__).resolve().parent / "data" / "example"
+
+
+def add_plan_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="compute and render a placement from explicit inputs",
+                       description="Compute a placement the way the prolog does, from a "
+                                   "node list, a node shape and a topology.conf, and write "
+                                   "the launcher files and the report into --out.")
+    p.add_argument("--nodes", default="n[1-4]", help="host list (default n[1-4])")
+    p.add_argument("--tasks-per-node", default=None,
+                   help="tasks per node, e.g. 16 or 16(x3),8 (default: one per core)")
+    p.add_argument("--cpus-per-task", type=int, default=1)
+    p.add_argument("--node-info", default="Sockets=2 CoresPerSocket=4",
+                   help="node shape as in slurm.conf (default 'Sockets=2 CoresPerSocket=4')")
+    p.add_argument("--topology-conf", default=str(EXAMPLE / "topology.conf"),
+                   help="topology.conf with the switch tree (default: the bundled example "
+                        "with two leaf switches under a spine); 'none' for no switches")
+    p.add_argument("--profile", default="lammps-3d",
+                   help="store name, generator spec (stencil3d, npb-cg, ...) or a matrix "
+                        "file (default: the bundled lammps-3d)")
+    p.add_argument("--algorithm", default=None)
+    p.add_argument("--time-limit", type=float, default=None)
+    p.add_argument("--store", action="append", metavar="DIR")
+    p.add_argument("--config", metavar="FILE")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.set_defaults(func=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    nodes = expand_hostlist(args.nodes)
+    shape = parse_node_shape(args.node_info)
+    if args.tasks_per_node is None:
+        tasks = [shape.cores // args.cpus_per_task] * len(nodes)
+    else:
+        tasks = expand_counts(args.tasks_per_node)
+        if len(tasks) == 1:
+            tasks = tasks * len(nodes)
+    if len(tasks) != len(nodes):
+        raise ValueError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
+    alloc = Allocation(None, tuple(nodes), tuple(tasks), args.cpus_per_task)
+    tree = None
+    if args.topology_conf != "none":
+        path = Path(args.topology_conf)
+        tree = parse_topology_conf(path.read_text(), str(path))
+    layout = build_layout(alloc, shape, tree or SwitchTree(),
+                          cfg.get("solver", "level_distances"))
+    if Path(args.profile).is_file():
+        graph = read_graph(args.profile)
+    else:
+        graph = resolve_profile(args.profile, layout.n, store_dirs(args),
+                                max_bytes=cfg.get("profiles", "max_file_bytes"))
+    plan = make_plan(layout, graph, algorithm=args.algorithm or cfg.get("solver", "algorithm"),
+                     time_limit=args.time_limit or cfg.get("solver", "time_limit"),
+                     seed=cfg.get("solver", "seed"), files=cfg.get("render", "files"),
+                     profile=args.profile,
+                     templates_dir=cfg.get("render", "templates_dir") or None)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = write_files(out, {**plan.files, "report": plan.report_text,
+                                "record": plan.report_json})
+    sys.stdout.write(plan.report_text)
+    print("\nwrote " + ", ".join(str(p) for p in written.values()))
+    return 0

@@ -1,0 +1,102 @@
+"""``rankmap profile list|show|generate|import``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mapper.graph_io import read_graph, write_mtx
+
+from ..config import load_config
+from .generators import generate
+from .ompi_monitoring import import_monitoring
+from .store import NAME, ProfileError, ProfileStore
+
+
+def bundled_store() -> Path:
+    return Path(__file__).resolve().parent.parent / "data" / "profiles"
+
+
+def store_dirs(args: argparse.Namespace) -> list[str]:
+    """--store DIRs, else the site config's stores; the bundled examples come last."""
+    dirs = list(args.store or []) or list(load_config(getattr(args, "config", None))
+                                          .get("profiles", "stores"))
+    return dirs + [str(bundled_store())]
+
+
+def add_profile_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="communication profiles")
+    psub = p.add_subparsers(dest="profile_command", required=True, metavar="ACTION")
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--store", action="append", metavar="DIR",
+                       help="profile store directory (repeatable; default: site config)")
+        q.add_argument("--config", metavar="FILE", help="site config file")
+
+    q = psub.add_parser("list", help="profiles in the stores")
+    common(q)
+    q.set_defaults(func=_list)
+    q = psub.add_parser("show", help="one profile's metadata and size")
+    q.add_argument("name")
+    common(q)
+    q.set_defaults(func=_show)
+    q = psub.add_parser("generate", help="write a generated pattern as a profile")
+    q.add_argument("spec", help="e.g. stencil3d, stencil3d:4x4x4, npb-cg, summa")
+    q.add_argument("--ntasks", type=int, required=True)
+    q.add_argument("--out", required=True, metavar="FILE.mtx")
+    q.set_defaults(func=_generate)
+    q = psub.add_parser("import", help="import Open MPI pml_monitoring output into a store")
+    q.add_argument("prefix", help="PREFIX of PREFIX.<rank>.prof files")
+    q.add_argument("--name", required=True)
+    q.add_argument("--store", required=True, metavar="DIR", help="store to write into")
+    q.add_argument("--description", default="")
+    q.add_argument("--kinds", default="E,I,C",
+                   help="monitoring line kinds to count (E user p2p, I internal, C)")
+    q.set_defaults(func=_import)
+
+
+def _list(args: argparse.Namespace) -> int:
+    for info in ProfileStore(store_dirs(args)).list():
+        print(f"{info.name:24s} {info.ranks:8d} ranks  {info.description}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    info = ProfileStore(store_dirs(args)).find(args.name)
+    g = read_graph(info.file)
+    print(f"name         {info.name}\nfile         {info.file}\nranks        {info.ranks}\n"
+          f"units        {info.units}\ndescription  {info.description}\n"
+          f"source       {info.source}\nedges        {g.m}\ntotal volume {g.total_volume:g}")
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    g = generate(args.spec, args.ntasks)
+    write_mtx(g, args.out, comment=f"rankmap generator {args.spec}, {args.ntasks} ranks")
+    print(f"{args.out}: {g.n} ranks, {g.m} edges")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    if not NAME.match(args.name):
+        raise ProfileError(f"profile name {args.name!r} is not allowed")
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            print(f"\rreading monitoring files {done}/{total}", end="", file=sys.stderr,
+                  flush=True)
+
+    g = import_monitoring(args.prefix, args.kinds.split(","), progress)
+    if tty:
+        print(file=sys.stderr)
+    store = Path(args.store)
+    store.mkdir(parents=True, exist_ok=True)
+    write_mtx(g, store / f"{args.name}.mtx", comment=f"imported from {args.prefix}.*.prof")
+    desc = args.description.replace('"', "'")
+    (store / f"{args.name}.toml").write_text(
+        f'ranks = {g.n}\nunits = "bytes"\ndescription = "{desc}"\n'
+        f'source = "Open MPI pml_monitoring: {args.prefix}"\nfile = "{args.name}.mtx"\n')
+    print(f"{store / args.name}.toml: {g.n} ranks, {g.m} edges, {g.total_volume:g} bytes")
+    return 0

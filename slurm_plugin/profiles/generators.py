@@ -1,0 +1,306 @@
+"""Communication patterns generated for the job's task count.
+
+Each generator returns a :class:`~mapper.CommGraph` over ``n`` ranks (volumes in
+bytes per step, ``bytes=`` scales them) built with numpy.  A spec is ``NAME[:ARGS]``
+with comma-separated ARGS: grid dimensions ``AxBxC`` and ``key=value`` options, e.g.
+``stencil3d``, ``stencil3d:4x4x4,bytes=1e6``, ``ring``.  The NAS Parallel Benchmarks
+patterns follow the published process layouts of NPB 3.x (CG's 2D grid, BT/SP's
+square multi-partition grid, LU's 2D wavefront, MG's 3D grid, FT's transposes); they
+are models of who talks to whom, with volumes proportional to the surfaces exchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mapper import CommGraph
+
+
+class GeneratorError(ValueError):
+    """A generator spec that does not fit the job; the message says why."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    dims: tuple[int, ...] | None
+    options: dict[str, str]
+
+
+def parse_spec(spec: str) -> Spec:
+    """``stencil3d:4x4x4,bytes=1e6`` → Spec('stencil3d', (4, 4, 4), {'bytes': '1e6'})."""
+    name, _, args = spec.partition(":")
+    dims = None
+    options: dict[str, str] = {}
+    for arg in filter(None, (a.strip() for a in args.split(","))):
+        if "=" in arg:
+            k, _, v = arg.partition("=")
+            options[k.strip()] = v.strip()
+        elif arg == "periodic":
+            options["periodic"] = "1"
+        else:
+            try:
+                dims = tuple(int(x) for x in arg.lower().split("x"))
+            except ValueError:
+                raise GeneratorError(f"{spec!r}: {arg!r} is neither dimensions AxBxC nor "
+                                     f"key=value") from None
+            if min(dims) < 1:
+                raise GeneratorError(f"{spec!r}: dimensions must be positive")
+    if name not in GENERATORS:
+        raise GeneratorError(f"unknown generator {name!r} (known: {', '.join(GENERATORS)})")
+    return Spec(name, dims, options)
+
+
+def is_generator_spec(spec: str) -> bool:
+    return spec.partition(":")[0] in GENERATORS
+
+
+def near_factors(n: int, k: int) -> tuple[int, ...]:
+    """k factors of n as close to n^(1/k) as possible, largest first."""
+    if k == 1:
+        return (n,)
+    best: tuple[int, ...] | None = None
+    target = n ** (1.0 / k)
+    for a in range(1, n + 1):
+        if n % a:
+            continue
+        rest = near_factors(n // a, k - 1)
+        cand = tuple(sorted((a,) + rest, reverse=True))
+        if best is None or _spread(cand, target) < _spread(best, target):
+            best = cand
+    assert best is not None
+    return best
+
+
+def _spread(f: tuple[int, ...], target: float) -> float:
+    return sum(abs(math.log(x / target)) for x in f)
+
+
+def _grid_edges(dims: tuple[int, ...], periodic: bool, stride: int = 1):
+    idx = np.arange(int(np.prod(dims))).reshape(dims)
+    src, dst = [], []
+    for ax, size in enumerate(dims):
+        if size <= stride:
+            continue
+        a = np.take(idx, range(size - stride), axis=ax).ravel()
+        b = np.take(idx, range(stride, size), axis=ax).ravel()
+        src.append(a)
+        dst.append(b)
+        if periodic and size > 2 * stride:
+            src.append(np.take(idx, range(size - stride, size), axis=ax).ravel())
+            dst.append(np.take(idx, range(0, stride), axis=ax).ravel())
+    if not src:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(src), np.concatenate(dst)
+
+
+def _dims(spec: Spec, n: int, k: int) -> tuple[int, ...]:
+    if spec.dims is None:
+        return near_factors(n, k)
+    if len(spec.dims) != k:
+        raise GeneratorError(f"{spec.name}: expected {k} dimensions, got "
+                             f"{'x'.join(map(str, spec.dims))}")
+    if int(np.prod(spec.dims)) != n:
+        raise GeneratorError(f"{spec.name}: dimensions {'x'.join(map(str, spec.dims))} make "
+                             f"{int(np.prod(spec.dims))} ranks but the job has {n} tasks")
+    return spec.dims
+
+
+def _volume(spec: Spec) -> float:
+    try:
+        v = float(spec.options.get("bytes", "1"))
+    except ValueError:
+        raise GeneratorError(f"{spec.name}: bytes={spec.options['bytes']!r} is not a number"
+                             ) from None
+    if not v > 0:
+        raise GeneratorError(f"{spec.name}: bytes must be positive")
+    return v
+
+
+def _graph(src, dst, w, n: int, spec: Spec) -> CommGraph:
+    return CommGraph.from_edges(np.asarray(src), np.asarray(dst), np.asarray(w, dtype=float),
+                                n=n, source=f"generator {spec.name}")
+
+
+def _stencil(spec: Spec, n: int, k: int) -> CommGraph:
+    dims = _dims(spec, n, k)
+    s, d = _grid_edges(dims, spec.options.get("periodic") == "1")
+    return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
+
+
+def stencil2d(spec: Spec, n: int) -> CommGraph:
+    """5-point stencil on a near-square 2D grid (or the given AxB), halo exchange."""
+    return _stencil(spec, n, 2)
+
+
+def stencil3d(spec: Spec, n: int) -> CommGraph:
+    """7-point stencil on a near-cubic 3D grid (or the given AxBxC), halo exchange."""
+    return _stencil(spec, n, 3)
+
+
+def ring(spec: Spec, n: int) -> CommGraph:
+    """Rank r exchanges with r+1 (mod n)."""
+    if n < 2:
+        raise GeneratorError("ring needs at least 2 ranks")
+    r = np.arange(n)
+    src, dst = (r[:-1], r[1:]) if n == 2 else (r, (r + 1) % n)
+    return _graph(src, dst, np.full(len(src), _volume(spec)), n, spec)
+
+
+def alltoall(spec: Spec, n: int) -> CommGraph:
+    """Every pair of ranks exchanges the same volume."""
+    a, b = np.triu_indices(n, 1)
+    return _graph(a, b, np.full(len(a), _volume(spec)), n, spec)
+
+
+def _recursive_doubling_edges(ranks: np.ndarray):
+    """Partners r xor 2^k among ``len(ranks)`` ranks; extra ranks fold into the first p."""
+    m = len(ranks)
+    p = 1 << (m.bit_length() - 1) if m else 0
+    src, dst = [], []
+    k = 1
+    base = np.arange(p)
+    while k < p:
+        lo = base[(base & k) == 0]
+        src.append(ranks[lo])
+        dst.append(ranks[lo | k])
+        k <<= 1
+    if m > p:  # fold-in: rank p+i sends to and receives from rank i
+        src.append(ranks[p:])
+        dst.append(ranks[: m - p])
+    if not src:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(src), np.concatenate(dst)
+
+
+def recursive_doubling(spec: Spec, n: int) -> CommGraph:
+    """Allreduce by recursive doubling: partners r xor 2^k, log2(n) rounds (fold-in of
+    the ranks beyond the largest power of two)."""
+    s, d = _recursive_doubling_edges(np.arange(n))
+    return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
+
+
+def _power_of_two(n: int, name: str) -> int:
+    if n < 1 or n & (n - 1):
+        raise GeneratorError(f"{name} needs a power-of-two task count, got {n}")
+    return n.bit_length() - 1
+
+
+def npb_cg(spec: Spec, n: int) -> CommGraph:
+    """NPB CG: 2D grid of nprows x npcols (npcols = nprows or 2 nprows, n a power of
+    two); recursive-doubling reductions along each row plus the transpose partner."""
+    log = _power_of_two(n, "npb-cg")
+    rows = 1 << (log // 2)
+    cols = n // rows
+    grid = np.arange(n).reshape(rows, cols)
+    src, dst, w = [], [], []
+    vol = _volume(spec)
+    for r in range(rows):
+        s, d = _recursive_doubling_edges(grid[r])
+        src.append(s)
+        dst.append(d)
+        w.append(np.full(len(s), vol))
+    # transpose exchange: rank (i, j) with (j mod rows, ...) as in NPB's exch_proc
+    r_idx, c_idx = np.divmod(np.arange(n), cols)
+    partner = (c_idx % rows) * cols + (r_idx * (cols // rows)) + (c_idx // rows)
+    keep = partner != np.arange(n)
+    src.append(np.arange(n)[keep])
+    dst.append(partner[keep])
+    w.append(np.full(int(keep.sum()), vol))
+    return _graph(np.concatenate(src), np.concatenate(dst), np.concatenate(w), n, spec)
+
+
+def _square(n: int, name: str) -> int:
+    q = math.isqrt(n)
+    if q * q != n:
+        raise GeneratorError(f"{name} needs a square task count (NPB's square process grid), "
+                             f"got {n}")
+    return q
+
+
+def npb_bt(spec: Spec, n: int) -> CommGraph:
+    """NPB BT/SP multi-partition: a sqrt(n) x sqrt(n) periodic grid; each rank exchanges
+    with its four grid neighbours (x and y sweeps) and its diagonal successor and
+    predecessor (the z sweep's cell shift)."""
+    q = _square(n, spec.name)
+    if q < 2:
+        raise GeneratorError(f"{spec.name} needs at least 4 ranks")
+    s, d = _grid_edges((q, q), periodic=True)
+    r, c = np.divmod(np.arange(n), q)
+    diag = ((r + 1) % q) * q + (c + 1) % q
+    keep = diag != np.arange(n)
+    src = np.concatenate([s, np.arange(n)[keep]])
+    dst = np.concatenate([d, diag[keep]])
+    return _graph(src, dst, np.full(len(src), _volume(spec)), n, spec)
+
+
+def npb_lu(spec: Spec, n: int) -> CommGraph:
+    """NPB LU: 2D grid (near-square), pipelined wavefront with the four non-periodic
+    neighbours."""
+    dims = _dims(spec, n, 2)
+    s, d = _grid_edges(dims, periodic=False)
+    return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
+
+
+def npb_mg(spec: Spec, n: int) -> CommGraph:
+    """NPB MG: 3D periodic grid; neighbours at strides 1, 2, 4, … for the coarser
+    multigrid levels, each coarser level a quarter of the volume of the finer."""
+    dims = _dims(spec, n, 3)
+    vol = _volume(spec)
+    src, dst, w = [], [], []
+    stride, level_vol = 1, vol
+    while stride < max(dims):
+        s, d = _grid_edges(dims, periodic=True, stride=stride)
+        src.append(s)
+        dst.append(d)
+        w.append(np.full(len(s), level_vol))
+        stride *= 2
+        level_vol /= 4
+    return _graph(np.concatenate(src), np.concatenate(dst), np.concatenate(w), n, spec)
+
+
+def _row_col_alltoall(rows: int, cols: int):
+    grid = np.arange(rows * cols).reshape(rows, cols)
+    src, dst = [], []
+    a, b = np.triu_indices(cols, 1)
+    src.append(grid[:, a].ravel())
+    dst.append(grid[:, b].ravel())
+    a, b = np.triu_indices(rows, 1)
+    src.append(grid[a, :].ravel())
+    dst.append(grid[b, :].ravel())
+    return np.concatenate(src), np.concatenate(dst)
+
+
+def npb_ft(spec: Spec, n: int) -> CommGraph:
+    """NPB FT 2D layout: transposes are all-to-alls within every row and every column
+    of a near-square process grid."""
+    rows, cols = _dims(spec, n, 2)
+    s, d = _row_col_alltoall(rows, cols)
+    return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
+
+
+def summa(spec: Spec, n: int) -> CommGraph:
+    """SUMMA matrix multiply on a near-square 2D grid: every step broadcasts panels
+    along rows and columns, so each rank talks to all ranks of its row and column."""
+    rows, cols = _dims(spec, n, 2)
+    s, d = _row_col_alltoall(rows, cols)
+    return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
+
+
+GENERATORS: dict[str, Callable[[Spec, int], CommGraph]] = {
+    "stencil2d": stencil2d, "stencil3d": stencil3d, "ring": ring, "alltoall": alltoall,
+    "recursive-doubling": recursive_doubling, "npb-cg": npb_cg, "npb-bt": npb_bt,
+    "npb-sp": npb_bt, "npb-lu": npb_lu, "npb-mg": npb_mg, "npb-ft": npb_ft, "summa": summa,
+}
+
+
+def generate(spec: str, ntasks: int) -> CommGraph:
+    """The pattern ``spec`` sized to ``ntasks`` ranks."""
+    parsed = parse_spec(spec)
+    if ntasks < 1:
+        raise GeneratorError(f"{spec}: the job has no tasks")
+    return GENERATORS[parsed.name](parsed, ntasks)

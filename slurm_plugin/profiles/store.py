@@ -1,0 +1,172 @@
+"""The profile store: named communication profiles in site directories.
+
+A profile is ``NAME.toml`` beside a matrix file::
+
+    ranks = 64
+    units = "bytes"
+    description = "LAMMPS 3D domain decomposition, 64 ranks"
+    source = "Open MPI pml_monitoring, 2026-11-01"
+    file = "lammps-3d.mtx"        # .mtx, .graph, .csv or .npz, relative to the .toml
+
+The prolog runs as root and the name comes from the user, so names are resolved only
+inside the configured stores: a name is ``[A-Za-z0-9_+-][A-Za-z0-9._+-]*``, and the
+files it leads to must stay inside the store directory after resolving symlinks.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mapper import CommGraph, GraphError
+from mapper.graph_io import read_graph
+
+from .generators import GeneratorError, generate, is_generator_spec
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used for this job; the message says which and why."""
+
+
+NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}$")
+TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str}
+REQUIRED = ("ranks", "file")
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    name: str
+    path: Path
+    ranks: int
+    file: Path
+    units: str = "bytes"
+    description: str = ""
+    source: str = ""
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve(strict=True).relative_to(root.resolve(strict=True))
+        return True
+    except (FileNotFoundError, ValueError, OSError):
+        return False
+
+
+class ProfileStore:
+    """Profiles found in an ordered list of directories (the first match wins)."""
+
+    def __init__(self, dirs: Sequence[str | Path], max_bytes: int | None = None) -> None:
+        self.dirs = [Path(d) for d in dirs]
+        self.max_bytes = max_bytes
+
+    def list(self) -> list[ProfileInfo]:
+        seen: dict[str, ProfileInfo] = {}
+        for d in self.dirs:
+            if not d.is_dir():
+                continue
+            for toml in sorted(d.glob("*.toml")):
+                name = toml.stem
+                if name in seen or not NAME.match(name):
+                    continue
+                try:
+                    seen[name] = self._info(name, toml, d)
+                except ProfileError:
+                    continue
+        return list(seen.values())
+
+    def find(self, name: str) -> ProfileInfo:
+        if not NAME.match(name) or ".." in name:
+            raise ProfileError(f"profile name {name!r} is not allowed (letters, digits, "
+                               f"'.', '_', '+', '-'; no '/' or '..')")
+        for d in self.dirs:
+            toml = d / f"{name}.toml"
+            if toml.is_file():
+                if not _inside(toml, d):
+                    raise ProfileError(f"profile {name!r}: {toml} leads outside the store {d}")
+                return self._info(name, toml, d)
+        where = ", ".join(str(d) for d in self.dirs) or "(no stores configured)"
+        raise ProfileError(f"profile {name!r} not found in the profile stores {where}")
+
+    def _info(self, name: str, toml: Path, store: Path) -> ProfileInfo:
+        try:
+            data = tomllib.loads(toml.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProfileError(f"{toml}: cannot read: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ProfileError(f"{toml}: TOML syntax error: {exc}") from None
+        for key, value in data.items():
+            if key not in TOML_KEYS:
+                raise ProfileError(f"{toml}: unknown key {key!r} (known: "
+                                   f"{', '.join(TOML_KEYS)})")
+            if not isinstance(value, TOML_KEYS[key]) or isinstance(value, bool):
+                raise ProfileError(f"{toml}: {key}: must be {TOML_KEYS[key].__name__}")
+        for key in REQUIRED:
+            if key not in data:
+                raise ProfileError(f"{toml}: missing key {key!r}")
+        if data["ranks"] < 1:
+            raise ProfileError(f"{toml}: ranks: must be positive")
+        rel = Path(data["file"])
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ProfileError(f"{toml}: file: must be a path inside the store")
+        matrix = toml.parent / rel
+        if not _inside(matrix, store):
+            raise ProfileError(f"{toml}: file {data['file']!r} is missing or leads outside "
+                               f"the store {store}")
+        return ProfileInfo(name, toml, data["ranks"], matrix, data.get("units", "bytes"),
+                           data.get("description", ""), data.get("source", ""))
+
+    def load(self, name: str, ntasks: int) -> CommGraph:
+        """The profile's graph, which must have exactly ``ntasks`` ranks."""
+        info = self.find(name)
+        if info.ranks != ntasks:
+            raise ProfileError(f"profile {name!r} is for {info.ranks} ranks but the job has "
+                               f"{ntasks} tasks")
+        try:
+            graph = read_graph(info.file, max_bytes=self.max_bytes)
+        except GraphError as exc:
+            raise ProfileError(f"profile {name!r}: {exc}") from None
+        if graph.n != ntasks:
+            raise ProfileError(f"profile {name!r}: matrix {info.file.name} has {graph.n} "
+                               f"ranks, the job has {ntasks} tasks")
+        return graph
+
+
+def resolve_profile(spec: str, ntasks: int, stores: Sequence[str | Path],
+                    allow_user_files: bool = False, max_bytes: int | None = None
+                    ) -> CommGraph:
+    """A profile by store name, generator spec or (if allowed) ``file:/PATH``.
+
+    A plain name is looked up in the stores first, then among the generators; a spec
+    with arguments (``stencil3d:4x4x4``) is always a generator.
+    """
+    spec = spec.strip()
+    if spec.startswith("file:"):
+        if not allow_user_files:
+            raise ProfileError("profile files of users (file:PATH) are not enabled on this "
+                               "cluster ([profiles] allow_user_files)")
+        path = Path(spec[5:])
+        if not path.is_absolute() or ".." in path.parts:
+            raise ProfileError(f"{spec!r}: give an absolute path without '..'")
+        try:
+            graph = read_graph(path, max_bytes=max_bytes)
+        except GraphError as exc:
+            raise ProfileError(str(exc)) from None
+        if graph.n != ntasks:
+            raise ProfileError(f"{path}: {graph.n} ranks but the job has {ntasks} tasks")
+        return graph
+    store = ProfileStore(stores, max_bytes)
+    if ":" not in spec:
+        try:
+            return store.load(spec, ntasks)
+        except ProfileError as exc:
+            if "not found" not in str(exc) or not is_generator_spec(spec):
+                raise
+    if is_generator_spec(spec):
+        try:
+            return generate(spec, ntasks)
+        except GeneratorError as exc:
+            raise ProfileError(f"generator {spec!r}: {exc}") from None
+    return store.load(spec, ntasks)  # raises the "not found" error with the stores

@@ -1,0 +1,118 @@
+"""Launcher files from a layout and a rank → slot mapping, rendered with jinja2.
+
+Templates come from a site directory when one is configured and from the packaged
+``rankmap_templates`` otherwise; a site can override any single file.  Rendering is
+pure (strings out); :func:`write_files` is the I/O edge and never follows symlinks.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+import numpy as np
+
+from .layout import Layout
+
+
+def packaged_templates_dir() -> Path:
+    try:
+        import rankmap_templates  # installed wheel: templates/ ships as this package
+
+        return Path(rankmap_templates.__file__).parent
+    except ImportError:  # running from a source checkout
+        return Path(__file__).resolve().parent.parent / "templates"
+
+
+@lru_cache(maxsize=8)
+def _environment(templates_dir: str | None) -> jinja2.Environment:
+    search = [str(packaged_templates_dir())]
+    if templates_dir:
+        search.insert(0, templates_dir)
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(search),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+def render_template(name: str, templates_dir: str | None = None, **context) -> str:
+    return _environment(templates_dir or None).get_template(name).render(**context)
+
+
+def core_list(cores: tuple[int, ...]) -> str:
+    """``(2, 3)`` → ``2-3``; non-contiguous cores as a comma list ``1,3``."""
+    if len(cores) > 1 and list(cores) == list(range(cores[0], cores[-1] + 1)):
+        return f"{cores[0]}-{cores[-1]}"
+    return ",".join(map(str, cores))
+
+
+def rank_rows(layout: Layout, mapping: np.ndarray) -> list[dict]:
+    """Per rank, in rank order: host, socket and core list of its slot."""
+    rows = []
+    for rank, pe in enumerate(np.asarray(mapping).tolist()):
+        slot = layout.slots[pe]
+        rows.append({"rank": rank, "host": slot.host, "socket": slot.socket,
+                     "cores": core_list(slot.cores)})
+    return rows
+
+
+def host_rows(layout: Layout, mapping: np.ndarray) -> list[dict]:
+    counts: dict[str, int] = {}
+    for pe in np.asarray(mapping).tolist():
+        host = layout.slots[pe].host
+        counts[host] = counts.get(host, 0) + 1
+    return [{"host": h, "slots": c} for h, c in counts.items()]
+
+
+def render_rankfile(layout: Layout, mapping: np.ndarray, templates_dir: str | None = None,
+                    algorithm: str = "", job_id: str | None = None) -> str:
+    return render_template("rankfile.j2", templates_dir, ranks=rank_rows(layout, mapping),
+                           algorithm=algorithm or "rankmap", job_id=job_id or "-")
+
+
+def render_hostfile(layout: Layout, mapping: np.ndarray, templates_dir: str | None = None,
+                    **_: object) -> str:
+    return render_template("hostfile.j2", templates_dir, hosts=host_rows(layout, mapping))
+
+
+def render_machinefile(layout: Layout, mapping: np.ndarray, templates_dir: str | None = None,
+                       **_: object) -> str:
+    return render_template("machinefile.j2", templates_dir, ranks=rank_rows(layout, mapping))
+
+
+def render_slurm_hostfile(layout: Layout, mapping: np.ndarray,
+                          templates_dir: str | None = None, **_: object) -> str:
+    return render_template("slurm_hostfile.j2", templates_dir,
+                           ranks=rank_rows(layout, mapping))
+
+
+FILE_NAMES = {"rankfile": "rankfile", "hostfile": "hostfile", "machinefile": "machinefile",
+              "slurm_hostfile": "slurm_hostfile", "report": "report.txt",
+              "record": "report.json"}
+
+
+def write_files(directory: str | os.PathLike, files: dict[str, str]) -> dict[str, Path]:
+    """Write ``{name: text}`` into ``directory`` (names from FILE_NAMES), mode 0644.
+
+    Each file is created afresh with O_EXCL | O_NOFOLLOW after removing any previous
+    entry of that name, so a planted symlink is replaced, never written through.
+    """
+    out = {}
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for name, text in files.items():
+            fname = FILE_NAMES[name]
+            try:
+                os.unlink(fname, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            fd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
+                         dir_fd=dir_fd)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            out[name] = Path(directory) / fname
+    finally:
+        os.close(dir_fd)
+    return out
