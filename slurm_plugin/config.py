@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,14 +110,17 @@ def _topology(v: Any) -> str:
     return _abs_path(v)
 
 
-def _algorithm(v: Any) -> str:
-    from mapper.api import AlgorithmError, AlgorithmSpec
+# The grammar of mapper.api.AlgorithmSpec, checked here without importing the solver
+# (and numpy) so that the TaskProlog, which reads this file once per task, stays light.
+_ALGORITHM = re.compile(r"^(identity|random|greedy|greedyallc|topdown|bottomup)"
+                        r"(\+(n2|n[1-9]\d*|nc[1-9]\d*|np|np([2-9]|[1-9]\d+)))?$")
 
+
+def _algorithm(v: Any) -> str:
     v = _string(v)
-    try:
-        AlgorithmSpec.parse(v)
-    except AlgorithmError as exc:
-        raise ValueError(str(exc)) from None
+    if not _ALGORITHM.match(v):
+        raise ValueError(f"unknown algorithm {v!r}: expected CONSTRUCTION[+NEIGHBOURHOOD], "
+                         f"e.g. topdown+n10")
     return v
 
 
@@ -169,6 +173,12 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "grace_seconds": (20.0, _positive_number,
                           "start-up and I/O time allowed beyond the solver budget before "
                           "the watchdog stops the computation"),
+        "compute_on": ("batch_host", _choice("batch_host", "slurmctld"),
+                       "batch_host: the Prolog on the job's first node computes (no shared "
+                       "file system needed); slurmctld: PrologSlurmctld computes into a "
+                       "shared output_dir"),
+        "fallback_dir": ("/run/rankmap-fallback", _abs_path,
+                         "where reports go when output_dir cannot be used"),
     },
 }
 

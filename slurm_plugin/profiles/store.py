@@ -16,10 +16,11 @@ files it leads to must stay inside the store directory after resolving symlinks.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 from mapper import CommGraph, GraphError
 from mapper.graph_io import read_graph

@@ -1,0 +1,71 @@
+"""What the job asked for: SPANK options and site rules → profile, algorithm, budget.
+
+Pure: takes the config, the scheduler's view of the job and the SPANK variables, and
+returns a :class:`MappingRequest` or None when rankmap should leave the job alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .config import Config
+
+SPANK_PROFILE = "SPANK_RANKMAP_COMM_PROFILE"
+SPANK_MODE = "SPANK_RANKMAP_MODE"
+SPANK_TIME = "SPANK_RANKMAP_TIME"
+
+
+@dataclass(frozen=True)
+class MappingRequest:
+    profile: str
+    algorithm: str
+    time_limit: float
+    origin: str  # "user" (sbatch flags) or "rule" (site config)
+    refusal: str | None = None  # set when the job asked but may not be mapped
+
+
+def spank_values(env: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+    """The user's --comm-profile, --rankmap and --rankmap-time as the prolog sees them."""
+    return (env.get(SPANK_PROFILE) or None, env.get(SPANK_MODE) or None,
+            env.get(SPANK_TIME) or None)
+
+
+def wants_rules(config: Config) -> bool:
+    return bool(config.rules)
+
+
+def decide(config: Config, env: Mapping[str, str], partition: str | None,
+           account: str | None = None, job_name: str | None = None
+           ) -> MappingRequest | None:
+    """The mapping to compute for this job, or None to leave it untouched."""
+    profile, mode, time_text = spank_values(env)
+    if mode == "off":
+        return None
+    rule = config.rule_for(partition, account, job_name)
+    origin = "user"
+    if profile is None and rule is not None and rule.profile:
+        profile, origin = rule.profile, "rule"
+    if profile is None:
+        return None
+    algorithm = config.get("solver", "algorithm")
+    if rule is not None and rule.algorithm:
+        algorithm = rule.algorithm
+    if mode not in (None, "auto"):
+        algorithm = mode
+    time_limit = config.get("solver", "time_limit")
+    if rule is not None and rule.time_limit:
+        time_limit = rule.time_limit
+    refusal = None
+    if time_text is not None:
+        try:
+            time_limit = float(time_text)
+            if not time_limit > 0:
+                raise ValueError
+        except ValueError:
+            refusal = f"--rankmap-time={time_text!r} is not a positive number"
+            time_limit = config.get("solver", "time_limit")
+    time_limit = min(time_limit, config.get("solver", "max_time_limit"))
+    if not config.partition_enabled(partition):
+        refusal = f"rankmap is not enabled on partition {partition!r}"
+    return MappingRequest(profile, algorithm, time_limit, origin, refusal)

@@ -1,0 +1,171 @@
+"""The local Slurm test cluster with rankmap installed into it, for end-to-end tests.
+
+Session-scoped: brings up deploy/testcluster (munge, slurmctld, four slurmd) with
+rankmap's prolog, epilog, task prolog and SPANK plugin, and tears down only what it
+started.  Needs root and Debian's Slurm, munge and Open MPI packages
+(deploy/install-debian-packages.sh; CI installs them); skips otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE = Path(os.environ.get("RANKMAP_TESTCLUSTER", "/tmp/rankmap-e2e"))
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+BASE_CONFIG = """
+[general]
+output_dir = "{state}/out"
+log_file = "{state}/rankmap.log"
+log_level = "debug"
+
+[solver]
+time_limit = 5.0
+max_time_limit = 30.0
+
+[profiles]
+stores = ["{state}/profiles"]
+
+[render]
+export_slurm_hostfile = {export_slurm_hostfile}
+
+[prolog]
+fallback_dir = "{state}/fallback"
+grace_seconds = 30.0
+
+[[rules]]
+partition = "mapped"
+profile = "stencil3d"
+"""
+
+
+@dataclass
+class Job:
+    job_id: str
+    state: str
+    output: str
+
+
+class Cluster:
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.outputs: dict[str, Path] = {}
+        self.env = {"PATH": PATH, "SLURM_CONF": str(state / "slurm.conf"), "LC_ALL": "C",
+                    "HOME": str(state)}
+
+    # -- configuration ---------------------------------------------------------------
+    def write_config(self, output_dir: str | None = None, export_slurm_hostfile: bool = False,
+                     extra: str = "") -> None:
+        text = BASE_CONFIG.format(state=self.state,
+                                  export_slurm_hostfile=str(export_slurm_hostfile).lower())
+        if output_dir is not None:
+            text = text.replace(f'output_dir = "{self.state}/out"', f'output_dir = "{output_dir}"')
+        (self.state / "rankmap.toml").write_text(text + extra)
+
+    # -- jobs ------------------------------------------------------------------------
+    def run(self, args: list[str], env: dict | None = None, check: bool = True
+            ) -> subprocess.CompletedProcess:
+        return subprocess.run(args, env={**self.env, **(env or {})}, capture_output=True,
+                              text=True, timeout=120, check=check, cwd=self.state / "jobs")
+
+    def submit(self, script: str, *args: str, env: dict | None = None) -> str:
+        path = self.state / "jobs" / f"job{time.monotonic_ns()}.sh"
+        path.write_text("#!/bin/bash\n" + script)
+        out = self.run(["sbatch", "--parsable", "-o", str(path) + ".out", *args, str(path)],
+                       env)
+        job_id = out.stdout.strip().split(";")[0]
+        self.outputs[job_id] = Path(str(path) + ".out")
+        return job_id
+
+    def wait(self, job_id: str, timeout: float = 90) -> Job:
+        deadline = time.time() + timeout
+        state = "UNKNOWN"
+        while time.time() < deadline:
+            out = self.run(["scontrol", "show", "job", "-o", job_id], check=False).stdout
+            m = re.search(r"JobState=(\S+)", out)
+            state = m.group(1) if m else "GONE"
+            if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                         "GONE", "OUT_OF_MEMORY", "PREEMPTED") or "Held" in out:
+                break
+            time.sleep(0.3)
+        outfile = self.outputs[job_id]
+        for _ in range(20):  # the output file can lag the state change by a moment
+            if outfile.exists():
+                break
+            time.sleep(0.2)
+        return Job(job_id, state, outfile.read_text() if outfile.exists() else "")
+
+    def node_states(self) -> dict[str, str]:
+        out = self.run(["sinfo", "-h", "-N", "-o", "%N %T"]).stdout.split()
+        return dict(zip(out[::2], out[1::2], strict=False))
+
+    def log_text(self) -> str:
+        p = self.state / "rankmap.log"
+        return p.read_text() if p.exists() else ""
+
+
+def _have_slurm() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (runs slurmctld/slurmd)"
+    for tool in ("slurmctld", "slurmd", "sbatch", "munged", "mpicc", "lstopo", "make"):
+        if not shutil.which(tool, path=PATH):
+            return f"{tool} not installed (bash deploy/install-debian-packages.sh)"
+    return None
+
+
+def _wrapper(path: Path, command: str, config: Path) -> str:
+    path.write_text(f"#!/bin/sh\nRANKMAP_CONFIG={config} exec {command}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    why = _have_slurm()
+    if why:
+        pytest.skip(why)
+    if STATE.exists():
+        subprocess.run([sys.executable, str(ROOT / "deploy/testcluster/cluster.py"), "down",
+                        "--state-dir", str(STATE)], check=False)
+        shutil.rmtree(STATE)
+    for sub in ("jobs", "out", "profiles", "bin", "lib"):
+        (STATE / sub).mkdir(parents=True)
+    os.chmod(STATE / "jobs", 0o1777)
+    cluster = Cluster(STATE)
+    cluster.write_config()
+    scripts = Path(sysconfig.get_path("scripts"))
+    config = STATE / "rankmap.toml"
+    prolog = _wrapper(STATE / "bin/prolog.sh", scripts / "rankmap-prolog", config)
+    epilog = _wrapper(STATE / "bin/epilog.sh", scripts / "rankmap-epilog", config)
+    task = _wrapper(STATE / "bin/task_prolog.sh", scripts / "rankmap-task-prolog", config)
+    subprocess.run(["make", "-s", "-C", str(ROOT / "slurm_plugin/spank"),
+                    f"OUT={STATE / 'lib'}"], check=True)
+    (STATE / "plugstack.conf").write_text(
+        f"optional {STATE / 'lib/rankmap_spank.so'} max_time=60\n")
+    subprocess.run(["mpicc", "-O2", "-o", str(STATE / "bin/rankinfo"),
+                    str(ROOT / "tests/data/mpi/rankinfo.c")], check=True)
+    xml = subprocess.run(["lstopo", "-i", "package:2 core:4 pu:1", "--of", "xml"],
+                         capture_output=True, text=True, check=True).stdout
+    (STATE / "topo-2x4.xml").write_text(xml)
+    up = subprocess.run([sys.executable, str(ROOT / "deploy/testcluster/cluster.py"), "up",
+                         "--state-dir", str(STATE), "--prolog", prolog, "--epilog", epilog,
+                         "--task-prolog", task, "--plugstack", str(STATE / "plugstack.conf")],
+                        capture_output=True, text=True)
+    if up.returncode:
+        pytest.fail(f"test cluster did not come up:\n{up.stdout}\n{up.stderr}")
+    try:
+        yield cluster
+    finally:
+        subprocess.run([sys.executable, str(ROOT / "deploy/testcluster/cluster.py"), "down",
+                        "--state-dir", str(STATE)], check=False)
