@@ -182,7 +182,7 @@ def parse_scontrol_job(text: str) -> Allocation:
     user, uid = _name_and_id(fields.get("UserId", ""))
     _, gid = _name_and_id(fields.get("GroupId", ""))
     return Allocation(fields.get("JobId"), tuple(nodes), tuple(tasks), cpt, tuple(cpus),
-                      cpu_ids, fields.get("Partition"), fields.get("Account"),
+                      cpu_ids, fields.get("Partition"), fields.get("Account") or None,
                       fields.get("JobName"), user, uid, gid)
 
 

@@ -1,0 +1,75 @@
+from pathlib import Path
+
+import pytest
+
+from slurm_plugin.cli import main as cli_main
+from slurm_plugin.config import ConfigError, load_config, parse_config
+from slurm_plugin.request import decide
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "rankmap.toml.example"
+
+
+def test_shipped_example_loads_and_equals_the_defaults():
+    cfg = load_config(str(EXAMPLE))
+    defaults = parse_config("", "<none>")
+    assert cfg.values == defaults.values
+    assert all(src == str(EXAMPLE) for src in cfg.sources["solver"].values())
+
+
+@pytest.mark.parametrize("text,msg", [
+    ('[solver]\ntime_limit = "abc"\n', r"x.toml: \[solver\] time_limit: must be a positive"),
+    ("[solver]\ntime_limt = 3\n", r"x.toml: \[solver\] unknown key 'time_limt'"),
+    ("[solvr]\n", r"x.toml: unknown section \[solvr\]"),
+    ("[solver\n", r"x.toml: TOML syntax error: .*line 1"),
+    ('[solver]\nalgorithm = "topdwn"\n', "unknown algorithm 'topdwn'"),
+    ("[solver]\nlevel_distances = [10, 1]\n", "must not decrease"),
+    ('[render]\nfiles = ["rankfile", "pdf"]\n', "unknown file 'pdf'"),
+    ('[general]\noutput_dir = "relative"\n', "absolute path"),
+    ("[solver]\ntime_limit = 50\n", "must not exceed max_time_limit"),
+    ('[[rules]]\npartition = "x"\n', r"\[\[rules\]\] #1: a rule needs a profile"),
+    ('[[rules]]\nprofile = "x"\ncolour = 1\n', "unknown key 'colour'"),
+])
+def test_config_errors_name_the_file_and_key(text, msg):
+    with pytest.raises(ConfigError, match=msg):
+        parse_config(text, "x.toml")
+
+
+def test_config_check_prints_sources(tmp_path, capsys):
+    cfg = tmp_path / "site.toml"
+    cfg.write_text('[solver]\nalgorithm = "greedy+np"\n')
+    assert cli_main(["config", "check", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert f'algorithm = "greedy+np"    # {cfg}' in out
+    assert 'time_limit = 5.0    # default' in out
+    cfg.write_text("[solver]\nseed = -1\n")
+    assert cli_main(["config", "check", "--config", str(cfg)]) == 2
+    assert "[solver] seed: must be a non-negative integer" in capsys.readouterr().err
+
+
+RULES = """
+[general]
+enabled_partitions = ["batch", "cfd*"]
+[solver]
+max_time_limit = 10.0
+[[rules]]
+partition = "cfd*"
+job_name = "lmp*"
+profile = "lammps-3d"
+algorithm = "greedy+n10"
+"""
+
+
+def test_requests_from_flags_and_rules():
+    cfg = parse_config(RULES, "r.toml")
+    assert decide(cfg, {}, "batch") is None  # no flag, no rule: untouched
+    r = decide(cfg, {}, "cfd2", job_name="lmp-run")
+    assert (r.profile, r.algorithm, r.origin) == ("lammps-3d", "greedy+n10", "rule")
+    assert decide(cfg, {}, "cfd2", job_name="other") is None
+    r = decide(cfg, {"SPANK_RANKMAP_COMM_PROFILE": "ring", "SPANK_RANKMAP_TIME": "99",
+                     "SPANK_RANKMAP_MODE": "bottomup"}, "batch")
+    assert (r.profile, r.algorithm, r.time_limit, r.refusal) == ("ring", "bottomup", 10.0,
+                                                                 None)
+    assert decide(cfg, {"SPANK_RANKMAP_COMM_PROFILE": "ring", "SPANK_RANKMAP_MODE": "off"},
+                  "batch") is None
+    r = decide(cfg, {"SPANK_RANKMAP_COMM_PROFILE": "ring"}, "gpu")
+    assert "not enabled on partition 'gpu'" in r.refusal

@@ -1,0 +1,166 @@
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+
+import numpy as np
+import pytest
+
+from mapper import Hierarchy, evaluate
+from slurm_plugin.jobdir import JobDirError, create_job_dir, remove_job_dir
+from slurm_plugin.layout import Layout, Slot, default_placements
+from slurm_plugin.plan import make_plan
+from slurm_plugin.profiles.generators import generate
+from slurm_plugin.render import (
+    render_hostfile,
+    render_machinefile,
+    render_rankfile,
+    render_slurm_hostfile,
+    write_files,
+)
+from slurm_plugin.report import build_report, render_report_text, report_json
+
+
+def small_layout(cpt: int = 1) -> Layout:
+    """2 hosts x 2 sockets x 2 slots of ``cpt`` cores each."""
+    slots = []
+    for host in ("a", "b"):
+        for sock in (0, 1):
+            for k in range(2):
+                cores = tuple(range(k * cpt, (k + 1) * cpt))
+                slots.append(Slot(host, sock, cores, tuple(sock * 4 + c for c in cores)))
+    h = Hierarchy.from_tree([[2, 2], [2, 2]], [1, 10, 100], ["socket", "node", "root"])
+    return Layout(h, tuple(slots))
+
+
+def parse_rankfile(text: str) -> dict[int, tuple[str, int, str]]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        m = re.fullmatch(r"rank (\d+)=(\S+) slot=(\d+):(\S+)", line)
+        assert m, line
+        out[int(m.group(1))] = (m.group(2), int(m.group(3)), m.group(4))
+    return out
+
+
+@pytest.mark.parametrize("cpt", [1, 2])
+def test_every_rankfile_line_matches_the_mapping(cpt):
+    layout = small_layout(cpt)
+    mapping = np.random.default_rng(cpt).permutation(layout.n)
+    parsed = parse_rankfile(render_rankfile(layout, mapping))
+    assert sorted(parsed) == list(range(layout.n))
+    for rank, (host, sock, cores) in parsed.items():
+        slot = layout.slots[mapping[rank]]
+        expect = ",".join(map(str, slot.cores)) if len(slot.cores) == 1 else \
+            f"{slot.cores[0]}-{slot.cores[-1]}"
+        assert (host, sock, cores) == (slot.host, slot.socket, expect)
+
+
+def test_hostfile_machinefile_and_slurm_hostfile():
+    layout = small_layout()
+    mapping = np.array([7, 0, 6, 1, 2, 3, 4, 5])
+    hostfile = render_hostfile(layout, mapping).split("\n")
+    assert hostfile[:2] == ["b slots=4", "a slots=4"]
+    expected = [layout.slots[p].host for p in mapping]
+    assert render_machinefile(layout, mapping).split() == expected
+    assert render_slurm_hostfile(layout, mapping).split() == expected
+
+
+def test_site_templates_override_single_files(tmp_path):
+    (tmp_path / "hostfile.j2").write_text("{% for h in hosts %}{{ h.host }}:{{ h.slots }}\n"
+                                          "{% endfor %}")
+    layout = small_layout()
+    assert render_hostfile(layout, np.arange(8), templates_dir=str(tmp_path)) == "a:4\nb:4\n"
+    assert render_machinefile(layout, np.arange(8), templates_dir=str(tmp_path)).split()[0] \
+        == "a"
+
+
+def test_report_numbers_match_the_mapper():
+    layout = small_layout()
+    graph = generate("ring", 8)
+    plan = make_plan(layout, graph, algorithm="topdown+n2", time_limit=5, job_id="42",
+                     profile="ring")
+    assert plan.applied and set(plan.files) == {"rankfile", "hostfile", "machinefile",
+                                                "slurm_hostfile"}
+    record = json.loads(plan.report_json)
+    costs = {p["name"]: p for p in record["placements"]}
+    for name, mapping in {"rankmap": plan.result.mapping, **default_placements(layout)}.items():
+        ev = evaluate(graph, layout.hierarchy, mapping)
+        assert costs[name]["objective"] == pytest.approx(ev.objective)
+        assert costs[name]["traffic"] == {t.name: t.volume for t in ev.traffic}
+    block, ours = costs["block"]["objective"], costs["rankmap"]["objective"]
+    assert costs["rankmap"]["saved_vs_block"] == f"{100 * (block - ours) / block:.1f}%"
+    assert "rankmap was NOT applied" not in plan.report_text
+    assert f"{ours:20.6g}".strip() in plan.report_text
+
+
+def test_cyclic_default_placement_is_round_robin():
+    layout = small_layout()
+    cyclic = default_placements(layout)["cyclic"]
+    assert [layout.slots[p].host for p in cyclic] == ["a", "b"] * 4
+    assert sorted(cyclic.tolist()) == list(range(8))
+
+
+def test_fallback_report_names_the_reason_and_renders_no_launcher_files():
+    layout = small_layout()
+    plan = make_plan(layout, generate("ring", 4), algorithm="topdown", time_limit=5,
+                     profile="ring")
+    assert not plan.applied and plan.files == {}
+    assert "has 4 ranks but the job has 8 tasks" in plan.report_text
+    rep = build_report(layout, None, None, job_id="1", profile="x", fallback_reason="broken")
+    assert "rankmap was NOT applied: broken" in render_report_text(rep)
+    assert json.loads(report_json(rep))["applied"] is False
+
+
+def test_time_budget_overrun_is_a_fallback():
+    layout = small_layout()
+    plan = make_plan(layout, generate("ring", 8), algorithm="topdown+n10", time_limit=1e-6)
+    assert not plan.applied and "time budget" in plan.fallback_reason
+
+
+def test_write_files_replaces_planted_symlinks(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "rankfile").symlink_to(victim)
+    write_files(out, {"rankfile": "rank 0=a slot=0:0\n"})
+    assert victim.read_text() == "precious"
+    assert not (out / "rankfile").is_symlink()
+    assert (out / "rankfile").read_text() == "rank 0=a slot=0:0\n"
+
+
+def test_job_directories(tmp_path):
+    d = create_job_dir(tmp_path, "17", os.getuid(), os.getgid())
+    assert d == tmp_path / "job.17" and oct(d.stat().st_mode & 0o777) == "0o755"
+    (d / "f").write_text("x")
+    outside = tmp_path / "keep"
+    outside.mkdir()
+    (outside / "data").write_text("keep me")
+    (d / "link").symlink_to(outside)
+    assert remove_job_dir(tmp_path, "17") and not d.exists()
+    assert (outside / "data").read_text() == "keep me"
+    with pytest.raises(JobDirError, match="not a Slurm job id"):
+        create_job_dir(tmp_path, "../17")
+    with pytest.raises(JobDirError, match="does not exist"):
+        create_job_dir(tmp_path / "missing", "1")
+    (tmp_path / "job.18").symlink_to(outside)
+    create_job_dir(tmp_path, "18")  # a planted symlink is removed, not followed
+    assert (outside / "data").exists() and not (tmp_path / "job.18").is_symlink()
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="Open MPI not installed")
+def test_mpirun_accepts_a_rendered_rankfile(tmp_path):
+    host = socket.gethostname()
+    h = Hierarchy.from_tree([2], [1, 10], ["socket", "root"])
+    layout = Layout(h, (Slot(host, 0, (0,), (0,)), Slot(host, 0, (1,), (1,))))
+    rf = tmp_path / "rf"
+    rf.write_text(render_rankfile(layout, np.array([1, 0])))
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    proc = subprocess.run(["mpirun", "--rankfile", str(rf), "-np", "2", "--report-bindings",
+                           "/bin/true"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"MCW rank 0 bound to socket 0\[core 1", proc.stderr), proc.stderr
