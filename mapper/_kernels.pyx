@@ -245,7 +245,8 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     mode 1: N_p, all pairs of PEs inside consecutive PE index blocks of size ``param``.
     mode 2: N^2, all PE pairs in Heider's cyclic order.  Modes 1 and 2 repeat full
     passes until one makes no improving swap.  Every mode stops at ``time_limit``
-    seconds (<= 0: none).  Returns (total gain, swaps, passes, timed_out).
+    seconds (<= 0: none).  Returns (total gain, swaps, passes, timed_out, full
+    gain evaluations).
     """
     cdef int64_t n = len(pe)
     cdef Graph g
@@ -276,6 +277,17 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef cnp.uint8_t* ACT = &active[0]
     cdef double* MEMO = &memo[0]
     cdef int64_t* MST = &memo_stamp[0]
+    # Innermost groups holding none of u's neighbours share one bound per level-1 group:
+    # every neighbour is then at a level >= 1 distance that is the same for all of them.
+    cdef bint by_node = mat is None and n > 0 and gid.shape[1] >= 2
+    cdef int64_t nnodes = int(np.max(gid[:, 1])) + 1 if by_node else 1
+    cdef cnp.ndarray[double, ndim=1, mode="c"] memo1 = np.zeros(nnodes, dtype=np.float64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] memo1_stamp = np.full(nnodes, -1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] nb_stamp = np.full(max(nkeys, 1), -1,
+                                                                   dtype=np.int64)
+    cdef double* MEMO1 = &memo1[0]
+    cdef int64_t* MST1 = &memo1_stamp[0]
+    cdef int64_t* NBS = &nb_stamp[0]
     cdef uint64_t rng = seed * <uint64_t>2654435761 + 12345
     cdef double start = _now()
     cdef double gain_total = 0.0, delta, gu, gv
@@ -284,7 +296,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int64_t i, j, a, b, u, v, head, tail, e, w, lo, hi, t, visit = 0, memo_epoch = 0
     cdef int64_t blk, count, key
     if n < 2:
-        return 0.0, 0, 0, False
+        return 0.0, 0, 0, False, 0
     g.indptr = &indptr[0]
     g.indices = &indices[0]
     g.weights = &weights[0]
@@ -333,16 +345,27 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                 tail += 1
                     visit += 1
                     memo_epoch += 1
+                    if by_node:
+                        for e in range(g.indptr[u], g.indptr[u + 1]):
+                            NBS[o.gid[P[g.indices[e]] * o.k]] = memo_epoch
                     for j in range(1, tail):
                         v = Q[j]
                         if _equivalent(&o, P[u], P[v]):
                             continue
                         key = P[v] if o.mat != NULL else o.gid[P[v] * o.k]
-                        if MST[key] != memo_epoch:
-                            MST[key] = memo_epoch
-                            MEMO[key] = _gamma_group(&g, &o, P, u, P[v])
-                        if gu - MEMO[key] <= eps:
-                            continue
+                        if by_node and NBS[key] != memo_epoch:
+                            key = o.gid[P[v] * o.k + 1]
+                            if MST1[key] != memo_epoch:
+                                MST1[key] = memo_epoch
+                                MEMO1[key] = _gamma_group(&g, &o, P, u, P[v])
+                            if gu - MEMO1[key] <= eps:
+                                continue
+                        else:
+                            if MST[key] != memo_epoch:
+                                MST[key] = memo_epoch
+                                MEMO[key] = _gamma_group(&g, &o, P, u, P[v])
+                            if gu - MEMO[key] <= eps:
+                                continue
                         delta = _swap_delta(&g, &o, P, u, v)
                         evals += 1
                         if delta < -eps:
@@ -358,6 +381,9 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                             _mark_ball(&g, u, 1, ACT, Q2, DEP2, ST2, &visit2)
                             _mark_ball(&g, v, 1, ACT, Q2, DEP2, ST2, &visit2)
                             memo_epoch += 1
+                            if by_node:
+                                for e in range(g.indptr[u], g.indptr[u + 1]):
+                                    NBS[o.gid[P[g.indices[e]] * o.k]] = memo_epoch
                             gu = _gamma(&g, &o, P, u, P[u])
                         if (evals & 1023) == 0 and time_limit > 0 and _now() - start > time_limit:
                             timed_out = True
@@ -399,7 +425,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                 timed_out = True
                                 break
                     lo = hi
-    return gain_total, swaps, passes, bool(timed_out)
+    return gain_total, swaps, passes, bool(timed_out), evals
 
 
 def greedy_construct(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,

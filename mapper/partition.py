@@ -52,12 +52,15 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0) -> 
         return np.zeros(n, dtype=np.int64)
     if adj.nnz == 0 or n <= k:
         return np.repeat(np.arange(k), sizes)
+    tries = _SMALL_GRAPH_TRIES if n <= _SMALL_GRAPH else 1
     best, best_cut = None, np.inf
     # METIS is erratic on tiny graphs; a few seeds there cost next to nothing
-    for attempt in range(_SMALL_GRAPH_TRIES if n <= _SMALL_GRAPH else 1):
+    for attempt in range(tries):
         # recursive bisection first: with exact targets it cuts far less than k-way here
         raw = _metis(adj, sizes, seed + 7919 * (attempt // 2), recursive=attempt % 2 == 0)
         part = refine_cut(adj, repair_sizes(adj, raw, sizes), sizes, seed)
+        if tries == 1:
+            return part
         cut = cut_weight(adj, part)
         if cut < best_cut:
             best, best_cut = part, cut
@@ -66,6 +69,7 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0) -> 
 
 _SMALL_GRAPH = 16
 _SMALL_GRAPH_TRIES = 4
+_DENSE_BELOW = 512
 
 
 def _metis(adj: sp.csr_matrix, sizes: np.ndarray, seed: int, recursive: bool) -> np.ndarray:
@@ -120,6 +124,7 @@ def repair_sizes(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.
     part = part.copy()
     n = len(part)
     k = len(sizes)
+    dense = adj.toarray() if n <= _DENSE_BELOW else None
     for _ in range(64):
         count = np.bincount(part, minlength=k)
         excess = count - sizes
@@ -128,24 +133,33 @@ def repair_sizes(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.
         over = excess > 0
         under = np.flatnonzero(excess < 0)
         cand = np.flatnonzero(over[part])
-        onehot = sp.csr_matrix((np.ones(n), (np.arange(n), part)), shape=(n, k))
-        conn = (adj[cand] @ onehot).tocoo()  # sparse: never a dense n x k array
-        row, col, val = conn.row, conn.col, conn.data
-        own = np.zeros(len(cand))
-        mine = col == part[cand[row]]
-        np.add.at(own, row[mine], val[mine])
-        # best underfull target per candidate; without an edge into one, the largest
-        # deficit
-        fallback = under[np.argmin(excess[under])]
-        target = np.full(len(cand), fallback, dtype=np.int64)
-        best_val = np.zeros(len(cand))
-        into = excess[col] < 0
-        r, c, w = row[into], col[into], val[into]
-        if len(r):
-            order = np.lexsort((w, r))  # per row ascending value: last one is the best
-            last = np.r_[np.flatnonzero(np.diff(r[order])), len(order) - 1]
-            target[r[order][last]] = c[order][last]
-            best_val[r[order][last]] = w[order][last]
+        if dense is not None:  # small pieces: plain arrays beat scipy's per-call cost
+            conn_d = dense[cand] @ np.eye(k)[part]
+            own = conn_d[np.arange(len(cand)), part[cand]]
+            masked = np.where(excess[None, :] < 0, conn_d, -np.inf)
+            target = np.argmax(masked, axis=1)
+            best_val = masked[np.arange(len(cand)), target]
+            none = best_val <= 0
+            target[none] = under[np.argmin(excess[under])]
+            best_val[none] = 0.0
+        else:
+            onehot = sp.csr_matrix((np.ones(n), (np.arange(n), part)), shape=(n, k))
+            conn = (adj[cand] @ onehot).tocoo()  # sparse: never a dense n x k array
+            row, col, val = conn.row, conn.col, conn.data
+            own = np.zeros(len(cand))
+            mine = col == part[cand[row]]
+            np.add.at(own, row[mine], val[mine])
+            # best underfull target per candidate; without an edge into one, the
+            # largest deficit
+            target = np.full(len(cand), under[np.argmin(excess[under])], dtype=np.int64)
+            best_val = np.zeros(len(cand))
+            into = excess[col] < 0
+            r, c, w = row[into], col[into], val[into]
+            if len(r):
+                order = np.lexsort((w, r))  # per row ascending: the last one is the best
+                last = np.r_[np.flatnonzero(np.diff(r[order])), len(order) - 1]
+                target[r[order][last]] = c[order][last]
+                best_val[r[order][last]] = w[order][last]
         gain = best_val - own
         moved_any = False
         remaining = int(excess[over].sum())

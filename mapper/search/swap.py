@@ -36,6 +36,7 @@ class SearchStats:
     swaps: int
     passes: int
     hit_time_limit: bool
+    evaluations: int = 0
 
 
 # Above this many ranks the graph is renumbered in PE order before searching: ranks
@@ -60,13 +61,13 @@ def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: int, param: in
         work = np.arange(len(pe), dtype=np.int64)
     else:
         indptr, indices, weights, work = graph.indptr, graph.indices, graph.weights, pe
-    gain, swaps, passes, timed_out = _kernels.local_search(
+    gain, swaps, passes, timed_out, evals = _kernels.local_search(
         indptr, indices, weights, work, *KernelOracle.of(machine).args(),
         mode, int(param), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
         _REL_EPS * scale)
     if work is not pe:
         pe[rank_at] = work
-    return SearchStats(float(gain), int(swaps), int(passes), bool(timed_out))
+    return SearchStats(float(gain), int(swaps), int(passes), bool(timed_out), int(evals))
 
 
 def _max_distance(machine: Machine) -> float:
