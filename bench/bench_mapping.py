@@ -228,7 +228,7 @@ def main() -> int:
             j_ratio.append(res["ours"][0] / res["sm-eco"][0])
             t_ratio.append(tr)
 
-        def cell(key: str, part: int) -> str:
+        def cell(key: str, part: int, res: dict = res) -> str:
             if key not in res:
                 return "n/a"
             v = res[key][part]

@@ -179,23 +179,48 @@ cdef inline double _gamma_group(const Graph* g, const Oracle* o, const int64_t* 
     return s
 
 
+cdef inline double _gamma_from_level(const Graph* g, const Oracle* o, const int64_t* pe,
+                                     int64_t u, int64_t p, int level) noexcept nogil:
+    """Γ_u at a PE that shares p's groups from ``level`` up but no lower group with any
+    of u's neighbours: each neighbour counts at its first shared level >= ``level``."""
+    cdef int64_t e, q
+    cdef int i
+    cdef double s = 0.0
+    cdef const int32_t* gp = o.gid + p * o.k
+    cdef const int32_t* gq
+    for e in range(g.indptr[u], g.indptr[u + 1]):
+        q = pe[g.indices[e]]
+        gq = o.gid + q * o.k
+        for i in range(level, o.k):
+            if gp[i] == gq[i]:
+                s += g.weights[e] * o.dist[i]
+                break
+    return s
+
+
 cdef inline double _best_gamma_bound(const Graph* g, const Oracle* o, const int64_t* pe,
                                      int64_t u) noexcept nogil:
-    """Lower bound on Γ_u over all PEs, O(deg(u)² k): hierarchies only.
+    """Lower bound on Γ_u over all PEs, O(deg(u)² k²): hierarchies only.
 
-    The minimum over PEs of u's neighbours' groups is computed exactly with
-    _gamma_group; every other innermost group holds no neighbour, so each neighbour
-    is at least the level-1 distance away from it.
+    Any PE's innermost group either holds one of u's neighbours (exact value), or its
+    first group holding one is the level-L group of some neighbour, L >= 1 (value with
+    every neighbour counted from level L up), or it shares only the root with all of
+    them.  The minimum over these candidates is at most the minimum over all PEs.
     """
     cdef int64_t e
+    cdef int level
     cdef double best, vol = 0.0, val
     for e in range(g.indptr[u], g.indptr[u + 1]):
         vol += g.weights[e]
-    best = vol * (o.dist[1] if o.k > 1 else o.dist[0])
+    best = vol * o.dist[o.k - 1]
     for e in range(g.indptr[u], g.indptr[u + 1]):
         val = _gamma_group(g, o, pe, u, pe[g.indices[e]])
         if val < best:
             best = val
+        for level in range(1, o.k - 1):
+            val = _gamma_from_level(g, o, pe, u, pe[g.indices[e]], level)
+            if val < best:
+                best = val
     return best
 
 
@@ -255,7 +280,6 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] order = np.arange(n, dtype=np.int64)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] rank_of = np.empty(n, dtype=np.int64)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] queue = np.empty(max(n, 1), dtype=np.int64)
-    cdef cnp.ndarray[int32_t, ndim=1, mode="c"] depth_of = np.empty(max(n, 1), dtype=np.int32)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] stamp = np.full(max(n, 1), -1, dtype=np.int64)
     cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] active = np.ones(max(n, 1), dtype=np.uint8)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] queue2 = np.empty(max(n, 1), dtype=np.int64)
@@ -271,7 +295,6 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int64_t* P = &pe[0] if n else NULL
     cdef int64_t* R = &rank_of[0]
     cdef int64_t* Q = &queue[0]
-    cdef int32_t* DEP = &depth_of[0]
     cdef int64_t* ST = &stamp[0]
     cdef int64_t* ORD = &order[0]
     cdef cnp.uint8_t* ACT = &active[0]
@@ -294,7 +317,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int64_t swaps = 0, passes = 0, evals = 0
     cdef bint improved = True, timed_out = False, full_pass = True
     cdef int64_t i, j, a, b, u, v, head, tail, e, w, lo, hi, t, visit = 0, memo_epoch = 0
-    cdef int64_t blk, count, key
+    cdef int64_t blk, count, key, depth, level_end, pu0
     if n < 2:
         return 0.0, 0, 0, False, 0
     g.indptr = &indptr[0]
@@ -325,34 +348,35 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                         # u sits in its best group: it cannot gain from any swap, and a
                         # swap that gains on its partner's side is seen from there
                         continue
-                    # BFS ball of radius param around u
+                    # BFS ball of radius param around u, one level at a time
                     head = 0
                     tail = 1
                     Q[0] = u
-                    DEP[u] = 0
                     ST[u] = visit
-                    while head < tail:
-                        a = Q[head]
-                        head += 1
-                        if DEP[a] >= param:
-                            continue
-                        for e in range(g.indptr[a], g.indptr[a + 1]):
-                            w = g.indices[e]
-                            if ST[w] != visit:
-                                ST[w] = visit
-                                DEP[w] = DEP[a] + 1
-                                Q[tail] = w
-                                tail += 1
+                    depth = 0
+                    while head < tail and depth < param:
+                        level_end = tail
+                        while head < level_end:
+                            a = Q[head]
+                            head += 1
+                            for e in range(g.indptr[a], g.indptr[a + 1]):
+                                w = g.indices[e]
+                                if ST[w] != visit:
+                                    ST[w] = visit
+                                    Q[tail] = w
+                                    tail += 1
+                        depth += 1
                     visit += 1
                     memo_epoch += 1
                     if by_node:
                         for e in range(g.indptr[u], g.indptr[u + 1]):
                             NBS[o.gid[P[g.indices[e]] * o.k]] = memo_epoch
+                    pu0 = P[u] if o.mat != NULL else o.gid[P[u] * o.k]
                     for j in range(1, tail):
                         v = Q[j]
-                        if _equivalent(&o, P[u], P[v]):
-                            continue
                         key = P[v] if o.mat != NULL else o.gid[P[v] * o.k]
+                        if key == pu0 and o.mat == NULL:
+                            continue  # same innermost group: the swap cannot change J
                         if by_node and NBS[key] != memo_epoch:
                             key = o.gid[P[v] * o.k + 1]
                             if MST1[key] != memo_epoch:
@@ -385,6 +409,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                 for e in range(g.indptr[u], g.indptr[u + 1]):
                                     NBS[o.gid[P[g.indices[e]] * o.k]] = memo_epoch
                             gu = _gamma(&g, &o, P, u, P[u])
+                            pu0 = P[u] if o.mat != NULL else o.gid[P[u] * o.k]
                         if (evals & 1023) == 0 and time_limit > 0 and _now() - start > time_limit:
                             timed_out = True
                             break
