@@ -77,9 +77,11 @@ def compute(env: dict[str, str]) -> dict:
     # launcher files first, the report last: a report saying "applied" implies the files
     write_files(job_dir, plan.files)
     write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
-    return status(plan.applied, plan.fallback_reason, layout,
-                  plan.result.objective if plan.result else None,
-                  plan.result.seconds if plan.result else None)
+    result = status(plan.applied, plan.fallback_reason, layout,
+                    plan.result.objective if plan.result else None,
+                    plan.result.seconds if plan.result else None)
+    result["notes"] = list(layout.notes)
+    return result
 
 
 def status(applied: bool, reason: str | None, layout: Layout | None = None,

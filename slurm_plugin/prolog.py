@@ -133,6 +133,8 @@ def handle_job(env: Mapping[str, str], cfg: Config) -> None:
         return
     timeout = request.time_limit + cfg.get("prolog", "grace_seconds")
     status = run_worker(dict(env), job_dir, request, uid, gid, timeout)
+    for note in status.get("notes") or ():
+        log.info("job %s: %s", job_id, note)
     if not status.get("applied"):
         # no launcher file may survive a failed computation
         for name in ("rankfile", "hostfile", "machinefile", "slurm_hostfile"):

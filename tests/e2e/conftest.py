@@ -61,6 +61,7 @@ class Cluster:
     def __init__(self, state: Path) -> None:
         self.state = state
         self.outputs: dict[str, Path] = {}
+        self.scripts: dict[str, str] = {}
         self.env = {"PATH": PATH, "SLURM_CONF": str(state / "slurm.conf"), "LC_ALL": "C",
                     "HOME": str(state)}
 
@@ -105,6 +106,16 @@ class Cluster:
                 break
             time.sleep(0.2)
         return Job(job_id, state, outfile.read_text() if outfile.exists() else "")
+
+    def restart(self, **scripts: str) -> None:
+        """Bring the cluster up again with other script settings (cluster.py options)."""
+        args = [sys.executable, str(ROOT / "deploy/testcluster/cluster.py"), "up",
+                "--state-dir", str(self.state)]
+        for key, value in {**self.scripts, **scripts}.items():
+            args += [f"--{key.replace('_', '-')}", value]
+        up = subprocess.run(args, capture_output=True, text=True)
+        if up.returncode:
+            raise RuntimeError(f"restart failed:\n{up.stdout}\n{up.stderr}")
 
     def node_states(self) -> dict[str, str]:
         out = self.run(["sinfo", "-h", "-N", "-o", "%N %T"]).stdout.split()
@@ -158,12 +169,12 @@ def slurm_cluster():
     xml = subprocess.run(["lstopo", "-i", "package:2 core:4 pu:1", "--of", "xml"],
                          capture_output=True, text=True, check=True).stdout
     (STATE / "topo-2x4.xml").write_text(xml)
-    up = subprocess.run([sys.executable, str(ROOT / "deploy/testcluster/cluster.py"), "up",
-                         "--state-dir", str(STATE), "--prolog", prolog, "--epilog", epilog,
-                         "--task-prolog", task, "--plugstack", str(STATE / "plugstack.conf")],
-                        capture_output=True, text=True)
-    if up.returncode:
-        pytest.fail(f"test cluster did not come up:\n{up.stdout}\n{up.stderr}")
+    cluster.scripts = {"prolog": prolog, "epilog": epilog, "task_prolog": task,
+                       "plugstack": str(STATE / "plugstack.conf")}
+    try:
+        cluster.restart()
+    except RuntimeError as exc:
+        pytest.fail(f"test cluster did not come up: {exc}")
     try:
         yield cluster
     finally:

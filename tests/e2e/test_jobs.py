@@ -91,6 +91,19 @@ srun -n 8 bash -c 'echo "TASK $SLURM_PROCID $(hostname)"'
     assert [tasks[r] for r in range(8)] == expected
 
 
+def test_spank_options_are_listed_and_checked_at_submission(slurm_cluster):
+    c = slurm_cluster
+    help_text = c.run(["sbatch", "--help"]).stdout
+    for option in ("--comm-profile=NAME", "--rankmap=MODE", "--rankmap-time=SECONDS"):
+        assert option in help_text
+    for bad, msg in (("--rankmap-time=-1", "positive number of seconds"),
+                     ("--rankmap-time=100", "above this site's maximum of 60"),
+                     ("--rankmap=topdwn", "expected auto, off or an algorithm"),
+                     ("--comm-profile=a/b", "no '/' or '..'")):
+        proc = c.run(["sbatch", bad, "--wrap", "true"], check=False)
+        assert proc.returncode != 0 and msg in proc.stderr, (bad, proc.stderr)
+
+
 def test_job_without_flag_outside_rules_is_untouched(slurm_cluster):
     c = slurm_cluster
     job = c.wait(c.submit(REPORT_JOB + "ls " + str(c.state / "out") + " | sed 's/^/DIR: /'\n",
@@ -190,3 +203,23 @@ def test_twenty_jobs_at_once_all_run_and_leave_no_files(slurm_cluster):
             break
         time.sleep(0.2)
     assert left == []
+
+
+def test_prolog_slurmctld_computes_into_a_shared_directory(slurm_cluster):
+    c = slurm_cluster
+    c.write_config()
+    text = (c.state / "rankmap.toml").read_text().replace(
+        'grace_seconds = 30.0', 'grace_seconds = 30.0\ncompute_on = "slurmctld"')
+    (c.state / "rankmap.toml").write_text(text)
+    ctld = c.state / "bin" / "prolog_slurmctld.sh"
+    ctld.write_text((c.state / "bin" / "prolog.sh").read_text())
+    ctld.chmod(0o755)
+    c.restart(prolog_slurmctld=str(ctld))
+    try:
+        job = c.wait(c.submit(REPORT_JOB, "-N2", "--ntasks-per-node=4", "--comm-profile=ring"))
+    finally:
+        c.write_config()
+        c.restart()
+    assert job.state == "COMPLETED", job.output
+    assert re.search(r"RANKFILE_PATH=/\S+/job\.\d+/rankfile", job.output), job.output
+    assert "REPORT:   profile    ring" in job.output
