@@ -231,8 +231,6 @@ class Config:
         return None
 
 
-
-
 def parse_config(text: str, path: str) -> Config:
     """Parse and check TOML text; errors name ``path`` and the key (or line)."""
     try:
