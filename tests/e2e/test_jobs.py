@@ -211,8 +211,10 @@ def test_prolog_slurmctld_computes_into_a_shared_directory(slurm_cluster):
     text = (c.state / "rankmap.toml").read_text().replace(
         'grace_seconds = 30.0', 'grace_seconds = 30.0\ncompute_on = "slurmctld"')
     (c.state / "rankmap.toml").write_text(text)
+    # PrologSlurmctld gets no SLURM_CONF; this cluster's config is not in the default place
     ctld = c.state / "bin" / "prolog_slurmctld.sh"
-    ctld.write_text((c.state / "bin" / "prolog.sh").read_text())
+    ctld.write_text((c.state / "bin" / "prolog.sh").read_text().replace(
+        "RANKMAP_CONFIG=", f"SLURM_CONF={c.state / 'slurm.conf'} RANKMAP_CONFIG="))
     ctld.chmod(0o755)
     c.restart(prolog_slurmctld=str(ctld))
     try:
