@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,7 +74,8 @@ class AlgorithmSpec:
 
 def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+n10",
                   seed: int = 0, time_limit: float | None = None,
-                  attempts: int = 1) -> MappingResult:
+                  attempts: int = 1,
+                  progress: Callable[[str], None] | None = None) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
@@ -82,7 +84,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     enforce it from outside).  ``attempts`` > 1 repeats the algorithm with seeds
     ``seed, seed+1, …`` inside the same time limit and keeps the best mapping
     (restarts matter for small or rugged instances, where one 2-swap local optimum is
-    often not the global one).
+    often not the global one).  ``progress`` is called with a short phase description
+    as each phase starts (the CLI shows them on a terminal).
     """
     if attempts < 1:
         raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
@@ -92,7 +95,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         left = None if time_limit is None else time_limit - (time.perf_counter() - start)
         if best is not None and left is not None and left <= 0:
             break
-        r = _map_once(graph, machine, algorithm, seed + i, left)
+        r = _map_once(graph, machine, algorithm, seed + i, left, progress)
         if best is None or r.objective < best.objective:
             best = r
     assert best is not None
@@ -102,8 +105,10 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
 
 
 def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
-              time_limit: float | None) -> MappingResult:
+              time_limit: float | None,
+              progress: Callable[[str], None] | None = None) -> MappingResult:
     spec = AlgorithmSpec.parse(algorithm)
+    report = progress or (lambda phase: None)
     if graph.n != machine.n:
         raise GraphError(f"{graph.source}: graph has {graph.n} ranks but the machine has "
                          f"{machine.n} PEs; they must be equal")
@@ -118,6 +123,7 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
             return None
         return max(time_limit - (time.perf_counter() - start), 1e-6)
 
+    report(f"construction {spec.construction} (seed {seed})")
     if spec.construction == "identity":
         pe = construction.identity(graph.n)
     elif spec.construction == "random":
@@ -133,6 +139,7 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
     pe = np.ascontiguousarray(pe, dtype=np.int64)
 
     if spec.neighborhood and not timed_out:
+        report(f"local search {algorithm.split('+', 1)[1]}")
         if spec.neighborhood == "nc":
             stats = search.communication_neighborhood(graph, machine, pe, spec.param, seed,
                                                       remaining())

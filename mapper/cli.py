@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 from .api import map_processes
 from .graph import CommGraph
-from .machine import Hierarchy
+from .machine import DistanceMatrix, Hierarchy, Machine, MachineError
 from .objective import evaluate
 
 
@@ -52,20 +53,59 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def _machine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("graph", metavar="GRAPH",
                    help="communication graph: METIS .graph, Matrix Market .mtx, CSV, .npz")
-    p.add_argument("--hierarchy", required=True, metavar="A1:A2:...",
+    p.add_argument("--hierarchy", metavar="A1:A2:...",
                    help="PEs per group, innermost first, e.g. 4:16:8")
-    p.add_argument("--distances", required=True, metavar="D1:D2:...",
+    p.add_argument("--distances", metavar="D1:D2:...",
                    help="distance per level, innermost first, e.g. 1:10:100")
+    p.add_argument("--distance-matrix", metavar="FILE",
+                   help="instead of a hierarchy: an explicit n x n distance matrix (text, "
+                        "one row per line, or .npy) for non-tree machines such as tori")
 
 
-def _load(args: argparse.Namespace) -> tuple[CommGraph, Hierarchy]:
+def read_distance_matrix(path: str) -> DistanceMatrix:
+    """An explicit distance matrix from text (rows of numbers) or ``.npy``."""
+    try:
+        if path.endswith(".npy"):
+            matrix = np.load(path, allow_pickle=False)
+        else:
+            rows = []
+            for no, line in enumerate(Path(path).read_text().splitlines(), 1):
+                text = line.split("#", 1)[0].split()
+                if not text:
+                    continue
+                try:
+                    rows.append([float(x) for x in text])
+                except ValueError:
+                    raise CliError(f"{path}:{no}: expected numbers") from None
+                if len(rows[-1]) != len(rows[0]):
+                    raise CliError(f"{path}:{no}: {len(rows[-1])} entries, the first row "
+                                   f"has {len(rows[0])}")
+            matrix = np.array(rows)
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return DistanceMatrix(matrix)
+    except MachineError as exc:
+        raise CliError(f"{path}: {exc}") from None
+
+
+def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
     from .graph_io import read_graph
 
-    machine = Hierarchy.parse(args.hierarchy, args.distances)
+    if args.distance_matrix:
+        if args.hierarchy or args.distances:
+            raise CliError("give either --distance-matrix or --hierarchy/--distances")
+        machine: Machine = read_distance_matrix(args.distance_matrix)
+        what = f"--distance-matrix {args.distance_matrix}"
+    else:
+        if not (args.hierarchy and args.distances):
+            raise CliError("--hierarchy and --distances are required (or --distance-matrix)")
+        machine = Hierarchy.parse(args.hierarchy, args.distances)
+        what = f"--hierarchy {args.hierarchy}"
     graph = read_graph(args.graph)
     if graph.n != machine.n:
-        raise CliError(f"{args.graph}: graph has {graph.n} ranks but --hierarchy "
-                       f"{args.hierarchy} has {machine.n} PEs")
+        raise CliError(f"{args.graph}: graph has {graph.n} ranks but {what} has {machine.n} "
+                       f"PEs")
     return graph, machine
 
 
@@ -91,10 +131,24 @@ def _traffic_json(traffic) -> list[dict]:
     return [t.as_dict() for t in traffic]
 
 
+def _terminal_progress():
+    """Phase lines with elapsed time on stderr, when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    start = time.perf_counter()
+
+    def show(phase: str) -> None:
+        print(f"[{time.perf_counter() - start:7.2f} s] {phase}", file=sys.stderr, flush=True)
+    return show
+
+
 def _cmd_map(args: argparse.Namespace) -> int:
+    progress = _terminal_progress()
+    if progress:
+        progress(f"reading {args.graph}")
     graph, machine = _load(args)
     result = map_processes(graph, machine, args.algorithm, args.seed, args.time_limit,
-                           args.attempts)
+                           args.attempts, progress)
     Path(args.output).write_text("".join(f"{p}\n" for p in result.mapping.tolist()))
     summary = {
         "objective": result.objective,

@@ -16,11 +16,11 @@ import traceback
 
 from .allocation import read_allocation
 from .config import load_config
+from .files import write_files
 from .layout import Layout
 from .plan import make_plan
 from .profiles.cli import bundled_store
 from .profiles.store import resolve_profile
-from .render import write_files
 from .slurmcli import SlurmQueryError, run_slurm
 from .topology import (
     SwitchTree,

@@ -10,11 +10,11 @@ from mapper.graph_io import read_graph
 
 from .allocation import Allocation
 from .config import load_config
+from .files import write_files
 from .hostlist import expand_counts, expand_hostlist
 from .plan import make_plan
 from .profiles.cli import store_dirs
 from .profiles.store import resolve_profile
-from .render import write_files
 from .topology import SwitchTree, build_layout, parse_node_shape, parse_topology_conf
 
 EXAMPLE = Path(__file__).resolve().parent / "data" / "example"

@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .config import Config, ConfigError, load_config
+from .files import FILE_NAMES, write_files
 from .hostlist import expand_hostlist
 from .jobdir import create_job_dir, job_dir_path
-from .render import FILE_NAMES, write_files
 from .request import MappingRequest, decide, wants_rules
 from .slurmcli import SLURM_PATH
 

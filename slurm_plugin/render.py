@@ -2,12 +2,11 @@
 
 Templates come from a site directory when one is configured and from the packaged
 ``rankmap_templates`` otherwise; a site can override any single file.  Rendering is
-pure (strings out); :func:`write_files` is the I/O edge and never follows symlinks.
+pure (strings out); :mod:`slurm_plugin.files` writes them.
 """
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -86,33 +85,3 @@ def render_slurm_hostfile(layout: Layout, mapping: np.ndarray,
                           templates_dir: str | None = None, **_: object) -> str:
     return render_template("slurm_hostfile.j2", templates_dir,
                            ranks=rank_rows(layout, mapping))
-
-
-FILE_NAMES = {"rankfile": "rankfile", "hostfile": "hostfile", "machinefile": "machinefile",
-              "slurm_hostfile": "slurm_hostfile", "report": "report.txt",
-              "record": "report.json"}
-
-
-def write_files(directory: str | os.PathLike, files: dict[str, str]) -> dict[str, Path]:
-    """Write ``{name: text}`` into ``directory`` (names from FILE_NAMES), mode 0644.
-
-    Each file is created afresh with O_EXCL | O_NOFOLLOW after removing any previous
-    entry of that name, so a planted symlink is replaced, never written through.
-    """
-    out = {}
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        for name, text in files.items():
-            fname = FILE_NAMES[name]
-            try:
-                os.unlink(fname, dir_fd=dir_fd)
-            except FileNotFoundError:
-                pass
-            fd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
-                         dir_fd=dir_fd)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            out[name] = Path(directory) / fname
-    finally:
-        os.close(dir_fd)
-    return out

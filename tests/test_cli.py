@@ -97,3 +97,21 @@ def test_profile_commands(tmp_path, capsys):
     assert main(["profile", "generate", "summa", "--ntasks", "16", "--out",
                  str(tmp_path / "s.mtx")]) == 0
     assert read_graph(tmp_path / "s.mtx").m == 48
+
+
+def test_map_onto_an_explicit_distance_matrix(tmp_path, capsys):
+    xy = np.array([(i, j) for i in range(4) for j in range(4)])
+    dx = np.abs(xy[:, None, 0] - xy[None, :, 0])
+    dy = np.abs(xy[:, None, 1] - xy[None, :, 1])
+    hops = np.minimum(dx, 4 - dx) + np.minimum(dy, 4 - dy)  # 4x4 torus
+    (tmp_path / "torus.txt").write_text("\n".join(" ".join(map(str, r)) for r in hops))
+    graph = tmp_path / "g.graph"
+    write_metis(generate("stencil2d:4x4,periodic", 16), graph)
+    assert main(["map", str(graph), "--distance-matrix", str(tmp_path / "torus.txt"),
+                 "--algorithm", "greedyallc+n2", "--attempts", "5", "--output",
+                 str(tmp_path / "m"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["objective"] == 32  # every edge one hop
+    (tmp_path / "bad.txt").write_text("0 1\n1 0 2\n")
+    assert main(["map", str(graph), "--distance-matrix", str(tmp_path / "bad.txt"),
+                 "--output", str(tmp_path / "m")]) == 2
+    assert "bad.txt:2: 3 entries" in capsys.readouterr().err

@@ -187,3 +187,11 @@ def test_algorithm_name_grammar():
 def test_rank_count_must_equal_pe_count():
     with pytest.raises(GraphError, match="must be equal"):
         map_processes(random_graph(10, 0.3, 0), Hierarchy.parse("4:2", "1:10"))
+
+
+def test_progress_reports_each_phase():
+    phases = []
+    map_processes(random_graph(64, 0.1, 1), Hierarchy.parse("4:4:4", "1:10:100"),
+                  "topdown+n10", attempts=2, progress=phases.append)
+    assert phases == ["construction topdown (seed 0)", "local search n10",
+                      "construction topdown (seed 1)", "local search n10"]

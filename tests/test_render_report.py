@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from mapper import Hierarchy, evaluate
+from slurm_plugin.files import write_files
 from slurm_plugin.jobdir import JobDirError, create_job_dir, remove_job_dir
 from slurm_plugin.layout import Layout, Slot, default_placements
 from slurm_plugin.plan import make_plan
@@ -18,7 +19,6 @@ from slurm_plugin.render import (
     render_machinefile,
     render_rankfile,
     render_slurm_hostfile,
-    write_files,
 )
 from slurm_plugin.report import build_report, render_report_text, report_json
 
