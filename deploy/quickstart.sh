@@ -10,7 +10,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 fi
 python3 -m pip install --quiet -e '.[test]'
 out="${RANKMAP_DEMO_OUT:-/tmp/rankmap-demo}"
-rankmap plan --out "$out"
+python3 -m slurm_plugin.cli plan --out "$out"
 echo
 echo "rankfile (first lines):"
 head -n 5 "$out/rankfile"
