@@ -17,6 +17,7 @@ from mapper.cli import add_commands as add_mapper_commands
 from .allocation import AllocationError
 from .config import ConfigError, add_config_commands
 from .hostlist import HostlistError
+from .hwloc import HwlocError
 from .jobdir import JobDirError
 from .plan_cli import add_plan_command
 from .profiles.cli import add_profile_commands
@@ -29,7 +30,7 @@ from .topology import TopologyError
 USER_ERRORS: tuple[type[Exception], ...] = (
     CliError, GraphError, MachineError, MappingError, AlgorithmError, OSError, ConfigError,
     AllocationError, HostlistError, JobDirError, GeneratorError, MonitoringError,
-    ProfileError, SlurmQueryError, TopologyError, ValueError)
+    ProfileError, SlurmQueryError, TopologyError, HwlocError, ValueError)
 
 
 def build_parser() -> argparse.ArgumentParser:

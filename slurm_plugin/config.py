@@ -124,6 +124,20 @@ def _algorithm(v: Any) -> str:
     return v
 
 
+def _hwloc_files(v: Any) -> dict[str, str]:
+    from .hostlist import HostlistError, expand_hostlist
+
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a table of host list = XML path, got {v!r}")
+    for hosts, path in v.items():
+        try:
+            expand_hostlist(hosts)
+        except HostlistError as exc:
+            raise ValueError(f"{hosts!r}: {exc}") from None
+        _abs_path(path)
+    return dict(v)
+
+
 def _log_level(v: Any) -> str:
     return _choice("debug", "info", "warning", "error")(v)
 
@@ -168,6 +182,14 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
                                   "TaskProlog sets SLURM_HOSTFILE and "
                                   "SLURM_DISTRIBUTION=arbitrary for srun"),
         "templates_dir": ("", _optional_path, "site templates (empty: packaged ones)"),
+    },
+    "hwloc": {
+        "files": ({}, _hwloc_files,
+                  "hwloc XML (lstopo --of xml) per node type: { \"n[1-64]\" = PATH }; adds a "
+                  "cache level (L3 / die / group) between core and socket"),
+        "cache_distance": (0.5, _positive_number,
+                           "distance between cores sharing a cache group (below the socket "
+                           "distance)"),
     },
     "prolog": {
         "grace_seconds": (20.0, _positive_number,
@@ -329,6 +351,9 @@ def _toml_value(v: Any) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_value(k)} = {_toml_value(x)}" for k, x in v.items()) \
+            + "}"
     if isinstance(v, float) and v.is_integer():
         return f"{v:.1f}"
     return str(v)

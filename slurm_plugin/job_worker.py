@@ -17,6 +17,8 @@ import traceback
 from .allocation import read_allocation
 from .config import load_config
 from .files import write_files
+from .hostlist import expand_hostlist
+from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout
 from .plan import make_plan
 from .profiles.cli import bundled_store
@@ -49,6 +51,22 @@ def read_topology(source: str, timeout: float, env: dict[str, str]) -> SwitchTre
         return parse_topology_conf(fh.read(), source)
 
 
+def read_core_groups(files: dict[str, str], nodes: tuple[str, ...]) -> dict[str, CoreGroups]:
+    """hwloc cache groups of the job's nodes from the configured XML files."""
+    parsed: dict[str, CoreGroups] = {}
+    out: dict[str, CoreGroups] = {}
+    for hosts, path in files.items():
+        members = set(expand_hostlist(hosts)) & set(nodes)
+        if not members:
+            continue
+        if path not in parsed:
+            with open(path, encoding="utf-8") as fh:
+                parsed[path] = parse_hwloc_xml(fh.read(), path)
+        for node in members:
+            out.setdefault(node, parsed[path])
+    return out
+
+
 def compute(env: dict[str, str]) -> dict:
     cfg = load_config(env=env)
     job_dir = env["RANKMAP_JOB_DIR"]
@@ -59,7 +77,9 @@ def compute(env: dict[str, str]) -> dict:
     shapes = parse_scontrol_nodes(run_slurm(["scontrol", "show", "node", "-o",
                                              ",".join(alloc.nodes)], timeout, env))
     tree = read_topology(cfg.get("slurm", "topology"), timeout, env)
-    layout = build_layout(alloc, shapes, tree, cfg.get("solver", "level_distances"))
+    layout = build_layout(alloc, shapes, tree, cfg.get("solver", "level_distances"),
+                          read_core_groups(cfg.get("hwloc", "files"), alloc.nodes),
+                          cfg.get("hwloc", "cache_distance"))
     graph, reason = None, env.get("RANKMAP_REFUSAL") or None
     if reason is None:
         try:

@@ -12,6 +12,7 @@ from .allocation import Allocation
 from .config import load_config
 from .files import write_files
 from .hostlist import expand_counts, expand_hostlist
+from .hwloc import parse_hwloc_xml
 from .plan import make_plan
 from .profiles.cli import store_dirs
 from .profiles.store import resolve_profile
@@ -34,6 +35,8 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topology-conf", default=str(EXAMPLE / "topology.conf"),
                    help="topology.conf with the switch tree (default: the bundled example "
                         "with two leaf switches under a spine); 'none' for no switches")
+    p.add_argument("--hwloc-xml", metavar="FILE",
+                   help="hwloc XML (lstopo --of xml) of the nodes: adds a cache level")
     p.add_argument("--profile", default="lammps-3d",
                    help="store name, generator spec (stencil3d, npb-cg, ...) or a matrix "
                         "file (default: the bundled lammps-3d)")
@@ -62,8 +65,13 @@ def _plan(args: argparse.Namespace) -> int:
     if args.topology_conf != "none":
         path = Path(args.topology_conf)
         tree = parse_topology_conf(path.read_text(), str(path))
+    groups = None
+    if args.hwloc_xml:
+        xml = parse_hwloc_xml(Path(args.hwloc_xml).read_text(), args.hwloc_xml)
+        groups = dict.fromkeys(nodes, xml)
     layout = build_layout(alloc, shape, tree or SwitchTree(),
-                          cfg.get("solver", "level_distances"))
+                          cfg.get("solver", "level_distances"), groups,
+                          cfg.get("hwloc", "cache_distance"))
     if Path(args.profile).is_file():
         graph = read_graph(args.profile)
     else:

@@ -20,6 +20,7 @@ from mapper import Hierarchy
 
 from .allocation import Allocation
 from .hostlist import HostlistError, expand_hostlist
+from .hwloc import CoreGroups
 from .layout import Layout, Slot
 
 
@@ -191,7 +192,8 @@ def _node_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
             slots.append(_slot(node, socket, take, shape))
     if len(slots) < ntasks:
         # tasks spanning sockets: rare (cpus-per-task larger than a socket's free cores)
-        rest = [c for c in cores if not any(c in s.cpu_ids for s in slots)]
+        used = {c // shape.threads_per_core for s in slots for c in s.cpu_ids}
+        rest = [c for c in cores if c not in used]
         while len(slots) < ntasks and len(rest) >= cpt:
             take, rest = rest[:cpt], rest[cpt:]
             slots.append(_slot(node, take[0] // shape.cores_per_socket, take, shape))
@@ -202,17 +204,22 @@ def _node_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
 
 
 def _slot(node: str, socket: int, cores: list[int], shape: NodeShape) -> Slot:
+    tpc = shape.threads_per_core
     return Slot(node, socket, tuple(c % shape.cores_per_socket for c in cores),
-                tuple(cores))
+                tuple(c * tpc + t for c in cores for t in range(tpc)))
 
 
 def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
-                 tree: SwitchTree | None, distances: Sequence[float]) -> Layout:
+                 tree: SwitchTree | None, distances: Sequence[float],
+                 core_groups: Mapping[str, CoreGroups] | None = None,
+                 cache_distance: float | None = None) -> Layout:
     """The job's slots and the hierarchy over them.
 
     Nodes under no switch, and switch trees of unequal depth, are padded with
     single-child groups at the top so that every slot is at the same depth; nodes
-    without a common switch share only the root.
+    without a common switch share only the root.  With ``core_groups`` (from hwloc
+    XML) a "cache" level between core and socket is added, at ``cache_distance``;
+    nodes without hwloc data then have one cache group per socket.
     """
     notes = []
     if tree is None or tree.empty:
@@ -231,19 +238,30 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
         depth -= 1
         padded = {n: p[:-1] for n, p in padded.items()}
     slots: list[Slot] = []
+    cache_of: list[int] = []
+    with_cache = bool(core_groups)
     for node, ntasks in zip(alloc.nodes, alloc.tasks_per_node, strict=True):
         if ntasks == 0:
             continue
         shape = shapes if isinstance(shapes, NodeShape) else shapes.get(node)
         if shape is None:
             raise TopologyError(f"no sockets/cores known for node {node}")
-        slots.extend(_node_slots(node, shape, ntasks, alloc.cpus_per_task,
-                                 alloc.cpu_ids.get(node)))
-    # Group slots into a nested tree: switch levels (top first), node, socket.
+        node_slots = _node_slots(node, shape, ntasks, alloc.cpus_per_task,
+                                 alloc.cpu_ids.get(node))
+        groups = (core_groups or {}).get(node)
+        if groups is not None and len(groups.group) != shape.cores:
+            raise TopologyError(f"node {node}: hwloc XML has {len(groups.group)} cores, "
+                                f"Slurm says {shape.cores}")
+        for slot in node_slots:
+            core = slot.cpu_ids[0] // shape.threads_per_core
+            cache_of.append(groups.group[core] if groups is not None else 0)
+        slots.extend(node_slots)
+    # Group slots into a nested tree: switch levels (top first), node, socket[, cache].
     order_keys = []
-    for s in slots:
-        order_keys.append(tuple(reversed(padded[s.host])) + (s.host, s.socket))
-    levels = depth + 2  # switches + node + socket
+    for s, cache in zip(slots, cache_of, strict=True):
+        key = tuple(reversed(padded[s.host])) + (s.host, s.socket)
+        order_keys.append(key + (cache,) if with_cache else key)
+    levels = depth + 2 + int(with_cache)  # switches + node + socket [+ cache]
     tree_nested: list = []
     index: dict[tuple, list] = {}
     for key in order_keys:
@@ -260,6 +278,13 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
     dist = level_distances(distances, depth)
     names = ["socket", "node"] + [f"switch level {i}" if i else "leaf switch"
                                   for i in range(depth)] + ["root"]
+    if with_cache:
+        inner = dist[0] / 2 if cache_distance is None else cache_distance
+        if inner > dist[0]:
+            raise TopologyError(f"cache distance {inner:g} is above the socket distance "
+                                f"{dist[0]:g}")
+        dist = [inner] + dist
+        names = ["cache"] + names
     hierarchy = Hierarchy.from_tree(leaf_nested, dist, names)
     # slots must be in the tree's depth-first order (they are: grouped by key order)
     key_order = {k: i for i, k in enumerate(dict.fromkeys(order_keys))}

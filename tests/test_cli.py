@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,14 @@ def test_plan_on_the_bundled_example(tmp_path, capsys):
     lines = [ln for ln in (tmp_path / "rankfile").read_text().splitlines()
              if ln.startswith("rank")]
     assert len(lines) == 32
+
+
+def test_plan_with_hwloc_cache_level(tmp_path, capsys):
+    assert main(["plan", "--out", str(tmp_path), "--hwloc-xml",
+                 str(DATA / "hwloc" / "2pkg-2l3-2core-2pu.xml"), "--node-info",
+                 "Sockets=2 CoresPerSocket=4 ThreadsPerCore=2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  cache\s+0\.5\s", out, re.M), out
 
 
 def test_plan_with_generator_uneven_nodes_and_no_switches(tmp_path, capsys):

@@ -73,3 +73,12 @@ def test_requests_from_flags_and_rules():
                   "batch") is None
     r = decide(cfg, {"SPANK_RANKMAP_COMM_PROFILE": "ring"}, "gpu")
     assert "not enabled on partition 'gpu'" in r.refusal
+
+
+def test_hwloc_files_are_checked():
+    cfg = parse_config('[hwloc]\nfiles = { "n[1-4]" = "/etc/rankmap/a.xml" }\n', "h.toml")
+    assert cfg.get("hwloc", "files") == {"n[1-4]": "/etc/rankmap/a.xml"}
+    with pytest.raises(ConfigError, match=r"\[hwloc\] files: .*absolute path"):
+        parse_config('[hwloc]\nfiles = { "n1" = "a.xml" }\n', "h.toml")
+    with pytest.raises(ConfigError, match=r"\[hwloc\] files: 'n\[1-'"):
+        parse_config('[hwloc]\nfiles = { "n[1-" = "/a.xml" }\n', "h.toml")

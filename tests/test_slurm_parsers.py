@@ -165,3 +165,32 @@ def test_no_switches_gives_node_levels_and_a_note():
 def test_layout_refuses_tasks_that_do_not_fit():
     with pytest.raises(TopologyError, match="do not fit"):
         build_layout(Allocation("1", ("a",), (5,), 2), NodeShape(2, 4), None, [1, 10])
+
+
+HWLOC = Path(__file__).parent / "data" / "hwloc" / "2pkg-2l3-2core-2pu.xml"
+
+
+def test_hwloc_xml_cache_groups():
+    from slurm_plugin.hwloc import HwlocError, parse_hwloc_xml
+
+    groups = parse_hwloc_xml(HWLOC.read_text())  # lstopo -i "package:2 l3:2 core:2 pu:2"
+    assert groups.socket == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert groups.group == (0, 0, 1, 1, 0, 0, 1, 1)
+    with pytest.raises(HwlocError, match="x.xml: not valid XML"):
+        parse_hwloc_xml("<topology", "x.xml")
+
+
+def test_layout_with_a_cache_level_from_hwloc():
+    from slurm_plugin.hwloc import parse_hwloc_xml
+
+    groups = parse_hwloc_xml(HWLOC.read_text())
+    alloc = Allocation("1", ("a", "b"), (8, 3), 1)
+    layout = build_layout(alloc, NodeShape(2, 4, 2), None, [1, 10, 100], {"a": groups}, 0.5)
+    h = layout.hierarchy
+    assert h.level_names == ("cache", "socket", "node", "root")
+    assert list(h.distances) == [0.5, 1, 10, 100]
+    assert list(h.group_sizes(0)) == [2, 2, 2, 2, 3]  # node b has no hwloc data
+    assert layout.slots[2].cpu_ids == (4, 5)  # core 2 = hardware threads 4 and 5
+    assert h.distance(0, 1) == 0.5 and h.distance(0, 2) == 1 and h.distance(0, 4) == 10
+    with pytest.raises(TopologyError, match="hwloc XML has 8 cores, Slurm says 16"):
+        build_layout(alloc, NodeShape(2, 8), None, [1, 10, 100], {"a": groups})
