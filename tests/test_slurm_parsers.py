@@ -194,3 +194,11 @@ def test_layout_with_a_cache_level_from_hwloc():
     assert h.distance(0, 1) == 0.5 and h.distance(0, 2) == 1 and h.distance(0, 4) == 10
     with pytest.raises(TopologyError, match="hwloc XML has 8 cores, Slurm says 16"):
         build_layout(alloc, NodeShape(2, 8), None, [1, 10, 100], {"a": groups})
+
+
+def test_worker_reads_hwloc_files_for_the_jobs_nodes(tmp_path):
+    from slurm_plugin.job_worker import read_core_groups
+
+    groups = read_core_groups({"n[1-2]": str(HWLOC), "m[1-9]": str(tmp_path / "unused.xml")},
+                              ("n2", "x1"))
+    assert set(groups) == {"n2"} and groups["n2"].group[2] == 1
