@@ -47,11 +47,6 @@ def expand_hostlist(text: str) -> list[str]:
     return hosts
 
 
-def compress_hostlist(hosts: list[str]) -> str:
-    """The shortest ClusterShell form (sorted), for messages and reports."""
-    return str(NodeSet.fromlist(hosts)) if hosts else ""
-
-
 _COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 
 

@@ -14,8 +14,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from mapper import Hierarchy
 
 from .allocation import Allocation
@@ -298,10 +296,3 @@ def _leaves_to_counts(nested: list, levels: int) -> list:
         return [c[0] for c in nested]
     return [_leaves_to_counts(c, levels - 1) for c in nested]
 
-
-def allocation_hierarchy_summary(layout: Layout) -> str:
-    """Human summary: ranks per node and the distances used."""
-    hosts = [s.host for s in layout.slots]
-    counts = {h: hosts.count(h) for h in dict.fromkeys(hosts)}
-    return (", ".join(f"{h}:{c}" for h, c in counts.items()) + " | distances "
-            + ":".join(f"{d:g}" for d in np.asarray(layout.hierarchy.distances)))
