@@ -95,6 +95,7 @@ def run_worker(env: dict[str, str], job_dir: Path, request: MappingRequest, uid:
     lines = proc.stdout.strip().splitlines()
     try:
         status = json.loads(lines[-1])
+        status["from_worker"] = True
     except (IndexError, json.JSONDecodeError):
         status = {"applied": False,
                   "reason": f"the computation failed (exit {proc.returncode}): "
@@ -142,8 +143,8 @@ def handle_job(env: Mapping[str, str], cfg: Config) -> None:
                 os.unlink(job_dir / FILE_NAMES[name])
             except FileNotFoundError:
                 pass
-        if not (job_dir / FILE_NAMES["report"]).exists() or "stopped" in str(
-                status.get("reason")):
+        # a worker that was stopped or crashed may have left a report claiming success
+        if not status.get("from_worker") or not (job_dir / FILE_NAMES["report"]).exists():
             write_files(job_dir, fallback_report(job_id, request, str(status.get("reason"))))
         log.warning("job %s: profile %s not applied: %s", job_id, request.profile,
                     status.get("reason"))
