@@ -131,7 +131,7 @@ def _traffic_json(traffic) -> list[dict]:
     return [t.as_dict() for t in traffic]
 
 
-def _terminal_progress():
+def terminal_progress():
     """Phase lines with elapsed time on stderr, when stderr is a terminal."""
     if not sys.stderr.isatty():
         return None
@@ -143,7 +143,7 @@ def _terminal_progress():
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
-    progress = _terminal_progress()
+    progress = terminal_progress()
     if progress:
         progress(f"reading {args.graph}")
     graph, machine = _load(args)

@@ -8,7 +8,7 @@ the callers do the I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mapper import CommGraph, MappingResult, map_processes
@@ -49,8 +49,8 @@ class JobPlan:
 def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               time_limit: float, seed: int = 0, files: Sequence[str] = tuple(RENDERERS),
               job_id: str | None = None, profile: str | None = None,
-              fallback_reason: str | None = None, templates_dir: str | None = None
-              ) -> JobPlan:
+              fallback_reason: str | None = None, templates_dir: str | None = None,
+              progress: Callable[[str], None] | None = None) -> JobPlan:
     """Map, check and render; any reason not to apply the mapping becomes a fallback.
 
     ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
@@ -66,7 +66,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                            f"job has {layout.n} tasks")
     if fallback_reason is None:
         result = map_processes(graph, layout.hierarchy, algorithm, seed,
-                               time_limit * SOLVER_SHARE)
+                               time_limit * SOLVER_SHARE, progress=progress)
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")

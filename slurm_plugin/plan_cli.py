@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from mapper.cli import terminal_progress
 from mapper.graph_io import read_graph
 
 from .allocation import Allocation
@@ -81,7 +82,8 @@ def _plan(args: argparse.Namespace) -> int:
                      time_limit=args.time_limit or cfg.get("solver", "time_limit"),
                      seed=cfg.get("solver", "seed"), files=cfg.get("render", "files"),
                      profile=args.profile,
-                     templates_dir=cfg.get("render", "templates_dir") or None)
+                     templates_dir=cfg.get("render", "templates_dir") or None,
+                     progress=terminal_progress())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = write_files(out, {**plan.files, "report": plan.report_text,
