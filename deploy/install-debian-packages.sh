@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Debian packages rankmap's local test cluster and end-to-end tests need (run as root).
-# Idempotent.  A policy-rc.d stops apt's postinst scripts from starting the daemons.
+# Debian packages rankmap needs (run as root): Python with venv and headers and a C
+# compiler (to build the Cython extension in a virtual environment), and what the local
+# test cluster and end-to-end tests use.  Idempotent.  A policy-rc.d stops apt's
+# postinst scripts from starting the daemons.
 set -euo pipefail
-PKGS=(munge slurmctld slurmd slurm-client libslurm-dev gcc libc6-dev make
+PKGS=(python3 python3-venv python3-dev
+      munge slurmctld slurmd slurm-client libslurm-dev gcc libc6-dev make
       openmpi-bin libopenmpi-dev hwloc)
 missing=()
 for p in "${PKGS[@]}"; do
