@@ -365,5 +365,6 @@ def add_config_commands(sub) -> None:
     csub = p.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     c = csub.add_parser("check", help="validate the site config and print effective values")
     c.add_argument("--config", metavar="FILE", help=f"default: $RANKMAP_CONFIG or {DEFAULT_PATH}")
-    c.set_defaults(func=lambda args: print(format_effective(load_config(args.config)), end="")
-                   or 0)
+    from .config_check import check_command  # effective values, then site warnings
+
+    c.set_defaults(func=check_command)

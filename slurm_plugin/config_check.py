@@ -1,0 +1,178 @@
+"""Site checks of ``rankmap config check`` beyond the config file's own syntax.
+
+The TaskProlog and the prolog's worker run as the job's user, so the Python running
+rankmap, its packages, the config file and the output directory must be usable by
+users other than root; the output directory must exist when jobs start (``/run`` is
+emptied at boot, so there it takes a tmpfiles.d entry).  Each function takes paths and
+returns warning strings; nothing here fails a check, the command only prints them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from .config import Config, format_effective, load_config
+
+#: Where systemd-tmpfiles reads its configuration (tmpfiles.d(5)).
+TMPFILES_DIRS = ("/etc/tmpfiles.d", "/run/tmpfiles.d", "/usr/local/lib/tmpfiles.d",
+                 "/usr/lib/tmpfiles.d", "/lib/tmpfiles.d")
+#: File systems emptied at every boot.
+VOLATILE_ROOTS = ("/run", "/var/run")
+_TMPFILES_CREATE = {"d", "D", "v", "q", "Q"}
+
+_WHY = "the TaskProlog and the prolog's worker run as the job's user"
+
+
+def _mode(st: os.stat_result) -> str:
+    return f"{stat.S_IMODE(st.st_mode):04o}"
+
+
+def _blocked_parent(path: Path) -> str | None:
+    """The first directory above ``path`` that other users cannot enter, as a message."""
+    for parent in path.parents:
+        try:
+            st = os.stat(parent)
+        except OSError as exc:
+            return f"{parent} cannot be examined ({exc.strerror})"
+        if not st.st_mode & stat.S_IXOTH:
+            return f"{parent} is not searchable by other users (mode {_mode(st)})"
+    return None
+
+
+def world_access_problem(path: str | os.PathLike, *, executable: bool = True) -> str | None:
+    """Why other users cannot use ``path`` (read it, and execute or enter it), or None.
+
+    A directory needs r-x for others, a file r-- (and --x when ``executable``); every
+    directory above it needs --x, both on the path as given and on the path it resolves
+    to (a virtual environment's ``bin/python`` is a link to the base interpreter).
+    """
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        return f"{p} cannot be examined ({exc.strerror})"
+    need = stat.S_IROTH
+    if stat.S_ISDIR(st.st_mode) or executable:
+        need |= stat.S_IXOTH
+    if st.st_mode & need != need:
+        kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
+        access = "readable" if need == stat.S_IROTH else "readable and executable"
+        return f"{kind} {p} is not {access} by other users (mode {_mode(st)})"
+    return _blocked_parent(p.absolute()) or _blocked_parent(p.resolve())
+
+
+def python_warnings(executable: str | None = None,
+                    package_dirs: Iterable[str | os.PathLike] | None = None) -> list[str]:
+    """Warnings when the Python running rankmap (or rankmap's packages) is root-only.
+
+    ``executable`` defaults to ``sys.executable``; both the path as called (a virtual
+    environment's ``bin/python``) and the interpreter it resolves to are checked, and so
+    are the directories holding the ``slurm_plugin`` and ``mapper`` packages.
+    """
+    exe = Path(executable or sys.executable)
+    if package_dirs is None:
+        package_dirs = [Path(__file__).resolve().parent]
+        try:
+            import mapper  # only located, not used
+            package_dirs.append(Path(mapper.__file__).resolve().parent)
+        except ImportError:
+            pass
+    warnings: list[str] = []
+    seen: set[str] = set()
+    candidates = [("the Python running rankmap", exe, True)]
+    if exe.resolve() != exe:
+        candidates.append(("the interpreter it runs", exe.resolve(), True))
+    candidates += [("rankmap's package", Path(d), True) for d in package_dirs]
+    for what, path, executable_file in candidates:
+        problem = world_access_problem(path, executable=executable_file)
+        if problem and problem not in seen:
+            seen.add(problem)
+            warnings.append(f"{what} ({path}) is not usable by other users: {problem}; {_WHY}, "
+                            "so jobs fail (TaskProlog failed status=126): install with "
+                            "deploy/install.sh (a world-readable /opt/rankmap on /usr/bin/python3)")
+    return warnings
+
+
+def tmpfiles_creates(path: str | os.PathLike,
+                     dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS) -> Path | None:
+    """The tmpfiles.d file whose ``d``/``D``/``v``/``q``/``Q`` line creates ``path``, or None."""
+    target = os.path.normpath(os.fspath(path))
+    for d in dirs:
+        try:
+            confs = sorted(Path(d).glob("*.conf"))
+        except OSError:
+            continue
+        for conf in confs:
+            try:
+                lines = conf.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                fields = line.split()
+                if len(fields) < 2 or fields[0].startswith("#"):
+                    continue
+                kind = fields[0].rstrip("!-=~^+")
+                if kind in _TMPFILES_CREATE and os.path.normpath(fields[1]) == target:
+                    return conf
+    return None
+
+
+def output_dir_warnings(output_dir: str | os.PathLike,
+                        tmpfiles_dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS,
+                        volatile_roots: Iterable[str] = VOLATILE_ROOTS) -> list[str]:
+    """Warnings when ``output_dir`` is missing (and nothing creates it), root-only, or
+    on a file system emptied at boot (``volatile_roots``) with no tmpfiles.d entry."""
+    p = Path(output_dir)
+    created_by = tmpfiles_creates(p, tmpfiles_dirs)
+    if not p.exists():
+        if created_by:
+            return []
+        return [f"output directory {p} does not exist and no tmpfiles.d entry creates it: "
+                "every job runs with Slurm's default placement; create it (root, 0755) and "
+                f"add 'd {p} 0755 root root -' to /etc/tmpfiles.d/rankmap.conf "
+                "(deploy/install.sh does both)"]
+    warnings: list[str] = []
+    if not p.is_dir():
+        return [f"output directory {p} is not a directory"]
+    problem = world_access_problem(p)
+    if problem:
+        warnings.append(f"output directory {p} is not usable by other users: {problem}; "
+                        f"{_WHY} and read the job's files there")
+    volatile = any(p == Path(r) or Path(r) in p.parents for r in volatile_roots)
+    if volatile and not created_by:
+        warnings.append(f"output directory {p} is emptied at boot and no tmpfiles.d entry "
+                        f"recreates it: add 'd {p} 0755 root root -' to "
+                        "/etc/tmpfiles.d/rankmap.conf")
+    return warnings
+
+
+def config_file_warnings(path: str | os.PathLike | None) -> list[str]:
+    """A warning when the config file exists but other users cannot read it."""
+    if path is None or not Path(path).exists():
+        return []
+    problem = world_access_problem(path, executable=False)
+    if problem:
+        return [f"config file {path} is not readable by other users: {problem}; the "
+                "TaskProlog reads it as the job's user"]
+    return []
+
+
+def site_warnings(config: Config, executable: str | None = None,
+                  tmpfiles_dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS) -> list[str]:
+    """Every warning for this configuration on this machine."""
+    return (python_warnings(executable)
+            + config_file_warnings(config.path)
+            + output_dir_warnings(config.get("general", "output_dir"), tmpfiles_dirs))
+
+
+def check_command(args) -> int:
+    """``rankmap config check``: the effective values, then the site warnings (stderr)."""
+    config = load_config(args.config)
+    print(format_effective(config), end="")
+    for warning in site_warnings(config):
+        print(f"rankmap config check: warning: {warning}", file=sys.stderr)
+    return 0
