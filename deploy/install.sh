@@ -1,33 +1,142 @@
 #!/usr/bin/env bash
 # Site install of rankmap on a Slurm node (run as root on every node, or on a shared
-# prefix).  Installs the Python package, builds the SPANK plugin against this node's
-# Slurm headers, writes an example /etc/rankmap/rankmap.toml if there is none, and
-# prints the slurm.conf and plugstack.conf lines to add.
+# prefix).  Job users run the TaskProlog and the prolog's worker, so everything is put
+# where they can read and execute it:
 #
-#   bash deploy/install.sh [--prefix-lib DIR] [--python PYTHON]
+#   PREFIX (/opt/rankmap)      a virtual environment of PYTHON (/usr/bin/python3) with
+#                              rankmap installed (not editable), world-readable
+#   PREFIX/lib                 the SPANK plugin, built against this node's Slurm headers
+#   /etc/rankmap               rankmap.toml (0644, only if there is none) and profiles/
+#   /var/log/rankmap           the prolog log (0750 root:adm, or 0700 root without adm)
+#   /run/rankmap               the output directory (0755 root), recreated at boot by
+#   /etc/tmpfiles.d/rankmap.conf
+#
+# then checks that an unprivileged user can import rankmap and prints the slurm.conf
+# and plugstack.conf lines with the installed paths.  Idempotent.
+#
+#   bash deploy/install.sh [--prefix DIR] [--python PYTHON] [--prefix-lib DIR]
+#        [--etc-dir DIR] [--log-dir DIR] [--run-dir DIR] [--tmpfiles-dir DIR]
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-libdir=/usr/local/lib/rankmap
-python=python3
+prefix=/opt/rankmap
+python=/usr/bin/python3
+libdir=
+etcdir=/etc/rankmap
+logdir=/var/log/rankmap
+rundir=/run/rankmap
+tmpfilesdir=/etc/tmpfiles.d
 while [ $# -gt 0 ]; do
     case "$1" in
-        --prefix-lib) libdir="$2"; shift 2 ;;
+        --prefix) prefix="$2"; shift 2 ;;
         --python) python="$2"; shift 2 ;;
+        --prefix-lib) libdir="$2"; shift 2 ;;
+        --etc-dir) etcdir="$2"; shift 2 ;;
+        --log-dir) logdir="$2"; shift 2 ;;
+        --run-dir) rundir="$2"; shift 2 ;;
+        --tmpfiles-dir) tmpfilesdir="$2"; shift 2 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root" >&2; exit 2; }
-"$python" -m pip install --quiet "$here"
-bindir="$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+for d in "$prefix" "$etcdir" "$logdir" "$rundir" "$tmpfilesdir" ${libdir:+"$libdir"}; do
+    case "$d" in /*) ;; *) echo "install.sh: $d: use an absolute path" >&2; exit 2 ;; esac
+done
+libdir="${libdir:-$prefix/lib}"
+umask 022
+say() { echo "install.sh: $*"; }
+
+# blocked PATH: prints the first of PATH (resolved) and the directories above it that
+# other users cannot use (a file needs r-x, a directory above it --x); status 1 if any
+blocked() {
+    local p mode
+    p="$(readlink -f "$1")" || { echo "$1"; return 1; }
+    mode="$(stat -L -c %a "$p")"
+    (( (8#$mode & 5) == 5 )) || { echo "$p (mode $mode)"; return 1; }
+    while [ "$p" != / ]; do
+        p="$(dirname "$p")"
+        mode="$(stat -c %a "$p")"
+        (( 8#$mode & 1 )) || { echo "$p (mode $mode)"; return 1; }
+    done
+}
+
+command -v "$python" >/dev/null || { echo "install.sh: no $python (--python)" >&2; exit 2; }
+if ! where="$(blocked "$(command -v "$python")")"; then
+    echo "install.sh: $python is not usable by job users: $where is not open to others." >&2
+    echo "install.sh: choose an interpreter they can run, e.g. --python /usr/bin/python3" >&2
+    exit 2
+fi
+
+# 1. the virtual environment, rankmap installed from a copy of the source tree (so
+#    that the build leaves nothing in the checkout)
+if [ -x "$prefix/bin/python" ] && "$prefix/bin/python" -c 'import sys' 2>/dev/null; then
+    say "reusing the virtual environment $prefix"
+else
+    say "creating the virtual environment $prefix with $python ($("$python" --version 2>&1))"
+    "$python" -m venv "$prefix" || {
+        echo "install.sh: '$python -m venv' failed (on Debian: apt-get install python3-venv)" >&2
+        exit 1; }
+fi
+src="$(mktemp -d)"
+trap 'rm -rf "$src"' EXIT
+tar -C "$here" --exclude=./.git --exclude=./.venv --exclude=./build \
+    --exclude='*.egg-info' --exclude=__pycache__ --exclude=.pytest_cache \
+    --exclude=.hypothesis --exclude=./bench/results --exclude='./mapper/*.so' \
+    --exclude=./mapper/_kernels.c -cf - . | tar -C "$src" -xf -
+say "installing rankmap into $prefix (compiles the solver's extension)"
+"$prefix/bin/python" -m pip install --quiet "$src"
+
+# 2. the SPANK plugin
 make -s -C "$here/slurm_plugin/spank" OUT="$libdir"
-install -d -m 0755 /etc/rankmap /etc/rankmap/profiles
-[ -e /etc/rankmap/rankmap.toml ] || install -m 0644 "$here/deploy/rankmap.toml.example" /etc/rankmap/rankmap.toml
+chmod -R a+rX "$prefix" "$libdir"
+say "SPANK plugin $libdir/rankmap_spank.so"
+
+# 3. configuration, log, output directory
+install -d -m 0755 "$etcdir" "$etcdir/profiles"
+if [ -e "$etcdir/rankmap.toml" ]; then
+    say "kept the existing $etcdir/rankmap.toml"
+else
+    sed -e "s|^output_dir = \"/run/rankmap\"|output_dir = \"$rundir\"|" \
+        -e "s|^log_file = \"/var/log/rankmap/rankmap.log\"|log_file = \"$logdir/rankmap.log\"|" \
+        -e "s|^stores = \\[\"/etc/rankmap/profiles\"\\]|stores = [\"$etcdir/profiles\"]|" \
+        "$here/deploy/rankmap.toml.example" > "$etcdir/rankmap.toml"
+    chmod 0644 "$etcdir/rankmap.toml"
+    say "wrote $etcdir/rankmap.toml (from deploy/rankmap.toml.example)"
+fi
+if getent group adm >/dev/null; then
+    install -d -m 0750 -o root -g adm "$logdir"
+    say "log directory $logdir (0750 root:adm)"
+else
+    install -d -m 0700 -o root -g root "$logdir"
+    say "log directory $logdir (0700 root)"
+fi
+install -d -m 0755 -o root -g root "$rundir"
+install -d -m 0755 "$tmpfilesdir"
+printf '# rankmap output directory (rankmap.toml [general] output_dir); /run is emptied at boot\nd %s 0755 root root -\n' \
+    "$rundir" > "$tmpfilesdir/rankmap.conf"
+chmod 0644 "$tmpfilesdir/rankmap.conf"
+say "output directory $rundir (0755 root), recreated at boot by $tmpfilesdir/rankmap.conf"
+
+# 4. can a job user run it?
+if id nobody >/dev/null 2>&1 && command -v runuser >/dev/null; then
+    if ! runuser -u nobody -- "$prefix/bin/python" -c 'import slurm_plugin, mapper' ; then
+        echo "install.sh: user nobody cannot run $prefix/bin/python: check the modes of" \
+             "$prefix and the directories above it" >&2
+        exit 1
+    fi
+    say "checked: an unprivileged user (nobody) can run rankmap from $prefix"
+fi
+
+config_note=
+[ "$etcdir" = /etc/rankmap ] || \
+    config_note="    (the config is not in /etc/rankmap: set RANKMAP_CONFIG=$etcdir/rankmap.toml"$'\n'"     in the environment of slurmd, slurmctld and the jobs)"$'\n'
 cat <<MSG
+
 rankmap installed.  Add to slurm.conf (all nodes), then restart slurmctld and slurmd:
 
-    Prolog=$bindir/rankmap-prolog
-    Epilog=$bindir/rankmap-epilog
-    TaskProlog=$bindir/rankmap-task-prolog
+    Prolog=$prefix/bin/rankmap-prolog
+    Epilog=$prefix/bin/rankmap-epilog
+    TaskProlog=$prefix/bin/rankmap-task-prolog
     PrologFlags=Alloc
     PlugStackConfig=/etc/slurm/plugstack.conf
 
@@ -35,5 +144,5 @@ and to /etc/slurm/plugstack.conf (max_time caps --rankmap-time at submission):
 
     optional $libdir/rankmap_spank.so max_time=30
 
-Check the site configuration with:  $bindir/rankmap config check
+${config_note}Check the site configuration with:  $prefix/bin/rankmap config check
 MSG
