@@ -24,7 +24,7 @@ import numpy as np
 from . import construction, search
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
-from .objective import evaluate
+from .objective import check_mapping, evaluate
 from .result import MappingResult
 
 ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup")
@@ -75,7 +75,8 @@ class AlgorithmSpec:
 def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+n10",
                   seed: int = 0, time_limit: float | None = None,
                   attempts: int = 1,
-                  progress: Callable[[str], None] | None = None) -> MappingResult:
+                  progress: Callable[[str], None] | None = None,
+                  baseline: np.ndarray | None = None) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
@@ -86,27 +87,72 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     (restarts matter for small or rugged instances, where one 2-swap local optimum is
     often not the global one).  ``progress`` is called with a short phase description
     as each phase starts (the CLI shows them on a terminal).
+
+    ``baseline`` (rank → PE) is the placement the caller gets without this library,
+    e.g. the scheduler's default.  The result is then never worse than it: the
+    baseline itself and the baseline improved by local search (the algorithm's
+    neighbourhood, N_C^10 when it has none; cheap, it starts from a good order) are
+    candidates beside the algorithm's result, and the best J wins — the baseline on a
+    tie.  ``result.origin`` says which won, ``result.candidates`` their J.
     """
     if attempts < 1:
         raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
     start = time.perf_counter()
+    if baseline is not None:
+        baseline = check_mapping(baseline, machine.n, graph.n)
     best: MappingResult | None = None
     for i in range(attempts):
         left = None if time_limit is None else time_limit - (time.perf_counter() - start)
         if best is not None and left is not None and left <= 0:
             break
+        if baseline is not None and left is not None:
+            left *= _ALGORITHM_SHARE  # keep time for polishing the baseline
         r = _map_once(graph, machine, algorithm, seed + i, left, progress)
         if best is None or r.objective < best.objective:
             best = r
     assert best is not None
+    origin, candidates = "algorithm", {algorithm: best.objective}
+    if baseline is not None:
+        best, origin, candidates = _against_baseline(graph, machine, algorithm, seed, best,
+                                                     baseline, time_limit, start, progress)
     return MappingResult(best.mapping, best.objective, best.traffic,
                          time.perf_counter() - start, algorithm, best.seed,
-                         best.hit_time_limit)
+                         best.hit_time_limit, origin, candidates)
+
+
+#: Share of the time limit the algorithm gets when a baseline is polished after it.
+_ALGORITHM_SHARE = 0.8
+
+
+def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
+                      best: MappingResult, baseline: np.ndarray, time_limit: float | None,
+                      start: float, progress: Callable[[str], None] | None
+                      ) -> tuple[MappingResult, str, dict[str, float]]:
+    """The best of the algorithm's result, the baseline and the polished baseline."""
+    spec = AlgorithmSpec.parse(algorithm)
+    polish = algorithm.split("+", 1)[1] if spec.neighborhood else "n10"
+    base_eval = evaluate(graph, machine, baseline)
+    candidates = {algorithm: best.objective, "baseline": base_eval.objective}
+    left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+    polished = None
+    if left is None or left > 0:
+        polished = _map_once(graph, machine, f"identity+{polish}", seed, left, progress,
+                             start_from=baseline)
+        candidates[f"baseline+{polish}"] = polished.objective
+    # strict improvement only: on a tie the caller's own placement stays
+    tol = 1e-12 * max(abs(base_eval.objective), 1.0)
+    winner, origin = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
+                                   0.0, "baseline", seed), "baseline"
+    for cand, name in ((best, "algorithm"), (polished, f"baseline+{polish}")):
+        if cand is not None and cand.objective < winner.objective - tol:
+            winner, origin = cand, name
+    return winner, origin, candidates
 
 
 def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
               time_limit: float | None,
-              progress: Callable[[str], None] | None = None) -> MappingResult:
+              progress: Callable[[str], None] | None = None,
+              start_from: np.ndarray | None = None) -> MappingResult:
     spec = AlgorithmSpec.parse(algorithm)
     report = progress or (lambda phase: None)
     if graph.n != machine.n:
@@ -124,7 +170,9 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
         return max(time_limit - (time.perf_counter() - start), 1e-6)
 
     report(f"construction {spec.construction} (seed {seed})")
-    if spec.construction == "identity":
+    if start_from is not None:
+        pe = np.array(start_from, dtype=np.int64)
+    elif spec.construction == "identity":
         pe = construction.identity(graph.n)
     elif spec.construction == "random":
         pe = construction.random_mapping(graph.n, seed)

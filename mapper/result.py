@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +28,12 @@ class MappingResult:
     hit_time_limit:
         True when local search stopped at the time limit (the best mapping found so far
         is returned).
+    origin:
+        ``"algorithm"``; with a baseline (:func:`mapper.map_processes`) also
+        ``"baseline"`` (nothing beat it) or ``"baseline+<neighbourhood>"`` (the
+        baseline improved by local search won).
+    candidates:
+        J of every candidate that was compared, by name.
     """
 
     mapping: np.ndarray
@@ -37,6 +43,8 @@ class MappingResult:
     algorithm: str
     seed: int
     hit_time_limit: bool = False
+    origin: str = "algorithm"
+    candidates: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """JSON-ready summary (without the mapping array)."""
@@ -47,5 +55,7 @@ class MappingResult:
             "seconds": self.seconds,
             "n": int(len(self.mapping)),
             "hit_time_limit": self.hit_time_limit,
+            "origin": self.origin,
+            "candidates": dict(self.candidates),
             "traffic": [t.as_dict() for t in self.traffic],
         }

@@ -48,6 +48,9 @@ class Allocation:
     user: str | None = None
     uid: int | None = None
     gid: int | None = None
+    #: ``--distribution`` as Slurm spells it (``plane=4``, ``cyclic:block``); None when
+    #: the source does not say (a slurmd prolog is not told it)
+    distribution: str | None = None
 
     @property
     def ntasks(self) -> int:
@@ -130,7 +133,17 @@ def allocation_from_env(env: Mapping[str, str]) -> Allocation:
                       {}, env.get("SLURM_JOB_PARTITION"), env.get("SLURM_JOB_ACCOUNT"),
                       env.get("SLURM_JOB_NAME"), env.get("SLURM_JOB_USER"),
                       _int_or_none(env.get("SLURM_JOB_UID")),
-                      _int_or_none(env.get("SLURM_JOB_GID")))
+                      _int_or_none(env.get("SLURM_JOB_GID")), env_distribution(env))
+
+
+def env_distribution(env: Mapping[str, str]) -> str | None:
+    """``SLURM_DISTRIBUTION`` with the plane size folded in (``plane`` + ``2`` → ``plane=2``)."""
+    dist = env.get("SLURM_DISTRIBUTION") or None
+    size = env.get("SLURM_DIST_PLANESIZE")
+    if dist and dist.startswith("plane") and "=" not in dist.split(":")[0] and size:
+        first, _, rest = dist.partition(":")
+        dist = f"{first}={size}" + (f":{rest}" if rest else "")
+    return dist
 
 
 def _int_or_none(v: str | None) -> int | None:
@@ -301,4 +314,5 @@ def read_allocation(job_id: str | None = None, env: Mapping[str, str] = os.envir
                        env.get("SLURM_JOB_UID")),
                    gid=alloc.gid if alloc.gid is not None else _int_or_none(
                        env.get("SLURM_JOB_GID")),
-                   partition=alloc.partition or env.get("SLURM_JOB_PARTITION"))
+                   partition=alloc.partition or env.get("SLURM_JOB_PARTITION"),
+                   distribution=alloc.distribution or env_distribution(env))

@@ -16,17 +16,17 @@ import traceback
 
 from .allocation import read_allocation
 from .config import load_config
+from .distribution import parse_distribution
 from .files import write_files
 from .hostlist import expand_hostlist
 from .hwloc import CoreGroups, parse_hwloc_xml
-from .layout import Layout
+from .layout import Layout, build_layout
 from .plan import make_plan
 from .profiles.cli import bundled_store
 from .profiles.store import resolve_profile
 from .slurmcli import SlurmQueryError, run_slurm
 from .topology import (
     SwitchTree,
-    build_layout,
     parse_scontrol_nodes,
     parse_scontrol_topology,
     parse_topology_conf,
@@ -93,14 +93,18 @@ def compute(env: dict[str, str]) -> dict:
                      time_limit=float(env["RANKMAP_TIME_LIMIT"]), seed=cfg.get("solver", "seed"),
                      files=cfg.get("render", "files"), job_id=job_id, profile=profile,
                      fallback_reason=reason,
-                     templates_dir=cfg.get("render", "templates_dir") or None)
+                     templates_dir=cfg.get("render", "templates_dir") or None,
+                     distribution=parse_distribution(alloc.distribution),
+                     distribution_assumed=alloc.distribution is None)
     # launcher files first, the report last: a report saying "applied" implies the files
     write_files(job_dir, plan.files)
     write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
-    result = status(plan.applied, plan.fallback_reason, layout,
+    result = status(plan.applied, plan.fallback_reason or
+                    (plan.summary if plan.kept_default else None), layout,
                     plan.result.objective if plan.result else None,
                     plan.result.seconds if plan.result else None)
     result["notes"] = list(layout.notes)
+    result["kept_default"] = plan.kept_default
     return result
 
 

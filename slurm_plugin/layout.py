@@ -1,18 +1,28 @@
 """The job's task slots in machine order: what the mapper's PEs stand for.
 
-``build_layout`` (in :mod:`slurm_plugin.topology`) turns an :class:`Allocation` plus the
-cluster topology into a :class:`Layout`: the mapper's :class:`mapper.Hierarchy`
-(spine → leaf switch → node → socket → slot) and one :class:`Slot` per PE, in PE order.
-Rendering reads slots; the mapper reads the hierarchy; PE index ``i`` is ``slots[i]``.
+:func:`build_layout` joins an :class:`~slurm_plugin.allocation.Allocation` with the
+cluster topology (switch tree, node shapes, optional hwloc cache groups) into a
+:class:`Layout`: the mapper's :class:`mapper.Hierarchy` (switch levels → node → socket
+[→ cache] → slot) and one :class:`Slot` per PE.
+
+There is exactly one ordering of PEs.  The slots are grouped into a nested tree and
+both the hierarchy *and* the slot sequence are read off that one tree by the same
+depth-first walk, so PE ``i`` of the solver is ``Layout.slots[i]`` by construction,
+whatever the node names, the switch wiring, the tasks per node or the cache groups.
+Nothing sorts slots anywhere else; :meth:`Layout.slot_of` is the one PE → (host,
+socket, cores) function the renderers use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from mapper import Hierarchy
+
+from .allocation import Allocation
+from .hwloc import CoreGroups
+from .topology import NodeShape, SwitchTree, TopologyError
 
 
 @dataclass(frozen=True)
@@ -32,39 +42,172 @@ class Slot:
 
 @dataclass(frozen=True)
 class Layout:
-    """Hierarchy over the job's slots, plus the slots in PE order."""
+    """Hierarchy over the job's slots, the slots in PE order, and Slurm's node order.
+
+    ``nodes`` are the job's nodes that run tasks, in the order of the job's node list
+    (Slurm's node-table order, which its block/cyclic distributions follow); it is
+    *not* the PE order whenever names do not follow the switch wiring.
+    """
 
     hierarchy: Hierarchy
     slots: tuple[Slot, ...]
     notes: tuple[str, ...] = ()  # e.g. "no topology plugin: node/socket/core levels only"
+    nodes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.slots) != self.hierarchy.n:
+            raise TopologyError(f"layout has {len(self.slots)} slots for "
+                                f"{self.hierarchy.n} PEs")
+        if not self.nodes:
+            object.__setattr__(self, "nodes", tuple(self.hosts()))
 
     @property
     def n(self) -> int:
         return len(self.slots)
 
+    def slot_of(self, pe: int) -> Slot:
+        """Where PE ``pe`` is: its host, socket and cores."""
+        return self.slots[pe]
+
     def hosts(self) -> list[str]:
         """Distinct hosts in PE order."""
-        seen: dict[str, None] = {}
-        for s in self.slots:
-            seen.setdefault(s.host, None)
-        return list(seen)
+        return list(dict.fromkeys(s.host for s in self.slots))
 
 
-def default_placements(layout: Layout) -> dict[str, np.ndarray]:
-    """Slurm's own placements as rank → PE arrays, for comparison in reports.
+def level_distances(configured: Sequence[float], switch_levels: int) -> list[float]:
+    """Distances for socket, node, each switch level (leaf first) and the root.
 
-    ``block``: ranks fill node after node (Slurm's default ``--distribution=block``);
-    within a node, consecutive slots.  ``cyclic``: rank r goes to the next node in
-    round-robin order that still has a free slot (``--distribution=cyclic``).
+    Missing entries continue the last one, times ten per level.
     """
-    hosts = [s.host for s in layout.slots]
-    host_rank = {h: i for i, h in enumerate(layout.hosts())}
-    node_of = np.array([host_rank[h] for h in hosts], dtype=np.int64)
-    # position of each slot among its node's slots, in PE order
-    first = np.searchsorted(np.sort(node_of), node_of)
-    pos = np.empty(layout.n, dtype=np.int64)
-    pos[np.argsort(node_of, kind="stable")] = np.arange(layout.n)
-    within = pos - first
-    # round robin: all nodes' 1st slot, then all nodes' 2nd slot, ...; full nodes drop out
-    cyclic = np.lexsort((node_of, within)).astype(np.int64)
-    return {"block": np.arange(layout.n, dtype=np.int64), "cyclic": cyclic}
+    want = 2 + switch_levels + 1
+    d = list(configured)
+    while len(d) < want:
+        d.append(d[-1] * 10 if d else 1.0)
+    return d[:want]
+
+
+def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
+                 tree: SwitchTree | None, distances: Sequence[float],
+                 core_groups: Mapping[str, CoreGroups] | None = None,
+                 cache_distance: float | None = None) -> Layout:
+    """The job's slots and the hierarchy over them, in one depth-first order.
+
+    Nodes under no switch, and switch trees of unequal depth, are padded with
+    single-child groups at the top so that every slot is at the same depth; nodes
+    without a common switch share only the root.  With ``core_groups`` (from hwloc
+    XML) a "cache" level between core and socket is added, at ``cache_distance``;
+    nodes without hwloc data then have one cache group per socket.
+
+    Complexity: O(P · L) for P slots and L levels (one dictionary walk per slot).
+    """
+    notes = []
+    if tree is None or tree.empty:
+        notes.append("no switch topology (topology plugin not configured or not readable): "
+                     "node, socket and core levels only")
+        tree = SwitchTree()
+    paths = {n: tree.path(n) for n in alloc.nodes}
+    missing = [n for n, p in paths.items() if not p]
+    if missing and not tree.empty:
+        notes.append(f"nodes outside the switch tree: {', '.join(missing)}")
+    depth = max((len(p) for p in paths.values()), default=0)
+    # pad at the top: a short path's top switch stands for itself on the missing levels
+    padded = {n: (p + [p[-1] if p else f"~{n}"] * (depth - len(p))) for n, p in paths.items()}
+    if depth and len({p[-1] for p in padded.values()}) == 1:
+        # one top switch holds the whole job: it is the root group itself
+        depth -= 1
+        padded = {n: p[:-1] for n, p in padded.items()}
+    with_cache = bool(core_groups)
+    # The nested tree: group label → subtree, leaves are lists of slots.  Children keep
+    # the order in which the allocation first reaches them; the walk below defines PEs.
+    root: dict = {}
+    running = []
+    for node, ntasks in zip(alloc.nodes, alloc.tasks_per_node, strict=True):
+        if ntasks == 0:
+            continue
+        running.append(node)
+        shape = shapes if isinstance(shapes, NodeShape) else shapes.get(node)
+        if shape is None:
+            raise TopologyError(f"no sockets/cores known for node {node}")
+        groups = (core_groups or {}).get(node)
+        if groups is not None and len(groups.group) != shape.cores:
+            raise TopologyError(f"node {node}: hwloc XML has {len(groups.group)} cores, "
+                                f"Slurm says {shape.cores}")
+        top = tuple(reversed(padded[node])) + (node,)
+        for slot in _node_slots(node, shape, ntasks, alloc.cpus_per_task,
+                                alloc.cpu_ids.get(node)):
+            key = top + (slot.socket,)
+            if with_cache:
+                core = slot.cpu_ids[0] // shape.threads_per_core
+                key += (groups.group[core] if groups is not None else 0,)
+            container = root
+            for label in key[:-1]:
+                container = container.setdefault(label, {})
+            container.setdefault(key[-1], []).append(slot)
+    counts, ordered = _walk(root)
+    dist = level_distances(distances, depth)
+    names = ["socket", "node"] + [f"switch level {i}" if i else "leaf switch"
+                                  for i in range(depth)] + ["root"]
+    if with_cache:
+        inner = dist[0] / 2 if cache_distance is None else cache_distance
+        if inner > dist[0]:
+            raise TopologyError(f"cache distance {inner:g} is above the socket distance "
+                                f"{dist[0]:g}")
+        dist = [inner] + dist
+        names = ["cache"] + names
+    if not ordered:
+        raise TopologyError("the allocation has no tasks")
+    hierarchy = Hierarchy.from_tree(counts, dist, names)
+    return Layout(hierarchy, tuple(ordered), tuple(notes), tuple(running))
+
+
+def _walk(tree: dict | list) -> tuple[list | int, list[Slot]]:
+    """Depth-first walk: the nested PE counts for Hierarchy.from_tree and the slots in
+    the same order (the single source of the PE numbering)."""
+    if isinstance(tree, list):
+        return len(tree), list(tree)
+    counts: list = []
+    slots: list[Slot] = []
+    for child in tree.values():
+        c, s = _walk(child)
+        counts.append(c)
+        slots.extend(s)
+    return counts, slots
+
+
+def _node_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
+                cpu_ids: tuple[int, ...] | None) -> list[Slot]:
+    """Slots of one node: ``cpt`` cores each, filled socket by socket.
+
+    Slurm's abstract CPU ids (``scontrol show job -d``) number cores socket-major
+    with threads innermost: cpu = (socket * cores_per_socket + core) * threads + t.
+    """
+    if cpu_ids:
+        cores = sorted({c // shape.threads_per_core for c in cpu_ids})
+    else:
+        cores = list(range(shape.cores))
+    by_socket: dict[int, list[int]] = {}
+    for c in cores:
+        by_socket.setdefault(c // shape.cores_per_socket, []).append(c)
+    slots: list[Slot] = []
+    for socket in sorted(by_socket):
+        free = by_socket[socket]
+        while len(free) >= cpt and len(slots) < ntasks:
+            take, free = free[:cpt], free[cpt:]
+            slots.append(_slot(node, socket, take, shape))
+    if len(slots) < ntasks:
+        # tasks spanning sockets: rare (cpus-per-task larger than a socket's free cores)
+        used = {c // shape.threads_per_core for s in slots for c in s.cpu_ids}
+        rest = [c for c in cores if c not in used]
+        while len(slots) < ntasks and len(rest) >= cpt:
+            take, rest = rest[:cpt], rest[cpt:]
+            slots.append(_slot(node, take[0] // shape.cores_per_socket, take, shape))
+    if len(slots) < ntasks:
+        raise TopologyError(f"node {node}: {ntasks} tasks x {cpt} cores do not fit in "
+                            f"{len(cores)} cores")
+    return slots
+
+
+def _slot(node: str, socket: int, cores: list[int], shape: NodeShape) -> Slot:
+    tpc = shape.threads_per_core
+    return Slot(node, socket, tuple(c % shape.cores_per_socket for c in cores),
+                tuple(c * tpc + t for c in cores for t in range(tpc)))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from mapper import CommGraph, MappingResult, map_processes
 
 from . import render, report
+from .distribution import DEFAULT, Distribution, default_placements, dist_label
 from .layout import Layout
 
 #: Launcher files by name, with the renderer that produces each.
@@ -39,26 +40,36 @@ class JobPlan:
     result: MappingResult | None = None
     fallback_reason: str | None = None
     notes: list[str] = field(default_factory=list)
+    kept_default: bool = False  # the solver found nothing better than Slurm's default
+    summary: str = ""
 
     @property
     def applied(self) -> bool:
-        """True when the rankmap placement is used (not Slurm's default)."""
-        return self.fallback_reason is None
+        """True when rankmap's placement is used (launcher files rendered)."""
+        return self.fallback_reason is None and not self.kept_default
 
 
 def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               time_limit: float, seed: int = 0, files: Sequence[str] = tuple(RENDERERS),
               job_id: str | None = None, profile: str | None = None,
               fallback_reason: str | None = None, templates_dir: str | None = None,
-              progress: Callable[[str], None] | None = None) -> JobPlan:
-    """Map, check and render; any reason not to apply the mapping becomes a fallback.
+              progress: Callable[[str], None] | None = None,
+              distribution: Distribution = DEFAULT,
+              distribution_assumed: bool = True) -> JobPlan:
+    """Map, compare with Slurm's default, render; any reason not to apply becomes a fallback.
 
     ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
-    skips the solver.  Without a fallback the launcher files named in ``files`` are
-    rendered; with one, none are (launchers then use Slurm's default placement) and
-    the report says why.
+    skips the solver.  The solver is given the job's default placement (Slurm's
+    ``distribution`` over the layout) as its baseline, so the placement applied is never
+    worse than the one the job would get anyway: when nothing beats the default, no
+    launcher file is rendered and the job keeps Slurm's placement; the report says
+    which placement won and why.  ``distribution_assumed`` says the job's real
+    ``--distribution`` was not known (the prolog is not told it) and the default was
+    taken for it.
     """
     result = None
+    defaults = default_placements(layout, distribution)
+    default_name = dist_label(distribution)
     if fallback_reason is None and graph is None:
         fallback_reason = "no communication profile"
     if fallback_reason is None and graph.n != layout.n:
@@ -66,21 +77,24 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                            f"job has {layout.n} tasks")
     if fallback_reason is None:
         result = map_processes(graph, layout.hierarchy, algorithm, seed,
-                               time_limit * SOLVER_SHARE, progress=progress)
+                               time_limit * SOLVER_SHARE, progress=progress,
+                               baseline=defaults[default_name])
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")
             result = None
+    kept_default = result is not None and result.origin == "baseline"
     rendered: dict[str, str] = {}
-    if fallback_reason is None:
+    if fallback_reason is None and not kept_default:
         assert result is not None
         for name in files:
             rendered[name] = RENDERERS[name](layout, result.mapping, templates_dir=templates_dir,
                                              algorithm=algorithm, job_id=job_id)
     usable_graph = graph if graph is not None and graph.n == layout.n else None
-    rep = report.build_report(layout, usable_graph, result,
+    rep = report.build_report(layout, usable_graph, result, defaults, default_name,
                               job_id=job_id, profile=profile,
-                              fallback_reason=fallback_reason)
+                              fallback_reason=fallback_reason,
+                              default_assumed=distribution_assumed)
     return JobPlan(rendered, report.render_report_text(rep, templates_dir=templates_dir),
-                   report.report_json(rep), result, fallback_reason, list(layout.notes))
-
+                   report.report_json(rep), result, fallback_reason, list(layout.notes),
+                   kept_default, rep.summary)

@@ -11,13 +11,15 @@ from mapper.graph_io import read_graph
 
 from .allocation import Allocation
 from .config import load_config
+from .distribution import parse_distribution
 from .files import write_files
 from .hostlist import expand_counts, expand_hostlist
 from .hwloc import parse_hwloc_xml
 from .plan import make_plan
 from .profiles.cli import store_dirs
 from .profiles.store import resolve_profile
-from .topology import SwitchTree, build_layout, parse_node_shape, parse_topology_conf
+from .layout import build_layout
+from .topology import SwitchTree, parse_node_shape, parse_topology_conf
 
 EXAMPLE = Path(__file__).resolve().parent / "data" / "example"
 
@@ -41,6 +43,9 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", default="lammps-3d",
                    help="store name, generator spec (stencil3d, npb-cg, ...) or a matrix "
                         "file (default: the bundled lammps-3d)")
+    p.add_argument("--distribution", default=None, metavar="DIST",
+                   help="the job's Slurm --distribution, which gives the default placement "
+                        "rankmap must beat (default block:cyclic, Slurm's default)")
     p.add_argument("--algorithm", default=None)
     p.add_argument("--time-limit", type=float, default=None)
     p.add_argument("--store", action="append", metavar="DIR")
@@ -83,7 +88,9 @@ def _plan(args: argparse.Namespace) -> int:
                      seed=cfg.get("solver", "seed"), files=cfg.get("render", "files"),
                      profile=args.profile,
                      templates_dir=cfg.get("render", "templates_dir") or None,
-                     progress=terminal_progress())
+                     progress=terminal_progress(),
+                     distribution=parse_distribution(args.distribution),
+                     distribution_assumed=args.distribution is None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = write_files(out, {**plan.files, "report": plan.report_text,

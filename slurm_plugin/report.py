@@ -1,17 +1,21 @@
-"""The job's report: rankmap's placement next to Slurm's block and cyclic placements.
+"""The job's report: the placement the job runs with, next to Slurm's own placements.
 
 The numbers come from :func:`mapper.evaluate`, so the report shows exactly the J and
-per-level traffic the solver optimized.  J counts each undirected edge once.
+per-level traffic the solver optimized.  J counts each undirected edge once.  The
+first lines say in words which placement the job runs with and why.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+
+import numpy as np
 
 from mapper import CommGraph, MappingResult, evaluate
 
-from .layout import Layout, default_placements
+from .layout import Layout
 from .render import render_template
 
 
@@ -20,8 +24,9 @@ class PlacementCost:
     name: str
     objective: float
     traffic: dict[str, float]
-    saved_vs_block: str = ""
-    saved_vs_cyclic: str = ""
+    saved_vs_default: str = ""  # "12.3%": J below the job's default placement
+    applied: bool = False  # the job runs with this placement
+    default: bool = False  # the placement Slurm gives the job without rankmap
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,11 @@ class Report:
     placements: list[PlacementCost] = field(default_factory=list)
     level_distances: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    default_placement: str = "block"
+    default_assumed: bool = True
+    summary: str = ""
+    origin: str | None = None
+    candidates: dict[str, float] = field(default_factory=dict)
 
 
 def _saved(base: float, value: float) -> str:
@@ -46,41 +56,96 @@ def _saved(base: float, value: float) -> str:
     return f"{100.0 * (base - value) / base:.1f}%"
 
 
-def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult | None, *,
-                 job_id: str | None = None, profile: str | None = None,
-                 fallback_reason: str | None = None) -> Report:
-    """Report data; without a usable graph only the reason and the job are shown."""
+def _pct(base: float, value: float) -> float:
+    return 100.0 * (base - value) / base if base > 0 else 0.0
+
+
+def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult | None,
+                 defaults: Mapping[str, np.ndarray] | None = None,
+                 default_name: str = "block", *, job_id: str | None = None,
+                 profile: str | None = None, fallback_reason: str | None = None,
+                 default_assumed: bool = True) -> Report:
+    """Report data; without a usable graph only the reason and the job are shown.
+
+    ``defaults`` are Slurm's placements by name (the job's default first, as
+    :func:`slurm_plugin.distribution.default_placements` returns them).
+    """
     placements: list[PlacementCost] = []
     distances = {name: float(d) for name, d in zip(layout.hierarchy.level_names,
                                                      layout.hierarchy.distances, strict=True)}
+    if defaults is None:
+        from .distribution import default_placements
+
+        defaults = default_placements(layout)
+        default_name = next(iter(defaults))
+    ours = result is not None and fallback_reason is None and result.origin != "baseline"
+    summary = ""
     if graph is not None and graph.n == layout.n:
-        candidates = dict(default_placements(layout))
-        if result is not None and fallback_reason is None:
+        candidates = dict(defaults)
+        if ours:
             candidates = {"rankmap": result.mapping, **candidates}
         evals = {name: evaluate(graph, layout.hierarchy, m) for name, m in candidates.items()}
-        block_j, cyclic_j = evals["block"].objective, evals["cyclic"].objective
+        default_j = evals[default_name].objective
         for name, ev in evals.items():
+            applied = name == "rankmap" if ours else name == default_name
             placements.append(PlacementCost(
                 name, ev.objective, {t.name: t.volume for t in ev.traffic},
-                "" if name == "block" else _saved(block_j, ev.objective),
-                "" if name == "cyclic" else _saved(cyclic_j, ev.objective)))
-    applied = fallback_reason is None and result is not None
+                "" if name == default_name else _saved(default_j, ev.objective),
+                applied, name == default_name))
+        summary = _summary(result, fallback_reason, default_name, default_j,
+                           evals["rankmap"].objective if ours else None)
+    elif fallback_reason:
+        summary = f"rankmap was NOT applied: {fallback_reason}"
+    where = "assumed: the prolog is not told --distribution" if default_assumed else \
+        "the job's --distribution"
     return Report(job_id, profile, layout.n, layout.hosts(), layout.hierarchy.describe(),
-                  applied, result.algorithm if result else None,
+                  ours, result.algorithm if result else None,
                   result.seconds if result else None, fallback_reason, placements,
-                  distances, list(layout.notes))
+                  distances, list(layout.notes), f"{default_name} ({where})",
+                  default_assumed, summary, result.origin if result else None,
+                  dict(result.candidates) if result else {})
+
+
+def _summary(result: MappingResult | None, fallback_reason: str | None, default_name: str,
+             default_j: float, ours_j: float | None) -> str:
+    if fallback_reason is not None or result is None:
+        return f"rankmap was NOT applied: {fallback_reason}"
+    if ours_j is None:
+        best = result.candidates.get(result.algorithm, result.objective)
+        if best > default_j:
+            why = f"J {-_pct(default_j, best):.1f}% above it"
+        else:
+            why = "J equal to it"
+        return (f"Slurm's {default_name} placement kept: it is already as good as rankmap's "
+                f"best ({result.algorithm}, {why})")
+    how = result.algorithm if result.origin == "algorithm" else \
+        (f"Slurm's {default_name} placement improved by local search "
+         f"{result.origin.split('+', 1)[-1]}")
+    return (f"rankmap's placement applied ({how}): J {_pct(default_j, ours_j):.1f}% below "
+            f"Slurm's {default_name} placement")
+
+
+def _j(value: float) -> str:
+    """J and volumes in one style everywhere: 6 significant digits, no exponent below
+    10^12."""
+    return f"{value:,.0f}" if abs(value) >= 1000 and abs(value) < 1e12 else f"{value:.6g}"
 
 
 def render_report_text(report: Report, templates_dir: str | None = None) -> str:
     rows = [{"level": level, "distance": d,
-             "volumes": [p.traffic.get(level, 0.0) for p in report.placements]}
+             "volumes": [_j(p.traffic.get(level, 0.0)) for p in report.placements]}
             for level, d in report.level_distances.items()]
+    placements = [{"name": p.name + (" *" if p.applied else ""), "objective": _j(p.objective),
+                   "saved": p.saved_vs_default or "-", "applied": p.applied,
+                   "default": p.default} for p in report.placements]
     return render_template("report.txt.j2", templates_dir, job_id=report.job_id,
                            profile=report.profile, n=report.n, hosts=report.hosts,
                            machine=report.machine, notes=report.notes,
-                           fallback_reason=report.fallback_reason,
+                           fallback_reason=report.fallback_reason, summary=report.summary,
                            algorithm=report.algorithm, seconds=report.seconds or 0.0,
-                           placements=report.placements, traffic_rows=rows)
+                           default_placement=report.default_placement,
+                           placements=placements, traffic_rows=rows,
+                           names=[p.name for p in report.placements])
 
 
 def report_json(report: Report) -> str:

@@ -11,7 +11,8 @@ import pytest
 from mapper import Hierarchy, evaluate
 from slurm_plugin.files import write_files
 from slurm_plugin.jobdir import JobDirError, create_job_dir, remove_job_dir
-from slurm_plugin.layout import Layout, Slot, default_placements
+from slurm_plugin.distribution import default_placements
+from slurm_plugin.layout import Layout, Slot
 from slurm_plugin.plan import make_plan
 from slurm_plugin.profiles.generators import generate
 from slurm_plugin.render import (
@@ -92,9 +93,26 @@ def test_report_numbers_match_the_mapper():
         assert costs[name]["objective"] == pytest.approx(ev.objective)
         assert costs[name]["traffic"] == {t.name: t.volume for t in ev.traffic}
     block, ours = costs["block"]["objective"], costs["rankmap"]["objective"]
-    assert costs["rankmap"]["saved_vs_block"] == f"{100 * (block - ours) / block:.1f}%"
+    assert costs["rankmap"]["saved_vs_default"] == f"{100 * (block - ours) / block:.1f}%"
+    assert costs["rankmap"]["applied"] and costs["block"]["default"]
     assert "rankmap was NOT applied" not in plan.report_text
-    assert f"{ours:20.6g}".strip() in plan.report_text
+    assert record["summary"].startswith("rankmap's placement applied")
+    assert record["summary"] in plan.report_text
+
+
+def test_block_already_optimal_keeps_the_default_and_renders_nothing():
+    from mapper import CommGraph
+
+    layout = small_layout()
+    # Slurm's block:cyclic puts ranks 0, 2 on host a socket 0 and 1, 3 on socket 1:
+    # pairs (0,2), (1,3), (4,6), (5,7) each share a socket, which is optimal
+    pairs = CommGraph.from_edges([0, 1, 4, 5], [2, 3, 6, 7], [5.0] * 4, n=8)
+    plan = make_plan(layout, pairs, algorithm="random", time_limit=5, profile="pairs")
+    assert plan.kept_default and not plan.applied and plan.files == {}
+    assert plan.fallback_reason is None
+    record = json.loads(plan.report_json)
+    assert [p["name"] for p in record["placements"] if p["applied"]] == ["block"]
+    assert "block placement kept" in plan.report_text
 
 
 def test_cyclic_default_placement_is_round_robin():

@@ -13,11 +13,11 @@ from slurm_plugin.allocation import (
     parse_squeue_json,
 )
 from slurm_plugin.hostlist import HostlistError, expand_counts, expand_hostlist
+from slurm_plugin.layout import build_layout
 from slurm_plugin.topology import (
     NodeShape,
     SwitchTree,
     TopologyError,
-    build_layout,
     parse_node_shape,
     parse_scontrol_nodes,
     parse_scontrol_topology,

@@ -1,0 +1,113 @@
+"""J of rendered launcher files, recomputed from scratch.
+
+Written apart from the product: it imports nothing from ``mapper`` or ``slurm_plugin``
+and reads only what a site has — the rankfile (or machinefile) a job got, the
+topology.conf text and the node shapes — so that a test comparing its J with the
+report's J checks the whole chain (layout, PE numbering, solver, rendering, report).
+
+Distances follow the documented model: two ranks on one socket are ``d[0]`` apart, on
+one node ``d[1]``; otherwise their nodes' switch paths (leaf switch first) are padded at
+the top to the job's deepest path by repeating their top switch, and ranks whose padded
+paths first agree at index i are ``d[2 + i]`` apart; paths that never agree (different
+trees, nodes outside the tree) are ``d[2 + depth]`` apart.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def expand_names(text: str) -> list[str]:
+    """``p[0,4-5],q`` → p0, p4, p5, q (the subset of Slurm's syntax the tests write)."""
+    out: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?", text):
+        prefix, ranges = m.group(1), m.group(2)
+        if ranges is None:
+            out.append(prefix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{prefix}{i:0{width}d}")
+    return out
+
+
+def switch_paths(topology_conf: str) -> dict[str, list[str]]:
+    """Node → its switches from the leaf switch up, from topology.conf text."""
+    leaf_of: dict[str, str] = {}
+    parent: dict[str, str] = {}
+    for line in topology_conf.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S+)", line.split("#")[0]))
+        if "SwitchName" not in fields:
+            continue
+        for node in expand_names(fields.get("Nodes", "")) if "Nodes" in fields else []:
+            leaf_of[node] = fields["SwitchName"]
+        for child in expand_names(fields["Switches"]) if "Switches" in fields else []:
+            parent[child] = fields["SwitchName"]
+    paths = {}
+    for node, leaf in leaf_of.items():
+        path = [leaf]
+        while path[-1] in parent:
+            path.append(parent[path[-1]])
+        paths[node] = path
+    return paths
+
+
+def parse_rankfile(text: str) -> dict[int, tuple[str, int, tuple[int, ...]]]:
+    """rank → (host, socket, cores) from ``rank R=HOST slot=S:C[-C|,C]`` lines."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"rank (\d+)=(\S+) slot=(\d+):([\d,-]+)", line.strip())
+        if not m:
+            raise ValueError(f"not a rankfile line: {line!r}")
+        cores: list[int] = []
+        for part in m.group(4).split(","):
+            lo, _, hi = part.partition("-")
+            cores.extend(range(int(lo), int(hi or lo) + 1))
+        out[int(m.group(1))] = (m.group(2), int(m.group(3)), tuple(cores))
+    return out
+
+
+def rank_distance(a: tuple[str, int], b: tuple[str, int], paths: dict[str, list[str]],
+                  depth: int, d: list[float]) -> float:
+    """Distance of two ranks at (host, socket) ``a`` and ``b``."""
+    if a[0] == b[0]:
+        return d[0] if a[1] == b[1] else d[1]
+    pa, pb = paths.get(a[0], []), paths.get(b[0], [])
+    pa = pa + [pa[-1]] * (depth - len(pa)) if pa else [None] * depth
+    pb = pb + [pb[-1]] * (depth - len(pb)) if pb else [None] * depth
+    for i in range(depth):
+        if pa[i] is not None and pa[i] == pb[i]:
+            return d[2 + i]
+    return d[2 + depth]
+
+
+def objective(edges: list[tuple[int, int, float]], where: dict[int, tuple[str, int]],
+              topology_conf: str, distances: list[float]) -> float:
+    """J = Σ over undirected edges w · distance(where[u], where[v])."""
+    paths = switch_paths(topology_conf)
+    hosts = {h for h, _ in where.values()}
+    depth = max((len(paths.get(h, [])) for h in hosts), default=0)
+    return sum(w * rank_distance(where[u], where[v], paths, depth, distances)
+               for u, v, w in edges if u != v)
+
+
+def slurm_block_cyclic(node_list: list[str], sockets_of_tasks: dict[str, dict[int, int]]
+                       ) -> dict[int, tuple[str, int]]:
+    """Slurm's default ``block:cyclic``: ranks fill the nodes in node-list order; on a
+    node, task k takes the next socket round-robin among sockets with slots left.
+    ``sockets_of_tasks[node][socket]`` = task slots Slurm gave the job there."""
+    where = {}
+    rank = 0
+    for node in node_list:
+        left = dict(sorted(sockets_of_tasks[node].items()))
+        while any(left.values()):
+            for socket in list(left):
+                if left[socket]:
+                    where[rank] = (node, socket)
+                    left[socket] -= 1
+                    rank += 1
+    return where
