@@ -7,8 +7,10 @@
 
 Starts munge (unless it already runs), slurmctld and one ``slurmd -N nX`` per node on
 loopback, each in its own UTS namespace so that ``hostname`` prints the node name.
-Topology: two leaf switches s1 (n1, n2) and s2 (n3, n4) under a spine; every node has
-2 sockets x 4 cores.  Everything lives in the state directory; ``down`` stops only the
+Topology: two leaf switches s1 (n1, n2) and s2 (n3, n4) under a spine
+(``--topology tree``, the default), or with names that do not follow the wiring, s1
+(n1, n3) and s2 (n2, n4) (``--topology interleaved``); every node has 2 sockets x 4
+cores.  Everything lives in the state directory; ``down`` stops only the
 processes ``up`` started (their pid files, checked against /proc/PID/exe) and removes
 nothing outside the state directory.  Needs root and Debian's munge, slurmctld, slurmd
 and slurm-client.  Use ``export SLURM_CONF=DIR/slurm.conf`` to talk to the cluster.
@@ -27,7 +29,8 @@ import time
 from pathlib import Path
 
 NODES = ["n1", "n2", "n3", "n4"]
-SWITCHES = {"s1": ["n1", "n2"], "s2": ["n3", "n4"]}
+SWITCHES = {"tree": {"s1": ["n1", "n2"], "s2": ["n3", "n4"]},
+            "interleaved": {"s1": ["n1", "n3"], "s2": ["n2", "n4"]}}
 CTLD_PORT = 16817
 SLURMD_PORT0 = 16900
 DEFAULT_STATE = "/tmp/rankmap-testcluster"
@@ -87,9 +90,10 @@ def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
-def topology_conf() -> str:
-    lines = [f"SwitchName={s} Nodes={','.join(ns)}" for s, ns in SWITCHES.items()]
-    lines.append(f"SwitchName=spine Switches={','.join(SWITCHES)}")
+def topology_conf(kind: str = "tree") -> str:
+    switches = SWITCHES[kind]
+    lines = [f"SwitchName={s} Nodes={','.join(ns)}" for s, ns in switches.items()]
+    lines.append(f"SwitchName=spine Switches={','.join(switches)}")
     return "\n".join(lines) + "\n"
 
 
@@ -152,7 +156,7 @@ def up(opts: argparse.Namespace) -> None:
                [f"tmp/{n}" for n in NODES]:
         (state / sub).mkdir(parents=True, exist_ok=True)
     (state / "slurm.conf").write_text(slurm_conf(state, opts))
-    (state / "topology.conf").write_text(topology_conf())
+    (state / "topology.conf").write_text(topology_conf(opts.topology))
     start_munge(state)
     ctld = shutil.which("slurmctld", path=PATH)
     slurmd = shutil.which("slurmd", path=PATH)
@@ -220,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", default=os.environ.get("RANKMAP_TESTCLUSTER", DEFAULT_STATE))
     for opt in ("prolog", "epilog", "task-prolog", "prolog-slurmctld", "plugstack"):
         p.add_argument(f"--{opt}", default="", metavar="PATH")
+    p.add_argument("--topology", choices=sorted(SWITCHES), default="tree",
+                   help="switch wiring (default tree: s1=n[1-2], s2=n[3-4])")
     opts = p.parse_args(argv)
     if os.geteuid() != 0:
         print("cluster.py: must run as root", file=sys.stderr)

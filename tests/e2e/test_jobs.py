@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/independent_eval.py
 
 pytestmark = pytest.mark.slurm
 
@@ -43,23 +46,20 @@ def rankfile_of(output: str) -> dict[int, tuple[str, int, int]]:
     return out
 
 
-def test_mpirun_ranks_run_where_the_rankfile_says(slurm_cluster):
-    c = slurm_cluster
-    job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
-                          "--comm-profile=stencil3d"))
+def assert_ranks_ran_where_the_rankfile_says(job, nranks: int) -> dict:
+    """Each rank's real host and CPU, and the binding Open MPI reports, against the
+    rankfile the job printed; returns the rankfile.  Open MPI sees the emulated 2x4
+    layout; binding to cores 0 and 1 (which exist here) succeeds and is reported as an
+    empty set, so there the CPU the rank ran on is checked instead."""
     assert job.state == "COMPLETED", job.output
     assert "MPIRUN_RC=0" in job.output, job.output
     rankfile = rankfile_of(job.output)
-    assert sorted(rankfile) == list(range(16))
-    assert len({h for h, _, _ in rankfile.values()}) == 4
-    # Each rank's real host and CPU, and the binding Open MPI reports.  Open MPI sees
-    # the emulated 2x4 layout; binding to cores 0 and 1 (which exist here) succeeds and
-    # is reported as an empty set, so there the CPU the rank ran on is checked instead.
+    assert sorted(rankfile) == list(range(nranks))
     ran = {int(r): (h, int(cpu)) for r, h, cpu in
            re.findall(r"^rank (\d+) host (\S+) cpu (\d+)", job.output, re.M)}
     bound = {int(r): (h, b.strip()) for h, r, b in
              re.findall(r"\[(\w+):\d+\] MCW rank (\d+) bound to (.*)$", job.output, re.M)}
-    assert len(ran) == 16 and len(bound) == 16, job.output
+    assert len(ran) == nranks and len(bound) == nranks, job.output
     for rank, (host, socket, core) in rankfile.items():
         global_core = socket * 4 + core
         assert ran[rank][0] == host, f"rank {rank} ran on {ran[rank][0]}, rankfile: {host}"
@@ -68,11 +68,73 @@ def test_mpirun_ranks_run_where_the_rankfile_says(slurm_cluster):
             assert ran[rank][1] == global_core, f"rank {rank} on cpu {ran[rank][1]}"
         else:
             assert bound[rank][1].startswith(f"SK{socket}:CR{global_core}:"), bound[rank]
+    return rankfile
+
+
+@pytest.fixture(scope="module")
+def scrambled_profiles(slurm_cluster):
+    """Stencils whose ranks are numbered at random: Slurm's block placement is poor for
+    them, so rankmap's placement is applied (on a plain stencil block can be optimal,
+    and then the job rightly keeps it)."""
+    import numpy as np
+
+    from mapper import CommGraph
+    from mapper.graph_io import write_mtx
+    from slurm_plugin.profiles.generators import generate
+
+    store = slurm_cluster.state / "profiles"
+    for n, spec in ((16, "stencil3d"), (8, "stencil2d")):
+        u, v, w = generate(spec, n).edges()
+        perm = np.random.default_rng(n).permutation(n)
+        write_mtx(CommGraph.from_edges(perm[u], perm[v], w, n=n), store / f"scrambled{n}.mtx")
+        (store / f"scrambled{n}.toml").write_text(f'ranks = {n}\nfile = "scrambled{n}.mtx"\n')
+    return store
+
+
+def test_mpirun_ranks_run_where_the_rankfile_says(slurm_cluster, scrambled_profiles):
+    c = slurm_cluster
+    job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
+                          "--comm-profile=scrambled16"))
+    rankfile = assert_ranks_ran_where_the_rankfile_says(job, 16)
+    assert len({h for h, _, _ in rankfile.values()}) == 4
     assert "REPORT: " in job.output and "rankmap was NOT applied" not in job.output
-    assert re.search(r"REPORT:\s+rankmap\s+\S+", job.output)
+    assert re.search(r"REPORT:\s+rankmap \*\s+\S+", job.output)
 
 
-def test_srun_arbitrary_distribution_follows_the_hostfile(slurm_cluster):
+def test_interleaved_switches_ranks_run_where_the_solver_chose(slurm_cluster):
+    """Node names that do not follow the wiring (s1 = n1,n3; s2 = n2,n4): the rankfile's
+    J, recomputed from the cluster's topology.conf by the independent evaluator,
+    equals the report's, beats Slurm's block, and every rank runs where it says."""
+    import independent_eval as ie
+
+    from slurm_plugin.profiles.generators import generate
+
+    c = slurm_cluster
+    c.restart(topology="interleaved")
+    try:
+        conf = (c.state / "topology.conf").read_text()
+        assert "Nodes=n1,n3" in conf
+        job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=8",
+                              "--comm-profile=stencil3d"))
+    finally:
+        c.restart(topology="tree")
+    rankfile = assert_ranks_ran_where_the_rankfile_says(job, 32)
+    u, v, w = generate("stencil3d", 32).edges()
+    edges = list(zip(u.tolist(), v.tolist(), w.tolist(), strict=True))
+    distances = [1.0, 10.0, 100.0, 1000.0]  # the site default
+    ours = ie.objective(edges, {r: (h, s) for r, (h, s, _) in rankfile.items()}, conf,
+                        distances)
+    nodes = ["n1", "n2", "n3", "n4"]
+    block = ie.objective(edges, ie.slurm_block_cyclic(nodes, {n: {0: 4, 1: 4} for n in nodes}),
+                         conf, distances)
+    reported = {m.group(1): float(m.group(2).replace(",", "")) for m in re.finditer(
+        r"^REPORT:\s+(rankmap|block)\s?\*?\s+([\d,.]+)", job.output, re.M)}
+    assert ours == pytest.approx(reported["rankmap"]), job.output
+    assert block == pytest.approx(reported["block"]), job.output
+    assert ours < block
+
+
+def test_srun_arbitrary_distribution_follows_the_hostfile(slurm_cluster, scrambled_profiles):
     c = slurm_cluster
     c.write_config(export_slurm_hostfile=True)
     try:
@@ -81,7 +143,7 @@ def test_srun_arbitrary_distribution_follows_the_hostfile(slurm_cluster):
 srun -n 8 bash -c 'echo "TASK $SLURM_PROCID $(hostname)"'
 """
         job = c.wait(c.submit(script, "-N4", "--ntasks-per-node=2",
-                              "--comm-profile=stencil2d"))
+                              "--comm-profile=scrambled8"))
     finally:
         c.write_config()
     assert job.state == "COMPLETED", job.output
@@ -117,8 +179,10 @@ def test_site_rule_maps_a_job_without_flags(slurm_cluster):
     c = slurm_cluster
     job = c.wait(c.submit(REPORT_JOB, "-N2", "--ntasks-per-node=4", "-p", "mapped"))
     assert job.state == "COMPLETED", job.output
-    assert re.search(r"RANKFILE_PATH=/\S+/job\.\d+/rankfile", job.output), job.output
     assert "REPORT:   profile    stencil3d" in job.output
+    # 8 ranks of a 2x2x2 stencil on 2 nodes: block is optimal, and the job keeps it
+    assert "REPORT:   Slurm's block placement kept" in job.output, job.output
+    assert "RANKFILE_PATH=\n" in job.output
 
 
 FAULTS = {
