@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 
+import independent_eval as ie
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import independent_eval as ie
 from mapper import CommGraph
 from slurm_plugin.allocation import Allocation
 from slurm_plugin.distribution import Distribution, parse_distribution, slurm_placement
@@ -254,3 +254,23 @@ def test_block_within_a_node_alternates_sockets():
     assert [layout.slot_of(p).socket for p in cyc] == [0, 1, 0, 1, 0, 1]
     assert [layout.slot_of(p).cpu_ids[0] for p in cyc] == [0, 4, 1, 5, 2, 6]
     assert [layout.slot_of(p).socket for p in blk] == [0, 0, 0, 1, 1, 1]
+
+
+def test_cache_groups_that_interleave_cores_are_contiguous_pes():
+    from slurm_plugin.hwloc import CoreGroups
+
+    # two L3 groups per socket holding cores {0, 2} and {1, 3}
+    groups = CoreGroups(socket=(0, 0, 0, 0, 1, 1, 1, 1), group=(0, 1, 0, 1, 0, 1, 0, 1))
+    alloc = Allocation("1", ("b", "a"), (8, 8))
+    layout = build_layout(alloc, NodeShape(2, 4), None, [1, 10, 100], {"a": groups, "b": groups},
+                          0.5)
+    h = layout.hierarchy
+    assert [layout.slot_of(p).cpu_ids[0] for p in range(4)] == [0, 2, 1, 3]
+    for p in range(layout.n):
+        for q in range(layout.n):
+            a, b = layout.slot_of(p), layout.slot_of(q)
+            same_cache = a.host == b.host and a.socket == b.socket and \
+                groups.group[a.cpu_ids[0]] == groups.group[b.cpu_ids[0]]
+            want = 0 if p == q else 0.5 if same_cache else 1 if (a.host, a.socket) == \
+                (b.host, b.socket) else 10 if a.host == b.host else 100
+            assert h.distance(p, q) == want, (p, q)
