@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from mapper_cases import random_graph
 
 from mapper import Hierarchy, evaluate, map_processes
 from mapper.objective import MappingError
-from mapper_cases import random_graph
 
 
 @pytest.mark.parametrize("seed", range(6))
