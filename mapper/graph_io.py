@@ -1,7 +1,10 @@
 """Reading and writing communication graphs: METIS, Matrix Market, CSV triples, npz.
 
 Every reader returns a :class:`~mapper.graph.CommGraph` or raises
-:class:`GraphFormatError` whose message starts with ``file:line:``.
+:class:`GraphFormatError` whose message starts with ``file:line:``.  Files may be
+hostile (the Slurm worker reads users' profiles): :func:`read_graph` reads only regular
+files, at most ``max_bytes`` of them, and checks every declared size (headers, indices,
+``.npy`` shapes) against ``expected_n`` or the byte limit before allocating.
 
 * METIS ``.graph`` — header ``n m [fmt [ncon]]``, 1-based neighbour lists, ``%``
   comments; fmt digits: 1 = edge weights, 10 = vertex weights (skipped), 100 = vertex
@@ -15,7 +18,14 @@ Every reader returns a :class:`~mapper.graph.CommGraph` or raises
 
 from __future__ import annotations
 
+import io
+import math
 import os
+import stat
+import struct
+import zipfile
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,33 +38,116 @@ class GraphFormatError(GraphError):
     """A graph file that does not parse; the message names the file and line."""
 
 
+@dataclass(frozen=True)
+class SizeLimit:
+    """The largest rank count a file may declare, and why (for the error message).
+
+    Checked against the sizes a file declares (header, largest index) before anything
+    of that size is allocated.  ``max_n=None``: no limit.
+    """
+
+    max_n: int | None = None
+    reason: str = ""
+
+    def check(self, n: int, where: str, what: str) -> None:
+        if self.max_n is not None and n > self.max_n:
+            raise GraphFormatError(f"{where}: {what} {n} ranks, but {self.reason}")
+
+
+NO_LIMIT = SizeLimit()
+_CHUNK = 1 << 20
+_NPZ_MAX_MEMBERS = 64
+_NPZ_MAX_DIRECTORY = 64 << 10     # bytes of zip central directory (a graph has <= 5 arrays)
+_NPY_MAX_HEADER = 1 << 16
+
+
 def read_graph(path: str | os.PathLike, fmt: str | None = None,
-               max_bytes: int | None = None) -> CommGraph:
-    """Read a graph file; ``fmt`` (metis, mtx, csv, npz) overrides the extension."""
+               max_bytes: int | None = None, expected_n: int | None = None) -> CommGraph:
+    """Read a graph file; ``fmt`` (metis, mtx, csv, npz) overrides the extension.
+
+    The file is opened once and must be a regular file (not a device, FIFO or
+    directory); at most ``max_bytes`` are read from it (and, for ``.npz``, the arrays
+    may be at most ``max_bytes`` uncompressed).  Sizes the file declares (header rank
+    and entry counts, the largest rank index, ``.npy`` array shapes) are checked before
+    anything is allocated: against ``expected_n`` (the job's rank count) when given,
+    else against ``max_bytes // 8`` ranks (an index array no larger than the file
+    limit).  A graph with fewer than ``expected_n`` ranks is returned; the caller
+    compares the rank count.
+    """
     p = Path(path)
     kind = fmt or {".graph": "metis", ".metis": "metis", ".mtx": "mtx", ".csv": "csv",
                    ".npz": "npz"}.get(p.suffix.lower())
     if kind is None:
         raise GraphFormatError(f"{p}: unknown graph format (use .graph, .mtx, .csv or .npz)")
-    try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise GraphFormatError(f"{p}: cannot read: {exc.strerror}") from None
-    if max_bytes is not None and size > max_bytes:
-        raise GraphFormatError(f"{p}: {size} bytes is over the limit of {max_bytes}")
+    if expected_n is not None:
+        limit = SizeLimit(expected_n, f"the job has {expected_n} ranks")
+    elif max_bytes is not None:
+        limit = SizeLimit(max_bytes // 8, f"a file of at most {max_bytes} bytes may declare "
+                                          f"at most {max_bytes // 8} ranks")
+    else:
+        limit = NO_LIMIT
+    data = _read_file(p, max_bytes)
     if kind == "npz":
-        return _read_npz(p)
+        return _read_npz(p, data, max_bytes, limit)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise GraphFormatError(f"{p}: not a text file") from None
+    del data
+    if "\r" in text:  # universal newlines, as text-mode reading did
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return {"metis": read_metis_text, "mtx": read_mtx_text, "csv": read_csv_text}[kind](
+        text, str(p), limit=limit)
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_file(p: Path, max_bytes: int | None) -> bytes:
+    """The file's bytes: opened once, a regular file, at most ``max_bytes`` of them.
+
+    ``O_NONBLOCK`` so that opening a FIFO does not wait for a writer; the descriptor is
+    checked with ``fstat`` (not the path: it may change in between), and the limit is
+    enforced on what is read, not on the size stat reports (0 for /proc files).
+    """
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise GraphFormatError(f"{p}: cannot read: {exc.strerror}") from None
-    return {"metis": read_metis_text, "mtx": read_mtx_text, "csv": read_csv_text}[kind](
-        text, str(p))
+    chunks: list[bytes] = []
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise GraphFormatError(f"{p}: is {_file_kind(st.st_mode)}, not a regular file; "
+                                   f"a communication profile must be a plain file")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise GraphFormatError(f"{p}: {st.st_size} bytes is over the limit of "
+                                   f"{max_bytes} bytes")
+        os.set_blocking(fd, True)
+        total, stop = 0, None if max_bytes is None else max_bytes + 1
+        while stop is None or total < stop:
+            chunk = os.read(fd, _CHUNK if stop is None else min(_CHUNK, stop - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if max_bytes is not None and total > max_bytes:
+            raise GraphFormatError(f"{p}: more than {max_bytes} bytes to read (stat said "
+                                   f"{st.st_size}), over the limit of {max_bytes} bytes")
+    except OSError as exc:
+        raise GraphFormatError(f"{p}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
-def read_metis_text(text: str, source: str) -> CommGraph:
+def read_metis_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> CommGraph:
     lines = text.split("\n")
     body = [(i + 1, ln) for i, ln in enumerate(lines) if not ln.lstrip().startswith("%")]
     while body and not body[-1][1].strip():
@@ -71,6 +164,10 @@ def read_metis_text(text: str, source: str) -> CommGraph:
     if len(nums) < 2 or len(nums) > 4 or min(nums) < 0:
         raise GraphFormatError(f"{source}:{hline}: header must be 'n m [fmt [ncon]]'")
     n, m = nums[0], nums[1]
+    limit.check(n, f"{source}:{hline}", "header declares")
+    if m > (len(text) + 1) // 4:  # each edge is listed twice, each listing >= 2 bytes
+        raise GraphFormatError(f"{source}:{hline}: header says {m} edges, more than a file "
+                               f"of {len(text)} bytes can hold")
     fmt = f"{nums[2]:03d}" if len(nums) > 2 else "000"
     if any(c not in "01" for c in fmt) or len(fmt) > 3:
         raise GraphFormatError(f"{source}:{hline}: unknown fmt {parts[2]!r}")
@@ -123,7 +220,7 @@ def read_metis_text(text: str, source: str) -> CommGraph:
     return CommGraph.from_matrix(a, directed=False, source=source)
 
 
-def read_mtx_text(text: str, source: str) -> CommGraph:
+def read_mtx_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> CommGraph:
     lines = text.split("\n")
     if not lines or not lines[0].lower().startswith("%%matrixmarket"):
         raise GraphFormatError(f"{source}:1: missing '%%MatrixMarket' banner")
@@ -143,8 +240,14 @@ def read_mtx_text(text: str, source: str) -> CommGraph:
     except ValueError:
         raise GraphFormatError(f"{source}:{i + 1}: size line must be 'rows cols entries'"
                                ) from None
+    if min(rows, cols, nnz) < 0:
+        raise GraphFormatError(f"{source}:{i + 1}: size line has a negative number")
     if rows != cols:
         raise GraphFormatError(f"{source}:{i + 1}: matrix must be square, got {rows}x{cols}")
+    limit.check(rows, f"{source}:{i + 1}", "size line declares")
+    if nnz > (len(text) + 1) // 4:  # an entry line is at least "1 2\n"
+        raise GraphFormatError(f"{source}:{i + 1}: size line says {nnz} entries, more than "
+                               f"a file of {len(text)} bytes can hold")
     entries = [(k + 1, ln) for k, ln in enumerate(lines[i + 1:], start=i + 1)
                if ln.strip() and not ln.startswith("%")]
     if len(entries) != nnz:
@@ -178,7 +281,7 @@ def read_mtx_text(text: str, source: str) -> CommGraph:
     return CommGraph.from_matrix(a, directed=True, source=source)
 
 
-def read_csv_text(text: str, source: str) -> CommGraph:
+def read_csv_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> CommGraph:
     src, dst, w = [], [], []
     for lineno, line in enumerate(text.split("\n"), 1):
         s = line.strip()
@@ -198,6 +301,7 @@ def read_csv_text(text: str, source: str) -> CommGraph:
             raise GraphFormatError(f"{source}:{lineno}: negative rank")
         if a == b:
             raise GraphFormatError(f"{source}:{lineno}: self loop on rank {a}")
+        limit.check(max(a, b) + 1, f"{source}:{lineno}", f"rank {max(a, b)} implies")
         if not np.isfinite(v) or v < 0:
             raise GraphFormatError(f"{source}:{lineno}: bytes must be finite and >= 0")
         src.append(a)
@@ -208,21 +312,137 @@ def read_csv_text(text: str, source: str) -> CommGraph:
     return CommGraph.from_edges(src, dst, w, source=source)
 
 
-def _read_npz(p: Path) -> CommGraph:
+def _read_npz(p: Path, data: bytes, max_bytes: int | None, limit: SizeLimit) -> CommGraph:
+    """An .npz file from its bytes; sizes are checked before any array is read.
+
+    The zip directory, the uncompressed member sizes (``ZipInfo.file_size``, which
+    zipfile enforces while decompressing) and every ``.npy`` header (shape and dtype,
+    read without decompressing the data) are checked first; only then are the arrays
+    read, each no larger than its member.
+    """
+    eocd = data.rfind(b"PK\x05\x06", max(0, len(data) - 22 - 0xFFFF))
+    if eocd < 0 or len(data) - eocd < 22:
+        raise GraphFormatError(f"{p}: not a readable .npz file (no zip directory)")
+    directory = struct.unpack_from("<L", data, eocd + 12)[0]
+    if directory > _NPZ_MAX_DIRECTORY:
+        raise GraphFormatError(f"{p}: zip directory of {directory} bytes; a graph .npz has "
+                               f"a few arrays")
     try:
-        data = np.load(p, allow_pickle=False)
-    except Exception as exc:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError,
+            NotImplementedError) as exc:
         raise GraphFormatError(f"{p}: not a readable .npz file: {exc}") from None
-    with data:
-        keys = set(data.files)
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > _NPZ_MAX_MEMBERS:
+            raise GraphFormatError(f"{p}: {len(infos)} members; a graph .npz has a few arrays")
+        total = sum(info.file_size for info in infos)
+        if max_bytes is not None and total > max_bytes:
+            raise GraphFormatError(f"{p}: the arrays are {total} bytes uncompressed, over the "
+                                   f"limit of {max_bytes} bytes")
+        headers = {info.filename: _npy_header(p, zf, info) for info in infos}
+        # keys as numpy.load names them
+        members = {name[:-4] if name.endswith(".npy") else name: name for name in headers}
+
+        def array(key: str) -> np.ndarray:
+            name = members[key]
+            if headers[name] is None:
+                raise GraphFormatError(f"{p}: member {name} is not a numpy array")
+            try:
+                with zf.open(name) as fh:
+                    return np.lib.format.read_array(fh, allow_pickle=False)
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                raise GraphFormatError(f"{p}: member {name}: {exc}") from None
+
+        def scalar(key: str) -> int | str:
+            shape, _dtype = headers.get(members[key]) or ((), None)
+            if math.prod(shape) != 1:
+                raise GraphFormatError(f"{p}: {key} must be a single value")
+            value = array(key).reshape(()).item()
+            return value.decode("ascii", "replace") if isinstance(value, bytes) else value
+
+        keys = set(members)
         if {"indptr", "indices", "data", "shape", "format"} <= keys:
-            a = sp.load_npz(p)
-            return CommGraph.from_matrix(a, directed=True, source=str(p))
+            return _npz_sparse(p, array, scalar, limit)
         if {"src", "dst"} <= keys:
-            w = data["weight"] if "weight" in keys else None
-            n = int(data["n"]) if "n" in keys else None
-            return CommGraph.from_edges(data["src"], data["dst"], w, n=n, source=str(p))
+            n = None
+            if "n" in keys:
+                n = scalar("n")
+                if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                    raise GraphFormatError(f"{p}: n must be a non-negative integer")
+                limit.check(n, str(p), "n declares")
+            src, dst = array("src"), array("dst")
+            w = array("weight") if "weight" in keys else None
+            for name, x in (("src", src), ("dst", dst)):
+                if x.dtype.kind not in "iu":
+                    raise GraphFormatError(f"{p}: {name} must be an integer array")
+                if n is None and x.size:
+                    limit.check(int(x.max()) + 1, str(p), f"{name} names rank {int(x.max())}, "
+                                                          f"which implies")
+            return CommGraph.from_edges(src, dst, w, n=n, source=str(p))
     raise GraphFormatError(f"{p}: expected a scipy sparse matrix or arrays src, dst[, weight]")
+
+
+def _npz_sparse(p: Path, array, scalar, limit: SizeLimit) -> CommGraph:
+    """A matrix saved by ``scipy.sparse.save_npz`` in csr, csc or bsr format."""
+    fmt = scalar("format")
+    if fmt not in ("csr", "csc", "bsr"):
+        raise GraphFormatError(f"{p}: unsupported sparse format {fmt!r} (csr, csc or bsr)")
+    shape = array("shape")
+    if shape.shape != (2,) or shape.dtype.kind not in "iu":
+        raise GraphFormatError(f"{p}: shape must be two integers")
+    rows, cols = (int(x) for x in shape)
+    if rows != cols or rows < 0:
+        raise GraphFormatError(f"{p}: communication matrix must be square, got {rows}x{cols}")
+    limit.check(rows, str(p), "shape declares")
+    cls = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "bsr": sp.bsr_matrix}[fmt]
+    try:
+        a = cls((array("data"), array("indices"), array("indptr")), shape=(rows, cols))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise GraphFormatError(f"{p}: not a valid {fmt} matrix: {exc}") from None
+    return CommGraph.from_matrix(a, directed=True, source=str(p))
+
+
+def _npy_header(p: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo
+                ) -> tuple[tuple[int, ...], np.dtype] | None:
+    """Shape and dtype of an .npy member, read without decompressing its data.
+
+    None for a member that is not an .npy array.  The declared data must fit in the
+    member's uncompressed size, so reading the array later allocates no more than that.
+    """
+    try:
+        with zf.open(info) as fh:
+            head = fh.read(12)
+            if not head.startswith(np.lib.format.MAGIC_PREFIX):
+                return None
+            version = tuple(head[6:8])
+            if version == (1, 0) and len(head) >= 10:
+                start, hlen = 10, struct.unpack_from("<H", head, 8)[0]
+            elif version == (2, 0) and len(head) >= 12:
+                start, hlen = 12, struct.unpack_from("<I", head, 8)[0]
+            else:
+                raise GraphFormatError(f"{p}: member {info.filename}: unsupported .npy "
+                                       f"version {version}")
+            if hlen > _NPY_MAX_HEADER:
+                raise GraphFormatError(f"{p}: member {info.filename}: .npy header of {hlen} "
+                                       f"bytes")
+            fh.seek(0)
+            np.lib.format.read_magic(fh)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _fortran, dtype = read_header(fh)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise GraphFormatError(f"{p}: member {info.filename}: {exc}") from None
+    if dtype.hasobject:
+        raise GraphFormatError(f"{p}: member {info.filename}: object arrays are not allowed")
+    if any(d < 0 for d in shape):
+        raise GraphFormatError(f"{p}: member {info.filename}: negative dimension in {shape}")
+    count = math.prod(shape)
+    room = info.file_size - start - hlen
+    if count * dtype.itemsize > room:
+        raise GraphFormatError(f"{p}: member {info.filename} declares {count} entries of "
+                               f"{dtype.itemsize} bytes, but holds only {max(room, 0)} bytes")
+    return shape, dtype
 
 
 def write_metis(graph: CommGraph, path: str | os.PathLike) -> None:

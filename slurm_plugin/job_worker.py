@@ -21,6 +21,7 @@ from .files import write_files
 from .hostlist import expand_hostlist
 from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
+from .limits import apply_worker_limits
 from .plan import make_plan
 from .profiles.cli import bundled_store
 from .profiles.store import resolve_profile
@@ -115,6 +116,7 @@ def status(applied: bool, reason: str | None, layout: Layout | None = None,
 
 
 def main() -> int:
+    apply_worker_limits()  # RANKMAP_WORKER_MEMORY / _CPU_SECONDS, set by the prolog
     env = dict(os.environ)
     try:
         result = compute(env)

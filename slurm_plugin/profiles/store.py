@@ -126,7 +126,7 @@ class ProfileStore:
             raise ProfileError(f"profile {name!r} is for {info.ranks} ranks but the job has "
                                f"{ntasks} tasks")
         try:
-            graph = read_graph(info.file, max_bytes=self.max_bytes)
+            graph = read_graph(info.file, max_bytes=self.max_bytes, expected_n=ntasks)
         except GraphError as exc:
             raise ProfileError(f"profile {name!r}: {exc}") from None
         if graph.n != ntasks:
@@ -152,7 +152,7 @@ def resolve_profile(spec: str, ntasks: int, stores: Sequence[str | Path],
         if not path.is_absolute() or ".." in path.parts:
             raise ProfileError(f"{spec!r}: give an absolute path without '..'")
         try:
-            graph = read_graph(path, max_bytes=max_bytes)
+            graph = read_graph(path, max_bytes=max_bytes, expected_n=ntasks)
         except GraphError as exc:
             raise ProfileError(str(exc)) from None
         if graph.n != ntasks:
