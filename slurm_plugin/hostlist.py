@@ -59,3 +59,9 @@ def expand_counts(text: str) -> list[int]:
             raise HostlistError(f"bad count {item!r} in {text!r} (expected N or N(xR))")
         out.extend([int(m.group(1))] * int(m.group(2) or 1))
     return out
+
+
+def fold_hostlist(hosts: list[str]) -> str:
+    """``['c1', 'c2', 'c3', 'd']`` → ``c[1-3],d`` (ClusterShell's folding; order is not
+    kept, the set is)."""
+    return str(NodeSet.fromlist(hosts)) if hosts else ""

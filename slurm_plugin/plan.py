@@ -55,7 +55,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               fallback_reason: str | None = None, templates_dir: str | None = None,
               progress: Callable[[str], None] | None = None,
               distribution: Distribution = DEFAULT,
-              distribution_assumed: bool = True) -> JobPlan:
+              distribution_assumed: bool = True, units: str = "bytes") -> JobPlan:
     """Map, compare with Slurm's default, render; any reason not to apply becomes a fallback.
 
     ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
@@ -65,7 +65,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     launcher file is rendered and the job keeps Slurm's placement; the report says
     which placement won and why.  ``distribution_assumed`` says the job's real
     ``--distribution`` was not known (the prolog is not told it) and the default was
-    taken for it.
+    taken for it.  ``units`` name the profile's volumes in the report (bytes,
+    messages).
     """
     result = None
     defaults = default_placements(layout, distribution)
@@ -94,7 +95,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     rep = report.build_report(layout, usable_graph, result, defaults, default_name,
                               job_id=job_id, profile=profile,
                               fallback_reason=fallback_reason,
-                              default_assumed=distribution_assumed)
+                              default_assumed=distribution_assumed, units=units)
     return JobPlan(rendered, report.render_report_text(rep, templates_dir=templates_dir),
                    report.report_json(rep), result, fallback_reason, list(layout.notes),
                    kept_default, rep.summary)

@@ -15,6 +15,7 @@ import numpy as np
 
 from mapper import CommGraph, MappingResult, evaluate
 
+from .hostlist import fold_hostlist
 from .layout import Layout
 from .render import render_template
 
@@ -34,7 +35,8 @@ class Report:
     job_id: str | None
     profile: str | None
     n: int
-    hosts: list[str]
+    nodes: str  # the job's nodes, folded: c[1-2048]
+    node_count: int
     machine: str
     applied: bool
     algorithm: str | None = None
@@ -48,6 +50,7 @@ class Report:
     summary: str = ""
     origin: str | None = None
     candidates: dict[str, float] = field(default_factory=dict)
+    units: str = "bytes"
 
 
 def _saved(base: float, value: float) -> str:
@@ -64,7 +67,7 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
                  defaults: Mapping[str, np.ndarray] | None = None,
                  default_name: str = "block", *, job_id: str | None = None,
                  profile: str | None = None, fallback_reason: str | None = None,
-                 default_assumed: bool = True) -> Report:
+                 default_assumed: bool = True, units: str = "bytes") -> Report:
     """Report data; without a usable graph only the reason and the job are shown.
 
     ``defaults`` are Slurm's placements by name (the job's default first, as
@@ -98,12 +101,14 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
         summary = f"rankmap was NOT applied: {fallback_reason}"
     where = "assumed: the prolog is not told --distribution" if default_assumed else \
         "the job's --distribution"
-    return Report(job_id, profile, layout.n, layout.hosts(), layout.hierarchy.describe(),
+    hosts = layout.hosts()
+    return Report(job_id, profile, layout.n, fold_hostlist(hosts), len(hosts),
+                  layout.hierarchy.describe(),
                   ours, result.algorithm if result else None,
                   result.seconds if result else None, fallback_reason, placements,
                   distances, list(layout.notes), f"{default_name} ({where})",
                   default_assumed, summary, result.origin if result else None,
-                  dict(result.candidates) if result else {})
+                  dict(result.candidates) if result else {}, units)
 
 
 def _summary(result: MappingResult | None, fallback_reason: str | None, default_name: str,
@@ -125,21 +130,40 @@ def _summary(result: MappingResult | None, fallback_reason: str | None, default_
             f"Slurm's {default_name} placement")
 
 
-def _j(value: float) -> str:
-    """J and volumes in one style everywhere: 6 significant digits, no exponent below
-    10^12."""
-    return f"{value:,.0f}" if abs(value) >= 1000 and abs(value) < 1e12 else f"{value:.6g}"
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def human(value: float, unit: str = "") -> str:
+    """Three significant digits with an SI prefix: ``1.28 GB``, ``907 k`` (J), ``12``.
+
+    Bytes are shown as B/kB/MB/GB (powers of 1000); any other unit follows the
+    number (``4.1 k messages``).  The same style for J and volumes everywhere.
+    """
+    is_bytes = unit in ("bytes", "byte", "B")
+    for scale, prefix in _PREFIXES:
+        if abs(value) >= scale:
+            number, break_ = f"{value / scale:.3g}", f" {prefix}"
+            break
+    else:
+        number, break_ = f"{value:.3g}", " " if is_bytes or unit else ""
+    if is_bytes:
+        return f"{number}{break_}B"
+    return f"{number}{break_}{' ' + unit if unit and break_.strip() else unit}".rstrip()
 
 
 def render_report_text(report: Report, templates_dir: str | None = None) -> str:
+    """The report as text: the decision in one sentence first, then the numbers."""
     rows = [{"level": level, "distance": d,
-             "volumes": [_j(p.traffic.get(level, 0.0)) for p in report.placements]}
+             "volumes": [human(p.traffic.get(level, 0.0), report.units)
+                         for p in report.placements]}
             for level, d in report.level_distances.items()]
-    placements = [{"name": p.name + (" *" if p.applied else ""), "objective": _j(p.objective),
+    placements = [{"name": p.name + (" *" if p.applied else ""),
+                   "objective": human(p.objective),
                    "saved": p.saved_vs_default or "-", "applied": p.applied,
                    "default": p.default} for p in report.placements]
     return render_template("report.txt.j2", templates_dir, job_id=report.job_id,
-                           profile=report.profile, n=report.n, hosts=report.hosts,
+                           profile=report.profile, n=report.n, nodes=report.nodes,
+                           node_count=report.node_count, units=report.units,
                            machine=report.machine, notes=report.notes,
                            fallback_reason=report.fallback_reason, summary=report.summary,
                            algorithm=report.algorithm, seconds=report.seconds or 0.0,
