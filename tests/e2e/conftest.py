@@ -1,8 +1,10 @@
 """The local Slurm test cluster with rankmap installed into it, for end-to-end tests.
 
-Session-scoped: brings up deploy/testcluster (munge, slurmctld, four slurmd) with
-rankmap's prolog, epilog, task prolog and SPANK plugin, and tears down only what it
-started.  Needs root and Debian's Slurm, munge and Open MPI packages
+Session-scoped: installs rankmap the way sites do (deploy/install.sh: a world-readable
+virtual environment, here under the state directory), creates two unprivileged job
+users, brings up deploy/testcluster (munge, slurmctld, four slurmd) with rankmap's
+prolog, epilog, task prolog and SPANK plugin, and tears down only what it started.
+Needs root and Debian's Slurm, munge and Open MPI packages
 (deploy/install-debian-packages.sh; CI installs them); skips otherwise.
 """
 
@@ -13,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("RANKMAP_TESTCLUSTER", "/tmp/rankmap-e2e"))
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: unprivileged job users the fixture creates (system accounts without a home)
+USERS = ("rmuser", "rmother")
 
 BASE_CONFIG = """
 [general]
@@ -80,11 +83,16 @@ class Cluster:
         return subprocess.run(args, env={**self.env, **(env or {})}, capture_output=True,
                               text=True, timeout=120, check=check, cwd=self.state / "jobs")
 
-    def submit(self, script: str, *args: str, env: dict | None = None) -> str:
+    def submit(self, script: str, *args: str, env: dict | None = None,
+               user: str | None = None) -> str:
+        """sbatch as root, or as ``user`` (one of USERS) through runuser."""
         path = self.state / "jobs" / f"job{time.monotonic_ns()}.sh"
         path.write_text("#!/bin/bash\n" + script)
-        out = self.run(["sbatch", "--parsable", "-o", str(path) + ".out", *args, str(path)],
-                       env)
+        path.chmod(0o644)
+        cmd = ["sbatch", "--parsable", "-o", str(path) + ".out", *args, str(path)]
+        if user:
+            cmd = ["runuser", "-u", user, "--"] + cmd
+        out = self.run(cmd, env)
         job_id = out.stdout.strip().split(";")[0]
         self.outputs[job_id] = Path(str(path) + ".out")
         return job_id
@@ -135,6 +143,26 @@ def _have_slurm() -> str | None:
     return None
 
 
+def _ensure_users() -> None:
+    for user in USERS:
+        if subprocess.run(["id", "-u", user], capture_output=True).returncode:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir",
+                            "/nonexistent", "--shell", "/bin/bash", user], check=True)
+
+
+def _install(state: Path) -> Path:
+    """deploy/install.sh into the state directory; the installed entry points' folder."""
+    opt = state / "opt"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "deploy/install.sh"), "--prefix", str(opt),
+         "--etc-dir", str(state / "etc"), "--log-dir", str(state / "log"),
+         "--run-dir", str(state / "run"), "--tmpfiles-dir", str(state / "tmpfiles.d")],
+        capture_output=True, text=True, env={"PATH": PATH, "HOME": str(state)})
+    if proc.returncode:
+        pytest.fail(f"deploy/install.sh failed:\n{proc.stdout}\n{proc.stderr}")
+    return opt / "bin"
+
+
 def _wrapper(path: Path, command: str, config: Path) -> str:
     path.write_text(f"#!/bin/sh\nRANKMAP_CONFIG={config} exec {command}\n")
     path.chmod(0o755)
@@ -152,10 +180,12 @@ def slurm_cluster():
         shutil.rmtree(STATE)
     for sub in ("jobs", "out", "profiles", "bin", "lib"):
         (STATE / sub).mkdir(parents=True)
+    os.chmod(STATE, 0o755)
     os.chmod(STATE / "jobs", 0o1777)
+    _ensure_users()
     cluster = Cluster(STATE)
     cluster.write_config()
-    scripts = Path(sysconfig.get_path("scripts"))
+    scripts = _install(STATE)
     config = STATE / "rankmap.toml"
     prolog = _wrapper(STATE / "bin/prolog.sh", scripts / "rankmap-prolog", config)
     epilog = _wrapper(STATE / "bin/epilog.sh", scripts / "rankmap-epilog", config)

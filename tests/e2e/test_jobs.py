@@ -26,6 +26,7 @@ echo "RANKFILE_PATH=$OMPI_MCA_rmaps_rankfile_path"
 echo "REPORT_PATH=$RANKMAP_REPORT"
 [ -n "$OMPI_MCA_rmaps_rankfile_path" ] && sed 's/^/RF: /' "$OMPI_MCA_rmaps_rankfile_path"
 [ -n "$RANKMAP_REPORT" ] && sed 's/^/REPORT: /' "$RANKMAP_REPORT"
+[ -n "$RANKMAP_REPORT" ] && echo "RECORD: $(tr -d '\n' < "${{RANKMAP_REPORT%.txt}}.json")"
 mpirun --report-bindings {state}/bin/rankinfo 2>&1
 echo "MPIRUN_RC=$?"
 """
@@ -127,8 +128,10 @@ def test_interleaved_switches_ranks_run_where_the_solver_chose(slurm_cluster):
     nodes = ["n1", "n2", "n3", "n4"]
     block = ie.objective(edges, ie.slurm_block_cyclic(nodes, {n: {0: 4, 1: 4} for n in nodes}),
                          conf, distances)
-    reported = {m.group(1): float(m.group(2).replace(",", "")) for m in re.finditer(
-        r"^REPORT:\s+(rankmap|block)\s?\*?\s+([\d,.]+)", job.output, re.M)}
+    import json
+
+    record = json.loads(re.search(r"^RECORD: (.*)$", job.output, re.M).group(1))
+    reported = {p["name"]: p["objective"] for p in record["placements"]}
     assert ours == pytest.approx(reported["rankmap"]), job.output
     assert block == pytest.approx(reported["block"]), job.output
     assert ours < block
@@ -289,3 +292,51 @@ def test_prolog_slurmctld_computes_into_a_shared_directory(slurm_cluster):
     assert job.state == "COMPLETED", job.output
     assert re.search(r"RANKFILE_PATH=/\S+/job\.\d+/rankfile", job.output), job.output
     assert "REPORT:   profile    ring" in job.output
+
+
+def test_unprivileged_users_job_gets_its_placement(slurm_cluster, scrambled_profiles):
+    """A normal user's job: the TaskProlog and the dropped-privilege worker run from the
+    site install, every rank runs where the rankfile says, and the job's files are
+    the user's own and private."""
+    c = slurm_cluster
+    script = MPI_JOB.format(state=c.state) + (
+        'stat -c "DIR %U %a" "$(dirname "$RANKMAP_REPORT")"\n'
+        'stat -c "FILE %U %a" "$RANKMAP_REPORT" "$RANKMAP_RANKFILE"\nid -un\n')
+    job = c.wait(c.submit(script, "-N4", "--ntasks-per-node=4", "--comm-profile=scrambled16",
+                          user="rmuser"))
+    assert_ranks_ran_where_the_rankfile_says(job, 16)
+    assert "\nrmuser\n" in job.output and "TaskProlog failed" not in job.output
+    assert "DIR rmuser 700" in job.output, job.output
+    assert job.output.count("FILE rmuser 600") == 2, job.output
+    log_mode = (c.state / "rankmap.log").stat().st_mode & 0o777
+    assert not log_mode & 0o007, oct(log_mode)  # users cannot read root's log
+
+
+def test_other_users_cannot_read_a_running_jobs_files(slurm_cluster, scrambled_profiles):
+    c = slurm_cluster
+    marker = c.state / "jobs" / f"paths.{time.monotonic_ns()}"
+    script = f'echo "$RANKMAP_REPORT $RANKMAP_RANKFILE" > {marker}\nsleep 20\n'
+    job_id = c.submit(script, "-N2", "--ntasks-per-node=4", "--comm-profile=scrambled8",
+                      user="rmuser")
+    try:
+        for _ in range(150):
+            if marker.exists() and marker.read_text().strip():
+                break
+            time.sleep(0.2)
+        paths = marker.read_text().split()
+        assert len(paths) == 2, paths
+        for path in paths:
+            own = c.run(["runuser", "-u", "rmuser", "--", "cat", path], check=False)
+            other = c.run(["runuser", "-u", "rmother", "--", "cat", path], check=False)
+            assert own.returncode == 0 and own.stdout, own.stderr
+            assert other.returncode != 0 and "Permission denied" in other.stderr
+    finally:
+        c.run(["scancel", job_id], check=False)
+        c.wait(job_id)
+
+
+def test_unprivileged_users_fault_falls_back_with_a_report(slurm_cluster):
+    c = slurm_cluster
+    job = c.wait(c.submit(REPORT_JOB, "-N2", "--ntasks-per-node=2", "--comm-profile=nosuch",
+                          user="rmother"))
+    assert_fallback(c, job, "not found in the profile stores")
