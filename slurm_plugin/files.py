@@ -10,27 +10,68 @@ FILE_NAMES = {"rankfile": "rankfile", "hostfile": "hostfile", "machinefile": "ma
               "slurm_hostfile": "slurm_hostfile", "report": "report.txt",
               "record": "report.json"}
 
+#: the launcher files; none may survive a failed computation
+LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
 
-def write_files(directory: str | os.PathLike, files: dict[str, str]) -> dict[str, Path]:
-    """Write ``{name: text}`` into ``directory`` (names from FILE_NAMES), mode 0644.
+FILE_MODE = 0o600
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_ATTEMPTS = 3
+
+
+def write_files_at(dir_fd: int, files: dict[str, str], owner: tuple[int, int] | None = None,
+                   mode: int = FILE_MODE) -> dict[str, str]:
+    """Write ``{name: text}`` (names from FILE_NAMES) into the directory open as ``dir_fd``.
 
     Each file is created afresh with O_EXCL | O_NOFOLLOW after removing any previous
-    entry of that name, so a planted symlink is replaced, never written through.
+    entry of that name, so a planted symlink or hard link is replaced, never written
+    through; a name that keeps reappearing between the unlink and the create is an
+    error.  The mode is set on the descriptor (umask-independent); ``owner`` =
+    ``(uid, gid)`` chowns the new file through its descriptor (root writing for a job's
+    user).  Returns ``{name: file name}``.
     """
     out = {}
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        for name, text in files.items():
-            fname = FILE_NAMES[name]
+    for name, text in files.items():
+        fname = FILE_NAMES[name]
+        for attempt in range(_ATTEMPTS):
             try:
                 os.unlink(fname, dir_fd=dir_fd)
             except FileNotFoundError:
                 pass
-            fd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
-                         dir_fd=dir_fd)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            out[name] = Path(directory) / fname
+            try:
+                fd = os.open(fname, _CREATE, mode, dir_fd=dir_fd)
+                break
+            except FileExistsError:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+        try:
+            if owner is not None:
+                os.fchown(fd, owner[0], owner[1])
+            os.fchmod(fd, mode)
+            data = text.encode("utf-8", "backslashreplace")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        out[name] = fname
+    return out
+
+
+def write_files(directory: str | os.PathLike | int, files: dict[str, str],
+                owner: tuple[int, int] | None = None, mode: int = FILE_MODE
+                ) -> dict[str, Path]:
+    """Write ``{name: text}`` into ``directory`` (a path, or an open directory fd), mode
+    0600 by default; see :func:`write_files_at`.
+
+    A path is opened with O_NOFOLLOW | O_DIRECTORY (its last component must not be a
+    symlink); a descriptor is used as it is and left open.  Returns ``{name: path}``
+    (relative file names when given a descriptor).
+    """
+    if isinstance(directory, int):
+        return {k: Path(v) for k, v in write_files_at(directory, files, owner, mode).items()}
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        names = write_files_at(dir_fd, files, owner, mode)
     finally:
         os.close(dir_fd)
-    return out
+    return {k: Path(directory) / v for k, v in names.items()}

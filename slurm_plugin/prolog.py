@@ -22,40 +22,101 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import Config, ConfigError, load_config
-from .files import FILE_NAMES, write_files
+from .config import DEFAULTS, Config, ConfigError, load_config, parse_config
 from .hostlist import expand_hostlist
-from .jobdir import create_job_dir, job_dir_path
+from .jobdir import (
+    JobDir,
+    create_job_dir,
+    ensure_output_dir,
+    job_dir_path,
+    remove_job_dir,
+    valid_job_id,
+)
 from .request import MappingRequest, decide, wants_rules
+from .safe_text import escape_controls, safe_text
 from .slurmcli import SLURM_PATH
 
 log = logging.getLogger("rankmap")
 
+LOG_MODE = 0o640
+REASON_LIMIT = 2000  # characters of a reason in the log and the report
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Every record on one line whatever it holds (tracebacks, a caller that forgot to
+    escape): control characters become visible escapes."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return escape_controls(super().format(record))
+
+
+class _LogHandler(logging.StreamHandler):
+    """A stream handler that closes the log file it owns (not stderr) when replaced."""
+
+    def __init__(self, stream, owned: bool) -> None:
+        super().__init__(stream)
+        self.owned = owned
+
+    def close(self) -> None:
+        try:
+            if self.owned and self.stream is not None:
+                self.stream.close()
+        finally:
+            super().close()
+
+
+def _open_log(path: str):
+    """The log file for appending; created 0640 (an existing file keeps the mode its
+    administrator gave it), never through a symlink; None when it cannot be opened."""
+    try:
+        Path(path).parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, LOG_MODE)
+            os.fchmod(fd, LOG_MODE)
+        except FileExistsError:
+            fd = os.open(path, flags)
+        return os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
+    except OSError:
+        return None
+
 
 def setup_logging(cfg: Config | None) -> None:
+    """Log to the configured file (stderr when it cannot be opened).  Without a usable
+    configuration (``cfg`` None), to stderr, which slurmd captures, and to the default
+    log file."""
     level = getattr(logging, (cfg.get("general", "log_level") if cfg else "info").upper())
-    handler: logging.Handler = logging.StreamHandler(sys.stderr)
-    path = cfg.get("general", "log_file") if cfg else ""
-    if path:
-        try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            handler = logging.FileHandler(path)
-        except OSError:
-            pass
-    handler.setFormatter(logging.Formatter("%(asctime)s rankmap[%(process)d] %(message)s"))
-    log.handlers[:] = [handler]
+    path = cfg.get("general", "log_file") if cfg else DEFAULTS["general"]["log_file"][0]
+    handlers: list[logging.Handler] = []
+    stream = _open_log(path) if path else None
+    if stream is not None:
+        handlers.append(_LogHandler(stream, owned=True))
+    if cfg is None or stream is None:
+        handlers.append(_LogHandler(sys.stderr, owned=False))
+    formatter = _OneLineFormatter("%(asctime)s rankmap[%(process)d] %(message)s")
+    for handler in handlers:
+        handler.setFormatter(formatter)
+    for old in log.handlers:
+        old.close()
+    log.handlers[:] = handlers
     log.setLevel(level)
 
 
 def fallback_report(job_id: str | None, request: MappingRequest | None, reason: str) -> dict:
-    text = (f"rankmap report for job {job_id}\n\n  profile    "
-            f"{request.profile if request else '-'}\n\n  rankmap was NOT applied: {reason}\n"
+    """The report of a job rankmap did not map; every user-controlled string escaped."""
+    job = safe_text(job_id)
+    profile = safe_text(request.profile) if request else None
+    why = safe_text(reason, REASON_LIMIT)
+    text = (f"rankmap report for job {job}\n\n  profile    {profile or '-'}\n\n"
+            f"  rankmap was NOT applied: {why}\n"
             f"  The job runs with Slurm's default placement.\n")
-    record = json.dumps({"job_id": job_id, "profile": request.profile if request else None,
-                         "applied": False, "fallback_reason": reason}, indent=1) + "\n"
+    record = json.dumps({"job_id": job_id if valid_job_id(job_id) else job,
+                         "profile": profile, "applied": False, "fallback_reason": why},
+                        indent=1) + "\n"
     return {"report": text, "record": record}
 
 
@@ -104,67 +165,124 @@ def run_worker(env: dict[str, str], job_dir: Path, request: MappingRequest, uid:
     return status
 
 
-def handle_job(env: Mapping[str, str], cfg: Config) -> None:
-    context = env.get("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
-    job_id = env.get("SLURM_JOB_ID")
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
-    in_ctld = context == "prolog_slurmctld"
+def _computes_here(env: Mapping[str, str], cfg: Config) -> bool:
+    """Once per job: on the batch host (the allocation's first node), or in
+    PrologSlurmctld with ``compute_on = "slurmctld"``."""
+    in_ctld = env.get("SLURM_SCRIPT_CONTEXT", "prolog_slurmd") == "prolog_slurmctld"
     if in_ctld != (cfg.get("prolog", "compute_on") == "slurmctld"):
+        return False
+    if in_ctld:
+        return True
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
+    nodes = expand_hostlist(nodelist)
+    return bool(nodes) and env.get("SLURMD_NODENAME") == nodes[0]
+
+
+def handle_job(env: Mapping[str, str], cfg: Config) -> None:
+    job_id = env.get("SLURM_JOB_ID")
+    job = safe_text(job_id)
+    if not _computes_here(env, cfg):
         return
-    if not in_ctld:
-        nodes = expand_hostlist(nodelist)
-        if not nodes or env.get("SLURMD_NODENAME") != nodes[0]:
-            return  # computed once, on the batch host
     partition = env.get("SLURM_JOB_PARTITION")
     account = job_name = None
     if wants_rules(cfg) and not env.get("SPANK_RANKMAP_COMM_PROFILE"):
         account, job_name = _account_and_name(job_id, env, cfg)
     request = decide(cfg, env, partition, account, job_name)
     if request is None:
-        log.debug("job %s: no profile requested, placement untouched", job_id)
+        log.debug("job %s: no profile requested, placement untouched", job)
         return
     uid = _int(env.get("SLURM_JOB_UID"))
     gid = _int(env.get("SLURM_JOB_GID"))
     try:
-        job_dir = create_job_dir(cfg.get("general", "output_dir"), job_id, uid, gid)
+        job_dir = _open_job_dir(cfg.get("general", "output_dir"), job_id, uid, gid)
     except OSError as exc:
         reason = f"cannot use output directory: {exc}"
-        log.warning("job %s: %s; default placement", job_id, reason)
+        log.warning("job %s: %s; default placement", job, safe_text(reason, REASON_LIMIT))
         _write_fallback_elsewhere(cfg, job_id, request, reason, uid, gid)
         return
+    with job_dir:
+        try:
+            _compute(env, cfg, job_dir, request, uid, gid)
+        except Exception as exc:  # still a report, in the job directory
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            log.error("job %s: %s; default placement", job, safe_text(reason, REASON_LIMIT))
+            log.error("job %s: %s", job, safe_text(traceback.format_exc(), 4000))
+            _report_failure(cfg, job_id, request, reason, uid, gid, job_dir)
+
+
+def _open_job_dir(output_dir: str, job_id: str | None, uid: int | None, gid: int | None
+                  ) -> JobDir:
+    """``output_dir`` (created when missing, see ``ensure_output_dir``) and the job's
+    directory in it, open; logs what it had to do."""
+    if ensure_output_dir(output_dir):
+        log.info("created the output directory %s (mode 0755)", safe_text(output_dir))
+    job_dir = create_job_dir(output_dir, job_id, uid, gid)
+    for note in job_dir.notes:
+        log.warning("job %s: %s", safe_text(job_id), safe_text(note, REASON_LIMIT))
+    return job_dir
+
+
+def _compute(env: Mapping[str, str], cfg: Config, job_dir: JobDir, request: MappingRequest,
+             uid: int | None, gid: int | None) -> None:
+    job_id = env.get("SLURM_JOB_ID")
+    job = safe_text(job_id)
     timeout = request.time_limit + cfg.get("prolog", "grace_seconds")
-    status = run_worker(dict(env), job_dir, request, uid, gid, timeout)
+    status = run_worker(dict(env), job_dir.path, request, uid, gid, timeout)
     for note in status.get("notes") or ():
-        log.info("job %s: %s", job_id, note)
+        log.info("job %s: %s", job, safe_text(note, REASON_LIMIT))
     if not status.get("applied"):
-        # no launcher file may survive a failed computation
-        for name in ("rankfile", "hostfile", "machinefile", "slurm_hostfile"):
-            try:
-                os.unlink(job_dir / FILE_NAMES[name])
-            except FileNotFoundError:
-                pass
+        reason = str(status.get("reason"))
+        # no launcher file may survive a failed computation (removed through the
+        # directory's descriptor: a user's symlink in its place is never followed)
+        job_dir.remove_launcher_files()
         # a worker that was stopped or crashed may have left a report claiming success
-        if not status.get("from_worker") or not (job_dir / FILE_NAMES["report"]).exists():
-            write_files(job_dir, fallback_report(job_id, request, str(status.get("reason"))))
-        log.warning("job %s: profile %s not applied: %s", job_id, request.profile,
-                    status.get("reason"))
+        if not status.get("from_worker") or not job_dir.is_file("report"):
+            job_dir.write(fallback_report(job_id, request, reason))
+        log.warning("job %s: profile %s not applied: %s", job, safe_text(request.profile),
+                    safe_text(reason, REASON_LIMIT))
         if status.get("traceback"):
-            log.warning("job %s: %s", job_id, status["traceback"])
+            log.warning("job %s: %s", job, safe_text(status["traceback"], 4000))
     else:
-        log.info("job %s: profile %s, %s: J=%g in %.3f s (%d ranks)", job_id,
-                 request.profile, request.algorithm, status.get("objective") or 0,
-                 status.get("seconds") or 0, status.get("n") or 0)
+        log.info("job %s: profile %s, %s: J=%g in %.3f s (%d ranks)", job,
+                 safe_text(request.profile), safe_text(request.algorithm),
+                 _number(status.get("objective")), _number(status.get("seconds")),
+                 int(_number(status.get("n"))))
 
 
-def _write_fallback_elsewhere(cfg: Config, job_id: str | None, request: MappingRequest,
-                              reason: str, uid: int | None, gid: int | None) -> None:
+def _number(v: object) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def _report_failure(cfg: Config, job_id: str | None, request: MappingRequest | None,
+                    reason: str, uid: int | None, gid: int | None,
+                    job_dir: JobDir | None = None) -> None:
+    """The fallback report: in ``job_dir`` when given (its launcher files removed), else
+    in ``output_dir/job.<id>``, else in ``fallback_dir``.  Never raises."""
+    job = safe_text(job_id)
     try:
-        fallback = Path(cfg.get("prolog", "fallback_dir"))
-        fallback.mkdir(mode=0o755, parents=True, exist_ok=True)
-        job_dir = create_job_dir(fallback, job_id, uid, gid)
-        write_files(job_dir, fallback_report(job_id, request, reason))
-    except OSError as exc:
-        log.warning("job %s: no report written either: %s", job_id, exc)
+        if job_dir is not None:
+            job_dir.remove_launcher_files()
+            job_dir.write(fallback_report(job_id, request, reason))
+        else:
+            with _open_job_dir(cfg.get("general", "output_dir"), job_id, uid, gid) as jd:
+                jd.write(fallback_report(job_id, request, reason))
+        return
+    except Exception as exc:
+        log.warning("job %s: cannot write the report into the output directory: %s", job,
+                    safe_text(exc, REASON_LIMIT))
+    _write_fallback_elsewhere(cfg, job_id, request, reason, uid, gid)
+
+
+def _write_fallback_elsewhere(cfg: Config, job_id: str | None,
+                              request: MappingRequest | None, reason: str, uid: int | None,
+                              gid: int | None) -> None:
+    job = safe_text(job_id)
+    try:
+        with _open_job_dir(cfg.get("prolog", "fallback_dir"), job_id, uid, gid) as job_dir:
+            job_dir.write(fallback_report(job_id, request, reason))
+        log.info("job %s: report written to %s", job, safe_text(job_dir.path))
+    except Exception as exc:
+        log.warning("job %s: no report written either: %s", job, safe_text(exc, REASON_LIMIT))
 
 
 def _account_and_name(job_id: str | None, env: Mapping[str, str], cfg: Config
@@ -180,7 +298,8 @@ def _account_and_name(job_id: str | None, env: Mapping[str, str], cfg: Config
                                              cfg.get("slurm", "command_timeout"), dict(env)))
         return alloc.account, alloc.job_name
     except (SlurmQueryError, ValueError) as exc:
-        log.warning("job %s: cannot read account and job name for site rules: %s", job_id, exc)
+        log.warning("job %s: cannot read account and job name for site rules: %s",
+                    safe_text(job_id), safe_text(exc, REASON_LIMIT))
         return None, None
 
 
@@ -191,45 +310,82 @@ def _int(v: str | None) -> int | None:
         return None
 
 
+def defaults_config() -> Config:
+    """The built-in defaults (``config.DEFAULTS``), for when the site file is unusable."""
+    return parse_config("", "built-in defaults")
+
+
+def _config_failure(env: Mapping[str, str], exc: Exception) -> None:
+    """A configuration that cannot be read: log to stderr and the default log file, and
+    report to a job that asked for rankmap, in the default output (or fallback) dir."""
+    setup_logging(None)
+    job_id = env.get("SLURM_JOB_ID")
+    reason = f"configuration error: {exc}"
+    log.error("job %s: %s; default placement", safe_text(job_id),
+              safe_text(reason, REASON_LIMIT))
+    cfg = defaults_config()
+    if not _computes_here(env, cfg):
+        return
+    request = decide(cfg, env, env.get("SLURM_JOB_PARTITION"))
+    if request is None:  # the job did not ask (site rules are unknown without the file)
+        return
+    _report_failure(cfg, job_id, request, reason, _int(env.get("SLURM_JOB_UID")),
+                    _int(env.get("SLURM_JOB_GID")))
+
+
 def main() -> int:
     """Entry point; always exits 0."""
     env = dict(os.environ)
-    cfg = None
+    job_id = env.get("SLURM_JOB_ID")
     try:
-        cfg = load_config(env=env)
-    except ConfigError as exc:
-        setup_logging(None)
-        log.error("job %s: configuration error, default placement: %s",
-                  env.get("SLURM_JOB_ID"), exc)
-        return 0
-    except Exception as exc:  # pragma: no cover - defensive
-        setup_logging(None)
-        log.error("job %s: cannot load configuration: %r", env.get("SLURM_JOB_ID"), exc)
-        return 0
-    try:
+        try:
+            cfg = load_config(env=env)
+        except Exception as exc:  # ConfigError, or anything unexpected while reading
+            _config_failure(env, exc if isinstance(exc, ConfigError) else
+                            ConfigError(f"cannot load the configuration: {exc!r}"))
+            return 0
         setup_logging(cfg)
-        handle_job(env, cfg)
-    except Exception as exc:  # a prolog must never fail
-        log.exception("job %s: unexpected error, default placement: %r",
-                      env.get("SLURM_JOB_ID"), exc)
+        try:
+            handle_job(env, cfg)
+        except Exception as exc:  # a prolog must never fail; the job still gets a report
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            log.error("job %s: %s; default placement", safe_text(job_id),
+                      safe_text(reason, REASON_LIMIT))
+            log.error("job %s: %s", safe_text(job_id), safe_text(traceback.format_exc(), 4000))
+            _report_failure(cfg, job_id, None, reason, _int(env.get("SLURM_JOB_UID")),
+                            _int(env.get("SLURM_JOB_GID")))
+    except Exception as exc:  # pragma: no cover - last resort (logging itself failed)
+        print(f"rankmap-prolog: job {safe_text(job_id)}: {safe_text(repr(exc))}",
+              file=sys.stderr)
     return 0
 
 
 def epilog_main() -> int:
     """``rankmap-epilog``: remove this node's per-job files; always exits 0."""
-    from .jobdir import remove_job_dir
-
     env = dict(os.environ)
+    job_id = env.get("SLURM_JOB_ID", "")
+    job = safe_text(job_id)
     try:
-        cfg = load_config(env=env)
-        setup_logging(cfg)
-        job_id = env.get("SLURM_JOB_ID", "")
+        try:
+            cfg = load_config(env=env)
+            setup_logging(cfg)
+        except Exception as exc:
+            setup_logging(None)
+            log.error("epilog for job %s: configuration error, cleaning the default "
+                      "directories: %s", job, safe_text(exc, REASON_LIMIT))
+            cfg = defaults_config()
+        if not valid_job_id(job_id):
+            log.warning("epilog: job id %s is not a Slurm job id; nothing removed", job)
+            return 0
         for base in (cfg.get("general", "output_dir"), cfg.get("prolog", "fallback_dir")):
-            if Path(base).is_dir() and remove_job_dir(base, job_id):
-                log.debug("job %s: removed %s", job_id, job_dir_path(base, job_id))
+            try:
+                if remove_job_dir(base, job_id):
+                    log.debug("job %s: removed %s", job, safe_text(job_dir_path(base, job_id)))
+            except OSError as exc:
+                log.warning("epilog for job %s: %s", job, safe_text(exc, REASON_LIMIT))
     except Exception as exc:
         try:
-            log.error("epilog for job %s: %r", env.get("SLURM_JOB_ID"), exc)
+            log.error("epilog for job %s: %s", job, safe_text(repr(exc), REASON_LIMIT))
         except Exception:
             pass
     return 0

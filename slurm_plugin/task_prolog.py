@@ -2,8 +2,8 @@
 
 Runs once per task as the user, before the task; every ``export NAME=value`` line it
 prints lands in the task's environment, ``print TEXT`` in the task's output.  It only
-reads the job directory the prolog wrote, so a plain ``mpirun ./app`` picks the
-placement up:
+reads the job directory the prolog wrote (mode 0700, owned by the user; files 0600), so
+a plain ``mpirun ./app`` picks the placement up:
 
 * ``OMPI_MCA_rmaps_rank_file_path`` (what Open MPI 4.1's mpirun reads) and
   ``OMPI_MCA_rmaps_rankfile_path``, ``RANKMAP_HOSTFILE``,
@@ -12,7 +12,9 @@ placement up:
   ``SLURM_DISTRIBUTION=arbitrary`` for ``srun`` (not together with mpirun, whose own
   srun call would inherit them).
 
-Only the standard library and the config reader are imported: this runs per task.
+Only the standard library and the config reader are imported: this runs per task.  With
+an unreadable configuration it looks where the prolog then reported: the default
+directories.  Whatever it prints from the report is escaped (one line per message).
 """
 
 from __future__ import annotations
@@ -24,14 +26,22 @@ from pathlib import Path
 
 
 def exports(env: dict[str, str]) -> list[str]:
-    from .config import load_config
+    from .config import DEFAULTS, ConfigError, load_config
+    from .jobdir import valid_job_id
+    from .safe_text import safe_text
 
     job_id = env.get("SLURM_JOB_ID", "")
-    if not job_id.isdigit():
+    if not valid_job_id(job_id):
         return []
-    cfg = load_config(env=env)
+    try:
+        cfg = load_config(env=env)
+        bases = (cfg.get("general", "output_dir"), cfg.get("prolog", "fallback_dir"))
+        export_slurm_hostfile = cfg.get("render", "export_slurm_hostfile")
+    except ConfigError:  # the prolog then reported into the default directories
+        bases = (DEFAULTS["general"]["output_dir"][0], DEFAULTS["prolog"]["fallback_dir"][0])
+        export_slurm_hostfile = False
     lines: list[str] = []
-    for base in (cfg.get("general", "output_dir"), cfg.get("prolog", "fallback_dir")):
+    for base in bases:
         job_dir = Path(base) / f"job.{job_id}"
         record_path = job_dir / "report.json"
         if not record_path.is_file():
@@ -53,16 +63,22 @@ def exports(env: dict[str, str]) -> list[str]:
                 # documentation that use it, and is ignored by mpirun
                 for var in ("OMPI_MCA_rmaps_rank_file_path", "OMPI_MCA_rmaps_rankfile_path"):
                     lines.append(f"export {var}={job_dir / 'rankfile'}")
-            if cfg.get("render", "export_slurm_hostfile") and \
+            if export_slurm_hostfile and \
                     (job_dir / "slurm_hostfile").is_file():
                 lines.append(f"export SLURM_HOSTFILE={job_dir / 'slurm_hostfile'}")
                 lines.append("export SLURM_DISTRIBUTION=arbitrary")
         if "SLURM_STEP_ID" not in env:  # the batch step: tell the user once
             state = "applied" if record.get("applied") else \
-                f"NOT applied ({record.get('fallback_reason')})"
+                f"NOT applied ({safe_text(record.get('fallback_reason'), 2000)})"
             lines.append(f"print rankmap: placement {state}; report: {job_dir / 'report.txt'}")
         break
     return lines
+
+
+def _escape(text: str) -> str:
+    from .safe_text import safe_text
+
+    return safe_text(text, 500)
 
 
 def main() -> int:
@@ -70,7 +86,7 @@ def main() -> int:
         for line in exports(dict(os.environ)):
             print(line)
     except Exception as exc:  # never break the user's task
-        print(f"print rankmap: task prolog error ignored: {exc!r}")
+        print(f"print rankmap: task prolog error ignored: {_escape(repr(exc))}")
     return 0
 
 

@@ -152,8 +152,9 @@ def test_write_files_replaces_planted_symlinks(tmp_path):
 
 
 def test_job_directories(tmp_path):
-    d = create_job_dir(tmp_path, "17", os.getuid(), os.getgid())
-    assert d == tmp_path / "job.17" and oct(d.stat().st_mode & 0o777) == "0o755"
+    with create_job_dir(tmp_path, "17", os.getuid(), os.getgid()) as jd:
+        d = jd.path
+    assert d == tmp_path / "job.17" and oct(d.stat().st_mode & 0o777) == "0o700"
     (d / "f").write_text("x")
     outside = tmp_path / "keep"
     outside.mkdir()
@@ -166,7 +167,7 @@ def test_job_directories(tmp_path):
     with pytest.raises(JobDirError, match="does not exist"):
         create_job_dir(tmp_path / "missing", "1")
     (tmp_path / "job.18").symlink_to(outside)
-    create_job_dir(tmp_path, "18")  # a planted symlink is removed, not followed
+    create_job_dir(tmp_path, "18").close()  # a planted symlink is removed, not followed
     assert (outside / "data").exists() and not (tmp_path / "job.18").is_symlink()
 
 
