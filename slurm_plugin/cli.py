@@ -24,6 +24,7 @@ from .profiles.cli import add_profile_commands
 from .profiles.generators import GeneratorError
 from .profiles.ompi_monitoring import MonitoringError
 from .profiles.store import ProfileError
+from .simulate.cli import add_simulate_command
 from .slurmcli import SlurmQueryError
 from .topology import TopologyError
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_mapper_commands(sub)
     add_plan_command(sub)
+    add_simulate_command(sub)
     add_profile_commands(sub)
     add_config_commands(sub)
     return parser

@@ -1,0 +1,298 @@
+"""``rankmap simulate``: simulated run time of an MPI program per placement (SimGrid SMPI).
+
+Same inputs as ``rankmap plan`` (node list, node shape, topology.conf, profile,
+algorithms) plus link parameters.  Writes ``platform.xml`` (see
+:mod:`slurm_plugin.simulate.platform`) and one hostfile per placement into ``--out``,
+runs ``smpirun -platform platform.xml -hostfile H -np N PROGRAM ARGS`` for each (one
+after the other), and prints a table: placement, simulated time, ratio to Slurm's
+block placement, J.
+
+Deterministic by default: ``--cfg=smpi/simulate-computation:no`` (the program's own CPU
+time is not simulated; compute is whatever it declares with ``smpi_execute_flops``), so
+the same inputs give bit-identical times.  ``--measured-compute`` simulates the
+measured CPU bursts instead (then times vary from run to run).  The time is the
+program's ``rankmap-sim-time SECONDS`` line when it prints one (the apps in
+bench/benefit do: their iteration loop), else SMPI's ``Simulated time`` line
+(``--cfg=smpi/display-timing:yes``: the whole run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mapper import CommGraph
+from mapper.graph_io import read_graph
+
+from ..allocation import Allocation
+from ..config import load_config
+from ..distribution import parse_distribution
+from ..hostlist import expand_counts, expand_hostlist
+from ..layout import Layout, build_layout
+from ..plan_cli import EXAMPLE
+from ..profiles.cli import store_dirs
+from ..profiles.store import resolve_profile
+from ..topology import NodeShape, SwitchTree, TopologyError, parse_node_shape, parse_topology_conf
+from .placements import Placement, hosts_per_rank, placements
+from .platform import (
+    HOST_BW,
+    HOST_LAT,
+    HOST_SPEED,
+    LOOPBACK_BW,
+    LOOPBACK_LAT,
+    UPLINK_LAT,
+    NetworkParams,
+    build_platform,
+    parse_bandwidth,
+    parse_latency,
+)
+
+DEFAULT_ALGORITHM = "topdown+n10"
+
+
+class SimulationError(ValueError):
+    """smpirun failed or printed no time; the message carries its last output lines
+    (a ValueError, so that the CLI reports it in one line like other bad input)."""
+
+
+def add_simulate_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "simulate", help="simulated run time per placement (SimGrid SMPI)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run an SMPI program (compiled with smpicc) under smpirun once per "
+                    "placement — Slurm block, Slurm cyclic, scrambled, and rankmap for "
+                    "every --algorithm — on a SimGrid platform built from the switch "
+                    "tree, and print the simulated times beside J.",
+        epilog="example:\n  rankmap simulate --nodes n[1-4] --node-info 'Sockets=2 "
+               "CoresPerSocket=4' \\\n    --profile stencil3d:2x4x4,periodic --out /tmp/sim "
+               "-- bench/benefit/build/halo3d -d 2x4x4 -p")
+    p.add_argument("--nodes", default="n[1-4]", help="host list (default n[1-4])")
+    p.add_argument("--tasks-per-node", default=None,
+                   help="tasks per node, e.g. 16 or 16(x3),8 (default: one per core)")
+    p.add_argument("--cpus-per-task", type=int, default=1)
+    p.add_argument("--node-info", default="Sockets=2 CoresPerSocket=4",
+                   help="node shape as in slurm.conf (default 'Sockets=2 CoresPerSocket=4')")
+    p.add_argument("--topology-conf", default=str(EXAMPLE / "topology.conf"),
+                   help="topology.conf with the switch tree (default: the bundled example); "
+                        "'none' for no switches")
+    p.add_argument("--profile", default="lammps-3d",
+                   help="store name, generator spec or matrix file: what rankmap maps and "
+                        "J is computed on (match it to the program)")
+    p.add_argument("--distribution", default=None, metavar="DIST",
+                   help="Slurm --distribution of the default placement (default block:cyclic)")
+    p.add_argument("--algorithm", action="append", metavar="ALG",
+                   help=f"rankmap algorithm, repeatable: one row each (default: the site "
+                        f"config's, else {DEFAULT_ALGORITHM})")
+    p.add_argument("--time-limit", type=float, default=None, help="solver budget, seconds")
+    p.add_argument("--seed", type=int, default=0, help="solver and scrambled-placement seed")
+    p.add_argument("--store", action="append", metavar="DIR")
+    p.add_argument("--config", metavar="FILE")
+    net = p.add_argument_group(
+        "network", "SimGrid units (12.5GBps, 100Gbps, 1us); an uplink's bandwidth is the "
+                   "sum of the host links below it / the oversubscription unless given")
+    net.add_argument("--host-bw", default=f"{HOST_BW / 1e9:g}GBps",
+                     help="node <-> leaf switch link (default %(default)s = 100 Gb/s)")
+    net.add_argument("--host-lat", default=f"{HOST_LAT * 1e6:g}us",
+                     help="node <-> leaf switch latency (default %(default)s)")
+    net.add_argument("--uplink-bw", default="", metavar="BW[:BW...]",
+                     help="uplink bandwidth per level, leaf uplinks first, last repeats "
+                          "(default: derived)")
+    net.add_argument("--uplink-lat", default=f"{UPLINK_LAT * 1e6:g}us", metavar="LAT[:LAT...]",
+                     help="uplink latency per level, leaf uplinks first, last repeats "
+                          "(default %(default)s)")
+    net.add_argument("--oversubscription", default="4:1",
+                     help="uplink oversubscription, e.g. 4:1, 2, 1:1 (default %(default)s)")
+    net.add_argument("--loopback-bw", default=f"{LOOPBACK_BW / 1e9:g}GBps",
+                     help="ranks on the same node (default %(default)s)")
+    net.add_argument("--loopback-lat", default=f"{LOOPBACK_LAT * 1e6:g}us",
+                     help="ranks on the same node (default %(default)s)")
+    net.add_argument("--host-speed", default=f"{HOST_SPEED / 1e9:g}Gf",
+                     help="flop rate of a core, for smpi_execute_flops (default %(default)s)")
+    p.add_argument("--measured-compute", action="store_true",
+                   help="simulate the program's measured CPU bursts (not deterministic)")
+    p.add_argument("--smpirun", default="smpirun", help="smpirun command (default smpirun)")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per smpirun run")
+    p.add_argument("--out", metavar="DIR",
+                   help="where platform.xml, the hostfiles and results.json go "
+                        "(default: a temporary directory, removed)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--platform-only", action="store_true",
+                   help="write platform.xml and the hostfiles, run nothing")
+    p.add_argument("program", nargs=argparse.REMAINDER,
+                   help="-- PROGRAM ARGS: the SMPI binary and its arguments")
+    p.set_defaults(func=_simulate)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One placement's simulation."""
+
+    placement: Placement
+    seconds: float | None
+    simulated_total: float | None
+    hostfile: str
+
+
+_APP_TIME = re.compile(r"^rankmap-sim-time\s+([0-9.eE+-]+)\s*$", re.M)
+_SMPI_TIME = re.compile(r"Simulated time:\s*([0-9.eE+-]+)\s*seconds")
+
+
+def parse_times(output: str) -> tuple[float | None, float | None]:
+    """(program's ``rankmap-sim-time``, SMPI's ``Simulated time``) from smpirun output."""
+    app = _APP_TIME.findall(output)
+    total = _SMPI_TIME.findall(output)
+    return (float(app[-1]) if app else None, float(total[-1]) if total else None)
+
+
+def network_params(args: argparse.Namespace) -> NetworkParams:
+    """The network options as :class:`NetworkParams`; bad values name the option."""
+    over = args.oversubscription.split(":")
+    try:
+        factor = float(over[0]) / (float(over[1]) if len(over) == 2 else 1.0)
+    except (ValueError, ZeroDivisionError, IndexError):
+        factor = float("nan")
+    if len(over) > 2 or not factor > 0:
+        raise TopologyError(f"--oversubscription {args.oversubscription!r}: expected N:M or N")
+    speed = args.host_speed.removesuffix("f").removesuffix("F")
+    return NetworkParams(
+        host_bw=parse_bandwidth(args.host_bw, "--host-bw"),
+        host_lat=parse_latency(args.host_lat, "--host-lat"),
+        uplink_bw=tuple(parse_bandwidth(x, "--uplink-bw") for x in args.uplink_bw.split(":")
+                        if x),
+        uplink_lat=tuple(parse_latency(x, "--uplink-lat") for x in args.uplink_lat.split(":")
+                         if x),
+        oversubscription=factor,
+        loopback_bw=parse_bandwidth(args.loopback_bw, "--loopback-bw"),
+        loopback_lat=parse_latency(args.loopback_lat, "--loopback-lat"),
+        host_speed=parse_bandwidth(speed + "Bps", "--host-speed"))
+
+
+def build_inputs(args: argparse.Namespace, cfg) -> tuple[Allocation, NodeShape, SwitchTree,
+                                                          Layout, CommGraph]:
+    """Allocation, node shape, switch tree, layout and graph, as ``rankmap plan`` builds them."""
+    nodes = expand_hostlist(args.nodes)
+    shape = parse_node_shape(args.node_info)
+    if args.tasks_per_node is None:
+        tasks = [shape.cores // args.cpus_per_task] * len(nodes)
+    else:
+        tasks = expand_counts(args.tasks_per_node)
+        tasks = tasks * len(nodes) if len(tasks) == 1 else tasks
+    if len(tasks) != len(nodes):
+        raise ValueError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
+    alloc = Allocation(None, tuple(nodes), tuple(tasks), args.cpus_per_task)
+    tree = SwitchTree()
+    if args.topology_conf != "none":
+        path = Path(args.topology_conf)
+        tree = parse_topology_conf(path.read_text(), str(path))
+    layout = build_layout(alloc, shape, tree, cfg.get("solver", "level_distances"))
+    if Path(args.profile).is_file():
+        graph = read_graph(args.profile)
+    else:
+        graph = resolve_profile(args.profile, layout.n, store_dirs(args),
+                                max_bytes=cfg.get("profiles", "max_file_bytes"))
+    if graph.n != layout.n:
+        raise ValueError(f"profile {args.profile!r} has {graph.n} ranks but the job has "
+                         f"{layout.n} tasks")
+    return alloc, shape, tree, layout, graph
+
+
+def smpirun_command(args: argparse.Namespace, platform: Path, hostfile: Path, n: int,
+                    program: list[str]) -> list[str]:
+    compute = "yes" if args.measured_compute else "no"
+    return [args.smpirun, "-platform", str(platform), "-hostfile", str(hostfile),
+            "-np", str(n), f"--cfg=smpi/simulate-computation:{compute}",
+            "--cfg=smpi/display-timing:yes", "--log=xbt_cfg.thresh:warning",
+            "--log=smpi_config.thresh:warning", *program]
+
+
+def _run(cmd: list[str], timeout: float) -> tuple[float | None, float | None]:
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise SimulationError(f"smpirun took longer than {timeout:g} s: {' '.join(cmd)}"
+                              ) from None
+    app, total = parse_times(proc.stdout)
+    if proc.returncode != 0 or (app is None and total is None):
+        tail = "\n".join(proc.stdout.splitlines()[-15:])
+        raise SimulationError(f"smpirun exited with {proc.returncode} and "
+                              f"{'no' if total is None else 'a'} time:\n"
+                              f"{' '.join(cmd)}\n{tail}")
+    return app, total
+
+
+def format_table(runs: list[Run]) -> str:
+    """Placement, simulated time, ratio to the first (Slurm's default) and J."""
+    base = runs[0].seconds if runs else None
+    rows = [("placement", "simulated s", "ratio to " + runs[0].placement.name if runs else "",
+             "J", "note")]
+    for r in runs:
+        t = r.seconds
+        ratio = f"{t / base:.3f}" if t is not None and base else "-"
+        rows.append((r.placement.name, "-" if t is None else f"{t:.6g}", ratio,
+                     f"{r.placement.j:.6g}", r.placement.note))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) +
+                   f"  {row[4]}".rstrip() + "\n" for row in rows)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program and not args.platform_only:
+        raise ValueError("no program: give -- PROGRAM ARGS (an SMPI binary built with smpicc)")
+    if not args.platform_only and shutil.which(args.smpirun) is None:
+        raise ValueError(f"{args.smpirun} not found: install SimGrid (Debian: simgrid, "
+                         f"libsimgrid-dev) or pass --smpirun")
+    cfg = load_config(args.config)
+    alloc, shape, tree, layout, graph = build_inputs(args, cfg)
+    net = network_params(args)
+    algorithms = args.algorithm or [cfg.get("solver", "algorithm") or DEFAULT_ALGORITHM]
+    plat = build_platform(tree, alloc.nodes, shape, net)
+    places = placements(layout, graph, algorithms,
+                        time_limit=args.time_limit or cfg.get("solver", "time_limit"),
+                        seed=args.seed, distribution=parse_distribution(args.distribution))
+    tmp = None
+    out = Path(args.out) if args.out else Path(tmp := tempfile.mkdtemp(prefix="rankmap-sim-"))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "platform.xml").write_text(plat.xml)
+        runs = []
+        for i, pl in enumerate(places):
+            hostfile = out / f"hostfile.{i}.{re.sub(r'[^A-Za-z0-9_.+-]', '_', pl.name)}"
+            hostfile.write_text(plat.hostfile(hosts_per_rank(layout, pl.mapping)))
+            app = total = None
+            if not args.platform_only:
+                if sys.stderr.isatty():
+                    print(f"simulating {pl.name} ({layout.n} ranks)", file=sys.stderr)
+                app, total = _run(smpirun_command(args, out / "platform.xml", hostfile,
+                                                  layout.n, program), args.timeout)
+            runs.append(Run(pl, app if app is not None else total, total, str(hostfile)))
+        record = {"ranks": layout.n, "nodes": list(alloc.nodes), "profile": args.profile,
+                  "program": program, "platform": str(out / "platform.xml"),
+                  "measured_compute": args.measured_compute,
+                  "placements": [{"name": r.placement.name, "seconds": r.seconds,
+                                  "simulated_total": r.simulated_total, "J": r.placement.j,
+                                  "note": r.placement.note, "hostfile": r.hostfile,
+                                  "ratio_to_default": (r.seconds / runs[0].seconds
+                                                       if r.seconds and runs[0].seconds
+                                                       else None)} for r in runs]}
+        if args.out:
+            (out / "results.json").write_text(json.dumps(record, indent=2) + "\n")
+        if args.json:
+            print(json.dumps(record, indent=2))
+        else:
+            sys.stdout.write(format_table(runs))
+            if args.out:
+                print(f"\nwrote {out / 'platform.xml'}, hostfiles and results.json in {out}")
+    finally:
+        if tmp is not None and os.path.isdir(tmp):
+            shutil.rmtree(tmp)
+    return 0
