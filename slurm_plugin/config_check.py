@@ -2,9 +2,10 @@
 
 The TaskProlog and the prolog's worker run as the job's user, so the Python running
 rankmap, its packages, the config file and the output directory must be usable by
-users other than root; the output directory must exist when jobs start (``/run`` is
-emptied at boot, so there it takes a tmpfiles.d entry).  Each function takes paths and
-returns warning strings; nothing here fails a check, the command only prints them.
+users other than root; the output directory must exist when jobs start or be creatable
+by the prolog (``/run`` is emptied at boot; install.sh adds a tmpfiles.d entry).  Each
+function takes paths and returns warning strings; nothing here fails a check, the
+command only prints them.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from .config import Config, format_effective, load_config
 #: Where systemd-tmpfiles reads its configuration (tmpfiles.d(5)).
 TMPFILES_DIRS = ("/etc/tmpfiles.d", "/run/tmpfiles.d", "/usr/local/lib/tmpfiles.d",
                  "/usr/lib/tmpfiles.d", "/lib/tmpfiles.d")
-#: File systems emptied at every boot.
-VOLATILE_ROOTS = ("/run", "/var/run")
 _TMPFILES_CREATE = {"d", "D", "v", "q", "Q"}
 
 _WHY = "the TaskProlog and the prolog's worker run as the job's user"
@@ -121,33 +120,40 @@ def tmpfiles_creates(path: str | os.PathLike,
     return None
 
 
+def _prolog_can_create(path: Path) -> str | None:
+    """None when the prolog will create ``path`` itself (its parent is a directory owned
+    by root and not world-writable without the sticky bit), else why not."""
+    from .jobdir import JobDirError, open_trusted_dir
+
+    try:
+        os.close(open_trusted_dir(path.parent, "parent of the output directory"))
+    except JobDirError as exc:
+        return str(exc)
+    return None
+
+
 def output_dir_warnings(output_dir: str | os.PathLike,
-                        tmpfiles_dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS,
-                        volatile_roots: Iterable[str] = VOLATILE_ROOTS) -> list[str]:
-    """Warnings when ``output_dir`` is missing (and nothing creates it), root-only, or
-    on a file system emptied at boot (``volatile_roots``) with no tmpfiles.d entry."""
+                        tmpfiles_dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS) -> list[str]:
+    """Warnings when ``output_dir`` is missing and nothing will create it (a tmpfiles.d
+    entry at boot, or the prolog inside a trusted parent), or when it is root-only."""
     p = Path(output_dir)
-    created_by = tmpfiles_creates(p, tmpfiles_dirs)
     if not p.exists():
-        if created_by:
+        if tmpfiles_creates(p, tmpfiles_dirs):
             return []
-        return [f"output directory {p} does not exist and no tmpfiles.d entry creates it: "
-                "every job runs with Slurm's default placement; create it (root, 0755) and "
-                f"add 'd {p} 0755 root root -' to /etc/tmpfiles.d/rankmap.conf "
-                "(deploy/install.sh does both)"]
-    warnings: list[str] = []
+        why_not = _prolog_can_create(p)
+        if why_not is None:
+            return []
+        return [f"output directory {p} does not exist, no tmpfiles.d entry creates it and the "
+                f"prolog cannot ({why_not}): every job runs with Slurm's default placement; "
+                f"create it (root, 0755) and add 'd {p} 0755 root root -' to "
+                "/etc/tmpfiles.d/rankmap.conf (deploy/install.sh does both)"]
     if not p.is_dir():
         return [f"output directory {p} is not a directory"]
     problem = world_access_problem(p)
     if problem:
-        warnings.append(f"output directory {p} is not usable by other users: {problem}; "
-                        f"{_WHY} and read the job's files there")
-    volatile = any(p == Path(r) or Path(r) in p.parents for r in volatile_roots)
-    if volatile and not created_by:
-        warnings.append(f"output directory {p} is emptied at boot and no tmpfiles.d entry "
-                        f"recreates it: add 'd {p} 0755 root root -' to "
-                        "/etc/tmpfiles.d/rankmap.conf")
-    return warnings
+        return [f"output directory {p} is not usable by other users: {problem}; "
+                f"{_WHY} and read the job's files there"]
+    return []
 
 
 def config_file_warnings(path: str | os.PathLike | None) -> list[str]:

@@ -200,25 +200,17 @@ def test_open_directories_are_not_flagged(dirs):
     assert config_check.python_warnings(SYSTEM_PYTHON, package_dirs=[good]) == []
 
 
-def test_missing_output_dir_needs_a_tmpfiles_entry(dirs):
+def test_missing_output_dir_needs_a_creator(dirs):
     base, good, _ = dirs
-    missing = good / "rankmap"
-    warnings = config_check.output_dir_warnings(missing, tmpfiles_dirs=[base / "tmpfiles.d"])
+    tmpfiles = base / "tmpfiles.d"
+    # the prolog creates a missing output directory inside a trusted (root's) parent
+    assert config_check.output_dir_warnings(good / "rankmap", tmpfiles_dirs=[tmpfiles]) == []
+    missing = good / "no-parent" / "rankmap"
+    warnings = config_check.output_dir_warnings(missing, tmpfiles_dirs=[tmpfiles])
     assert len(warnings) == 1 and "does not exist" in warnings[0]
-    (base / "tmpfiles.d").mkdir()
-    (base / "tmpfiles.d/rankmap.conf").write_text(f"d {missing} 0755 root root -\n")
-    assert config_check.output_dir_warnings(missing, tmpfiles_dirs=[base / "tmpfiles.d"]) == []
-
-
-def test_volatile_output_dir_needs_a_tmpfiles_entry(dirs):
-    base, good, _ = dirs
-    warnings = config_check.output_dir_warnings(good, tmpfiles_dirs=[base / "tmpfiles.d"],
-                                                volatile_roots=[str(base)])
-    assert len(warnings) == 1 and "emptied at boot" in warnings[0]
-    (base / "tmpfiles.d").mkdir()
-    (base / "tmpfiles.d/rankmap.conf").write_text(f"d {good} 0755 root root -\n")
-    assert config_check.output_dir_warnings(good, tmpfiles_dirs=[base / "tmpfiles.d"],
-                                            volatile_roots=[str(base)]) == []
+    tmpfiles.mkdir()
+    (tmpfiles / "rankmap.conf").write_text(f"d {missing} 0755 root root -\n")
+    assert config_check.output_dir_warnings(missing, tmpfiles_dirs=[tmpfiles]) == []
 
 
 def test_unreadable_config_file_is_flagged(dirs):
@@ -234,9 +226,9 @@ def test_unreadable_config_file_is_flagged(dirs):
 def test_config_check_command_warns_but_succeeds(dirs, capsys):
     _, good, _ = dirs
     cfg = good / "site.toml"
-    cfg.write_text(f'[general]\noutput_dir = "{good}/missing"\n')
+    cfg.write_text(f'[general]\noutput_dir = "{good}/no-parent/missing"\n')
     cfg.chmod(0o644)
     assert cli_main(["config", "check", "--config", str(cfg)]) == 0
     captured = capsys.readouterr()
     assert "output_dir" in captured.out
-    assert f"warning: output directory {good}/missing does not exist" in captured.err
+    assert f"warning: output directory {good}/no-parent/missing does not exist" in captured.err
