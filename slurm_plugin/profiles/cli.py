@@ -11,6 +11,7 @@ from mapper.graph_io import read_graph, write_mtx
 from ..config import load_config
 from .generators import generate
 from .ompi_monitoring import import_monitoring
+from .smpi_ti import import_ti
 from .store import NAME, ProfileError, ProfileStore
 
 
@@ -46,8 +47,14 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--ntasks", type=int, required=True)
     q.add_argument("--out", required=True, metavar="FILE.mtx")
     q.set_defaults(func=_generate)
-    q = psub.add_parser("import", help="import Open MPI pml_monitoring output into a store")
-    q.add_argument("prefix", help="PREFIX of PREFIX.<rank>.prof files")
+    q = psub.add_parser("import", help="import Open MPI pml_monitoring output or SMPI "
+                                       "time-independent traces into a store")
+    q.add_argument("prefix", nargs="+", metavar="PREFIX|FILE",
+                   help="ompi: PREFIX of PREFIX.<rank>.prof files; smpi-ti: the trace index "
+                        "(tracing/filename) or per-rank trace files")
+    q.add_argument("--format", choices=("ompi", "smpi-ti"), default="ompi",
+                   help="ompi: pml_monitoring output (default); smpi-ti: SimGrid "
+                        "smpirun -trace-ti traces, collectives expanded")
     q.add_argument("--name", required=True)
     q.add_argument("--store", required=True, metavar="DIR", help="store to write into")
     q.add_argument("--description", default="")
@@ -88,15 +95,23 @@ def _import(args: argparse.Namespace) -> int:
             print(f"\rreading monitoring files {done}/{total}", end="", file=sys.stderr,
                   flush=True)
 
-    g = import_monitoring(args.prefix, args.kinds.split(","), progress)
+    if args.format == "smpi-ti":
+        g = import_ti(args.prefix, progress)
+        origin = f"SimGrid SMPI TI trace: {' '.join(args.prefix)}"
+    else:
+        if len(args.prefix) != 1:
+            raise ProfileError("--format ompi takes one PREFIX")
+        args.prefix = args.prefix[0]
+        g = import_monitoring(args.prefix, args.kinds.split(","), progress)
+        origin = f"Open MPI pml_monitoring: {args.prefix}"
     if tty:
         print(file=sys.stderr)
     store = Path(args.store)
     store.mkdir(parents=True, exist_ok=True)
-    write_mtx(g, store / f"{args.name}.mtx", comment=f"imported from {args.prefix}.*.prof")
+    write_mtx(g, store / f"{args.name}.mtx", comment=f"imported from {origin}")
     desc = args.description.replace('"', "'")
     (store / f"{args.name}.toml").write_text(
         f'ranks = {g.n}\nunits = "bytes"\ndescription = "{desc}"\n'
-        f'source = "Open MPI pml_monitoring: {args.prefix}"\nfile = "{args.name}.mtx"\n')
+        f'source = "{origin.replace(chr(34), chr(39))}"\nfile = "{args.name}.mtx"\n')
     print(f"{store / args.name}.toml: {g.n} ranks, {g.m} edges, {g.total_volume:g} bytes")
     return 0

@@ -1,0 +1,284 @@
+"""Import SimGrid SMPI time-independent (TI) traces as a communication profile.
+
+Record with ``smpirun -trace-ti --cfg=tracing/filename:PREFIX ... ./app``.  SimGrid
+3.32 writes PREFIX (an index: one per-rank file path a line, relative to the working
+directory of the run, which is also tried relative to the index) and
+``PREFIX_files/<stamp>_rank-<k>.txt``; ``--cfg=tracing/smpi/format/ti-one-file:yes``
+puts all ranks into one file.  Either kind of file, or several, can be given: each
+line starts with the (0-based, MPI_COMM_WORLD) rank that executed it.  Line formats,
+as SimGrid 3.32 writes them (``src/instr/instr_private.hpp``'s TIData printers;
+COUNT is in elements of the datatype DT, a SimGrid datatype id, see
+:data:`DATATYPE_BYTES`; a missing DT means MPI_BYTE)::
+
+    R send|isend|ssend|issend|bsend|ibsend|rsend|irsend DST TAG COUNT [DT]
+    R recv|irecv SRC TAG COUNT [DT]                     (the sender's line counts)
+    R sendRecv SENDCOUNT DST RECVCOUNT SRC [DT1 DT2]
+    R bcast|ibcast COUNT [ROOT [DT]]
+    R reduce|ireduce COUNT COMP [ROOT [DT]]
+    R allreduce|iallreduce|scan|exscan COUNT COMP [DT]
+    R alltoall|ialltoall|allgather|iallgather SENDCOUNT RECVCOUNT [DT1 DT2]
+    R gather|igather|scatter|iscatter SENDCOUNT RECVCOUNT [ROOT [DT1 DT2]]
+    R alltoallv SENDBUF C_0..C_n-1 RECVBUF R_0..R_n-1 [DT1 DT2]
+    R allgatherv SENDCOUNT R_0..R_n-1 [DT1 DT2]
+    R gatherv SENDCOUNT R_0..R_n-1 [ROOT [DT1 DT2]]
+    R scatterv C_0..C_n-1 RECVCOUNT [ROOT [DT1 DT2]]
+    R reducescatter R_0..R_n-1 COMP [DT]
+    R init|finalize|barrier|ibarrier|compute F|sleep T|wait*|test*|location F L|comm_*
+
+Every message is counted once, from its sender's line.  Collectives are expanded into
+the messages each rank sends in the usual algorithm (MPICH's choices; Thakur,
+Rabenseifner and Gropp, "Optimization of collective communication operations in
+MPICH", IJHPCA 2005): bcast a binomial tree from the root (rank v = r - root mod n
+sends to v + 2^k for 2^k below v's lowest set bit), reduce the mirrored binomial tree
+(v sends to v - lowbit(v)), allreduce recursive doubling (r xor 2^k among the largest
+power of two p; rank p+i folds into i and gets the result back), scan/exscan
+recursive doubling (r xor 2^k < n), alltoall(v) and reduce_scatter pairwise exchange
+(to every other rank), allgather(v) a ring (n-1 blocks to r+1), gather(v)/scatter(v)
+linear to/from the root, barrier dissemination (0-byte messages: no volume).  The TI
+format does not name the communicator: like SimGrid's own replay, collectives are
+expanded over MPI_COMM_WORLD.  Unknown lines are errors naming the file and line.
+
+Complexity: O(lines + messages); each collective line is expanded with numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mapper import CommGraph
+
+
+class TraceError(ValueError):
+    """A TI trace that cannot be read; the message names the file and line."""
+
+
+#: Sizes in bytes of SimGrid's predefined datatype ids (``smpi_datatype.cpp``'s
+#: CREATE_MPI_DATATYPE list; LP64: long and pointers 8 bytes).
+DATATYPE_BYTES: dict[str, int] = {
+    "0": 8, "1": 4, "2": 1, "3": 2, "4": 8, "5": 4, "6": 1, "7": 8, "8": 1, "9": 1,
+    "10": 2, "11": 4, "12": 8, "13": 8, "14": 16, "15": 4, "16": 1, "17": 1, "18": 2,
+    "19": 4, "20": 8, "21": 1, "22": 2, "23": 4, "24": 8, "25": 8, "26": 16, "27": 32,
+    "28": 8, "29": 8, "30": 8, "31": 16, "32": 16,
+}
+
+_SENDS = {"send", "isend", "ssend", "issend", "bsend", "ibsend", "rsend", "irsend"}
+_IGNORED = {"init", "finalize", "barrier", "ibarrier", "compute", "sleep", "location",
+            "recv", "irecv", "probe", "iprobe", "cpu"}
+_IGNORED_PREFIXES = ("wait", "test", "comm_")
+
+Edges = tuple[np.ndarray, np.ndarray, np.ndarray]  # src, dst, bytes
+
+
+def _empty() -> Edges:
+    z = np.zeros(0, dtype=np.int64)
+    return z, z, np.zeros(0)
+
+
+class _Line:
+    """One trace line being decoded: fields, and where it came from for errors."""
+
+    def __init__(self, fields: list[str], where: str) -> None:
+        self.fields, self.where = fields, where
+
+    def fail(self, why: str) -> TraceError:
+        return TraceError(f"{self.where}: {why}: {' '.join(self.fields)[:120]!r}")
+
+    def num(self, i: int, what: str) -> float:
+        try:
+            v = float(self.fields[i])
+        except IndexError:
+            raise self.fail(f"missing {what}") from None
+        except ValueError:
+            raise self.fail(f"{what} {self.fields[i]!r} is not a number") from None
+        if not v >= 0:
+            raise self.fail(f"{what} must not be negative")
+        return v
+
+    def rank_at(self, i: int, what: str, n: int) -> int:
+        v = self.num(i, what)
+        if v != int(v) or v >= n:
+            raise self.fail(f"{what} {self.fields[i]} is not a rank below {n}")
+        return int(v)
+
+    def opt(self, i: int, default: str) -> str:
+        return self.fields[i] if len(self.fields) > i and self.fields[i] else default
+
+    def dt(self, i: int) -> int:
+        """Bytes of the datatype in field i (MPI_BYTE when absent)."""
+        tid = self.opt(i, "6")
+        if tid not in DATATYPE_BYTES:
+            raise self.fail(f"unknown datatype id {tid} (a derived datatype? SimGrid's "
+                            f"predefined ids are 0-32)")
+        return DATATYPE_BYTES[tid]
+
+    def counts(self, start: int, n: int, what: str) -> np.ndarray:
+        if len(self.fields) < start + n:
+            raise self.fail(f"expected {n} {what} (one per rank) from field {start + 1}")
+        try:
+            v = np.array(self.fields[start:start + n], dtype=float)
+        except ValueError:
+            raise self.fail(f"{what} are not numbers") from None
+        if (v < 0).any():
+            raise self.fail(f"{what} must not be negative")
+        return v
+
+
+def _binomial_children(v: int, n: int) -> np.ndarray:
+    """Relative ranks v sends to in a binomial broadcast tree over n ranks."""
+    low = v & -v if v else 1 << max(n - 1, 0).bit_length()
+    masks = 1 << np.arange(max(low.bit_length() - 1, 0), dtype=np.int64)
+    kids = v + masks
+    return kids[kids < n]
+
+
+def _recursive_doubling_partners(r: int, n: int) -> np.ndarray:
+    """Ranks r sends to in a recursive-doubling allreduce (fold-in beyond 2^k ≤ n)."""
+    p = 1 << (n.bit_length() - 1)
+    if r >= p:
+        return np.array([r - p], dtype=np.int64)
+    partners = r ^ (1 << np.arange(p.bit_length() - 1, dtype=np.int64))
+    if r < n - p:
+        partners = np.append(partners, r + p)
+    return partners
+
+
+def expand_line(line: _Line, rank: int, n: int) -> Edges:
+    """The (src, dst, bytes) messages ``rank`` sends for one trace line."""
+    f = line.fields
+    op = f[1]
+    low = op.lower()
+    r = np.int64(rank)
+
+    def to(dst: np.ndarray | int, nbytes: np.ndarray | float) -> Edges:
+        d = np.atleast_1d(np.asarray(dst, dtype=np.int64))
+        w = np.broadcast_to(np.asarray(nbytes, dtype=float), d.shape).astype(float)
+        return np.full(len(d), r), d, w
+
+    if low in _SENDS:
+        return to(line.rank_at(2, "destination", n), line.num(4, "count") * line.dt(5))
+    if low == "sendrecv":
+        return to(line.rank_at(3, "destination", n), line.num(2, "send count") * line.dt(6))
+    if low in _IGNORED or low.startswith(_IGNORED_PREFIXES):
+        return _empty()
+    if low in ("bcast", "ibcast"):
+        root = line.rank_at(3, "root", n) if len(f) > 3 and f[3] else 0
+        v = (rank - root) % n
+        return to((_binomial_children(v, n) + root) % n, line.num(2, "count") * line.dt(4))
+    if low in ("reduce", "ireduce"):
+        root = line.rank_at(4, "root", n) if len(f) > 4 and f[4] else 0
+        v = (rank - root) % n
+        if v == 0:
+            line.num(2, "count")
+            return _empty()
+        return to((v - (v & -v) + root) % n, line.num(2, "count") * line.dt(5))
+    if low in ("allreduce", "iallreduce"):
+        return to(_recursive_doubling_partners(rank, n), line.num(2, "count") * line.dt(4))
+    if low in ("scan", "exscan", "iscan", "iexscan"):
+        partners = rank ^ (1 << np.arange(max(n - 1, 1).bit_length(), dtype=np.int64))
+        return to(partners[partners < n], line.num(2, "count") * line.dt(4))
+    others = np.delete(np.arange(n, dtype=np.int64), rank)
+    if low in ("alltoall", "ialltoall"):
+        return to(others, line.num(2, "send count") * line.dt(4))
+    if low in ("allgather", "iallgather"):
+        return to((rank + 1) % n if n > 1 else others,
+                  (n - 1) * line.num(2, "send count") * line.dt(4))
+    if low in ("gather", "igather"):
+        root = line.rank_at(4, "root", n) if len(f) > 4 and f[4] else 0
+        nbytes = line.num(2, "send count") * line.dt(5)
+        return _empty() if rank == root else to(root, nbytes)
+    if low in ("scatter", "iscatter"):
+        root = line.rank_at(4, "root", n) if len(f) > 4 and f[4] else 0
+        nbytes = line.num(2, "send count") * line.dt(5)
+        return to(others, nbytes) if rank == root else _empty()
+    if low in ("alltoallv", "ialltoallv"):
+        c = line.counts(3, n, "send counts")
+        return to(others, c[others] * line.dt(4 + 2 * n))
+    if low in ("allgatherv", "iallgatherv"):
+        c = line.counts(3, n, "receive counts")
+        total = (c.sum() - c[(rank + 1) % n]) * line.dt(4 + n)
+        return to((rank + 1) % n, total) if n > 1 else _empty()
+    if low in ("gatherv", "igatherv"):
+        line.counts(3, n, "receive counts")
+        root = line.rank_at(3 + n, "root", n) if len(f) > 3 + n and f[3 + n] else 0
+        nbytes = line.num(2, "send count") * line.dt(4 + n)
+        return _empty() if rank == root else to(root, nbytes)
+    if low in ("scatterv", "iscatterv"):
+        c = line.counts(2, n, "send counts")
+        root = line.rank_at(3 + n, "root", n) if len(f) > 3 + n and f[3 + n] else 0
+        return to(others, c[others] * line.dt(4 + n)) if rank == root else _empty()
+    if low in ("reducescatter", "ireducescatter"):
+        c = line.counts(2, n, "receive counts")
+        return to(others, c[others] * line.dt(3 + n))
+    raise line.fail(f"unknown TI action {op!r}")
+
+
+def trace_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The per-rank trace files: index files (lines that are paths) are expanded."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TraceError(f"{p}: cannot read: {exc}") from None
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if lines and all(len(ln.split()) == 1 for ln in lines):  # trace lines have 2+ fields
+            for no, ln in enumerate(lines, 1):
+                cand = [Path(ln), p.parent / ln, p.parent / Path(ln).name]
+                found = next((c for c in cand if c.is_file()), None)
+                if found is None:
+                    raise TraceError(f"{p}:{no}: trace file {ln} not found (tried "
+                                     f"{', '.join(map(str, cand))})")
+                out.append(found)
+        else:
+            out.append(p)
+    if not out:
+        raise TraceError("no trace files given")
+    return out
+
+
+def read_lines(text: str, source: str) -> list[tuple[int, _Line]]:
+    """(rank, line) of every non-empty line of one file."""
+    out = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        fields = raw.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        line = _Line(fields, f"{source}:{no}")
+        if len(fields) < 2 or not fields[0].isdigit():
+            raise line.fail("expected 'RANK ACTION ...'")
+        out.append((int(fields[0]), line))
+    return out
+
+
+def import_ti(paths: Sequence[str | Path],
+              progress: Callable[[int, int], None] | None = None) -> CommGraph:
+    """Read the traces into one undirected graph of bytes (volumes of both directions
+    summed); ``progress(done, total)`` after each file is read."""
+    files = trace_files(paths)
+    lines: list[tuple[int, _Line]] = []
+    for i, path in enumerate(files):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TraceError(f"{path}: cannot read: {exc}") from None
+        lines.extend(read_lines(text, str(path)))
+        if progress:
+            progress(i + 1, len(files))
+    if not lines:
+        raise TraceError(f"{files[0]}: no trace lines")
+    ranks = np.array([r for r, _ in lines])
+    n = int(ranks.max()) + 1
+    missing = np.setdiff1d(np.arange(n), ranks)
+    if len(missing):
+        raise TraceError(f"no trace lines for ranks {missing[:10].tolist()} of {n} "
+                         f"(a per-rank file missing?)")
+    parts = [expand_line(line, rank, n) for rank, line in lines]
+    src = np.concatenate([p[0] for p in parts])
+    dst = np.concatenate([p[1] for p in parts])
+    w = np.concatenate([p[2] for p in parts])
+    keep = (src != dst) & (w > 0)
+    return CommGraph.from_edges(src[keep], dst[keep], w[keep], n=n,
+                                source=f"SMPI TI trace {files[0]}")
