@@ -9,6 +9,7 @@ uid) skip otherwise.
 import json
 import logging
 import os
+import resource
 import stat
 import tempfile
 from pathlib import Path
@@ -237,7 +238,13 @@ def test_epilog_removes_a_users_deep_tree_iteratively(tmp_path, monkeypatch):
 def test_removal_holds_at_most_max_depth_directories_open(tmp_path):
     make_chain(tmp_path, "job.50", 500)
     fds_before = len(os.listdir("/proc/self/fd"))
-    assert remove_job_dir(tmp_path, "50", max_depth=8)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # 500 levels with a few dozen descriptors: only possible when at most 8 are open
+    resource.setrlimit(resource.RLIMIT_NOFILE, (fds_before + 30, hard))
+    try:
+        assert remove_job_dir(tmp_path, "50", max_depth=8)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert not (tmp_path / "job.50").exists()
     assert len(os.listdir("/proc/self/fd")) == fds_before
     make_chain(tmp_path, "job.51", 50)

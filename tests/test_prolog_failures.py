@@ -130,7 +130,8 @@ def test_the_task_prolog_prints_one_line_per_message(tmp_path):
     cfg.write_text(f'[general]\noutput_dir = "{tmp_path}"\n')
     lines = exports({"SLURM_JOB_ID": "62", "RANKMAP_CONFIG": str(cfg)})
     assert len(lines) == 2 and all(line.startswith(("export RANKMAP_REPORT=", "print "))
-                                   for line in lines)
+                                   and "\n" not in line for line in lines)
+    assert lines[1].startswith("print rankmap: placement NOT applied (x\\nexport LD_PRELOAD")
     assert exports({"SLURM_JOB_ID": "62\n", "RANKMAP_CONFIG": str(cfg)}) == []
     (tmp_path / "job.63_2").mkdir()
     (tmp_path / "job.63_2" / "report.json").write_text('{"applied": false}')
