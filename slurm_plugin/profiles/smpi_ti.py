@@ -6,7 +6,7 @@ directory of the run, which is also tried relative to the index) and
 ``PREFIX_files/<stamp>_rank-<k>.txt``; ``--cfg=tracing/smpi/format/ti-one-file:yes``
 puts all ranks into one file.  Either kind of file, or several, can be given: each
 line starts with the (0-based, MPI_COMM_WORLD) rank that executed it.  Line formats,
-as SimGrid 3.32 writes them (``src/instr/instr_private.hpp``'s TIData printers;
+as SimGrid 3.32 writes them (checked by tracing a small program that calls most of them;
 COUNT is in elements of the datatype DT, a SimGrid datatype id, see
 :data:`DATATYPE_BYTES`; a missing DT means MPI_BYTE)::
 
