@@ -128,8 +128,11 @@ class _Limit(JobDirError):
     pass
 
 
-def _open_child_dir(parent_fd: int, name: str, st: os.stat_result) -> int:
-    """Open the directory ``name`` that was lstat'ed as ``st``; refuse anything else."""
+def _open_child_dir(parent_fd: int, name: str, st: os.stat_result, dev: int) -> int:
+    """Open the directory ``name`` that was lstat'ed as ``st``; refuse anything else, and
+    a mount point (another file system than ``dev``: never crossed)."""
+    if st.st_dev != dev:
+        raise JobDirError(f"{name!r} is a mount point; not crossed")
     fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     cst = os.fstat(fd)
     if (cst.st_dev, cst.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISDIR(cst.st_mode):
@@ -142,12 +145,14 @@ def _empty_dir(root_fd: int, max_depth: int, max_entries: int) -> int:
     """Remove everything inside the directory open as ``root_fd``; the count removed.
 
     An explicit stack of directory fds, never recursion; links are unlinked, never
-    followed.  At most ``max_depth`` directories are open at once: a directory deeper
-    than that is moved (renameat, fd-relative) up into ``root_fd`` and removed from
-    there, so a tree of any depth goes without deep recursion or thousands of open fds.
+    followed; mount points are not crossed.  At most ``max_depth`` directories are open
+    at once: a directory deeper than that is moved (renameat, fd-relative) up into
+    ``root_fd`` and removed from there, so a tree of any depth goes without deep
+    recursion or thousands of open fds.
     At most ``max_entries`` entries are looked at; beyond, :class:`_Limit`.
     """
     seen = removed = 0
+    dev = os.fstat(root_fd).st_dev
     # frames: [fd, name in the parent, names still to look at (None: list again)]
     stack: list[list] = [[root_fd, None, None]]
     try:
@@ -190,7 +195,7 @@ def _empty_dir(root_fd: int, max_depth: int, max_entries: int) -> int:
                 os.rename(name, f".rankmap-deep.{secrets.token_hex(8)}", src_dir_fd=fd,
                           dst_dir_fd=root_fd)
                 continue
-            stack.append([_open_child_dir(fd, name, st), name, None])
+            stack.append([_open_child_dir(fd, name, st, dev), name, None])
     finally:
         for frame in stack[1:]:
             os.close(frame[0])
@@ -214,7 +219,7 @@ def remove_entry(parent_fd: int, name: str, max_depth: int | None = None,
         except FileNotFoundError:
             return 0
         return 1
-    fd = _open_child_dir(parent_fd, name, st)
+    fd = _open_child_dir(parent_fd, name, st, os.fstat(parent_fd).st_dev)
     try:
         removed = _empty_dir(fd, max_depth, max_entries)
     finally:

@@ -10,7 +10,10 @@ import json
 import logging
 import os
 import resource
+import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -251,6 +254,41 @@ def test_removal_holds_at_most_max_depth_directories_open(tmp_path):
     with pytest.raises(JobDirError, match="more than 20 entries"):
         remove_job_dir(tmp_path, "51", max_entries=20)
     assert not (tmp_path / "job.51").exists()
+
+
+@root_only
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare(1)")
+def test_removal_does_not_cross_a_mount_point(tmp_path):
+    """A file system mounted inside a job directory (a user's FUSE mount, say) is left
+    alone: tested with a tmpfs in a private mount namespace, so nothing else sees it."""
+    out = tmp_path / "out"
+    (out / "job.56" / "sub" / "mnt").mkdir(parents=True)
+    (out / "job.56" / "sub" / "f").write_text("x")
+    script = (
+        "import sys\n"
+        "from slurm_plugin.jobdir import JobDirError, remove_job_dir\n"
+        "open(sys.argv[2], 'w').write('precious')\n"
+        "try:\n"
+        "    remove_job_dir(sys.argv[1], '56')\n"
+        "    print('removed')\n"
+        "except JobDirError as exc:\n"
+        "    print('refused:', exc)\n"
+        "import glob\n"
+        "[aside] = glob.glob(sys.argv[1] + '/.stale.job.56.*')\n"
+        "print(open(aside + '/sub/mnt/data').read())\n")
+    mnt = out / "job.56" / "sub" / "mnt"
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'mount -t tmpfs none "$1" && exec "$2" -c "$3" "$4" "$1/data"', "sh", str(mnt),
+         sys.executable, script, str(out)], capture_output=True, text=True, timeout=60)
+    if "mount" in proc.stderr and proc.returncode:
+        pytest.skip(f"cannot mount in a private namespace: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("refused:") and "mount point" in lines[0], lines
+    assert lines[1] == "precious"  # the mounted file system's content survived
+    assert not (out / "job.56").exists()  # the job's name is free again
+    assert [n for n in os.listdir(out) if n.startswith(".stale.job.56.")]
 
 
 # -- finding 6: private files ---------------------------------------------------------
