@@ -201,6 +201,9 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
                        "shared output_dir"),
         "fallback_dir": ("/run/rankmap-fallback", _abs_path,
                          "where reports go when output_dir cannot be used"),
+        "worker_memory_bytes": (4 << 30, _non_negative_int,
+                                "address-space limit (RLIMIT_AS) of the worker that reads "
+                                "the profile and solves, in bytes; 0: no limit"),
     },
 }
 

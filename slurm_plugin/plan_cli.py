@@ -15,10 +15,10 @@ from .distribution import parse_distribution
 from .files import write_files
 from .hostlist import expand_counts, expand_hostlist
 from .hwloc import parse_hwloc_xml
+from .layout import build_layout
 from .plan import make_plan
 from .profiles.cli import store_dirs
 from .profiles.store import resolve_profile
-from .layout import build_layout
 from .topology import SwitchTree, parse_node_shape, parse_topology_conf
 
 EXAMPLE = Path(__file__).resolve().parent / "data" / "example"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -120,20 +121,22 @@ def fallback_report(job_id: str | None, request: MappingRequest | None, reason: 
     return {"report": text, "record": record}
 
 
-def _drop_privileges(uid: int | None, gid: int | None):
+def _as_job_user(uid: int | None, gid: int | None) -> dict:
+    """subprocess arguments that run the child as the job's user with no extra groups
+    (root only; unprivileged callers such as tests run it as themselves)."""
     if os.geteuid() != 0 or uid is None:
-        return None
-
-    def drop() -> None:
-        os.setgroups([])
-        os.setgid(gid if gid is not None else uid)
-        os.setuid(uid)
-    return drop
+        return {}
+    return {"user": uid, "group": gid if gid is not None else uid, "extra_groups": []}
 
 
 def run_worker(env: dict[str, str], job_dir: Path, request: MappingRequest, uid: int | None,
-               gid: int | None, timeout: float) -> dict:
-    """The computation in a child process; its status, or a fallback status."""
+               gid: int | None, timeout: float, memory_bytes: int = 4 << 30) -> dict:
+    """The computation in a child process; its status, or a fallback status.
+
+    The child runs as the job's user (uid, gid, no supplementary groups) with an
+    address-space limit of ``memory_bytes`` and a CPU limit of ``timeout`` seconds
+    (slurm_plugin.limits), besides the wall-clock watchdog here.
+    """
     child_env = {k: v for k, v in env.items() if k.startswith(("SLURM", "SPANK_", "RANKMAP_"))}
     child_env.update({
         "PATH": SLURM_PATH, "HOME": str(job_dir), "LC_ALL": "C",
@@ -141,6 +144,8 @@ def run_worker(env: dict[str, str], job_dir: Path, request: MappingRequest, uid:
         "RANKMAP_ALGORITHM": request.algorithm,
         "RANKMAP_TIME_LIMIT": repr(request.time_limit),
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+        "RANKMAP_WORKER_MEMORY": str(int(memory_bytes)),
+        "RANKMAP_WORKER_CPU_SECONDS": str(math.ceil(timeout)),
     })
     if request.refusal:
         child_env["RANKMAP_REFUSAL"] = request.refusal
@@ -148,7 +153,7 @@ def run_worker(env: dict[str, str], job_dir: Path, request: MappingRequest, uid:
     try:
         proc = subprocess.run([sys.executable, "-m", "slurm_plugin.job_worker"],
                               env=child_env, capture_output=True, text=True, timeout=timeout,
-                              preexec_fn=_drop_privileges(uid, gid), cwd="/", check=False)
+                              cwd="/", check=False, **_as_job_user(uid, gid))
     except subprocess.TimeoutExpired:
         return {"applied": False,
                 "reason": f"the computation did not finish within {timeout:g} s (time budget "
@@ -227,10 +232,15 @@ def _compute(env: Mapping[str, str], cfg: Config, job_dir: JobDir, request: Mapp
     job_id = env.get("SLURM_JOB_ID")
     job = safe_text(job_id)
     timeout = request.time_limit + cfg.get("prolog", "grace_seconds")
-    status = run_worker(dict(env), job_dir.path, request, uid, gid, timeout)
+    status = run_worker(dict(env), job_dir.path, request, uid, gid, timeout,
+                        cfg.get("prolog", "worker_memory_bytes"))
     for note in status.get("notes") or ():
         log.info("job %s: %s", job, safe_text(note, REASON_LIMIT))
-    if not status.get("applied"):
+    if status.get("kept_default"):
+        # nothing beat Slurm's default placement: the job keeps it, as the report says
+        log.info("job %s: profile %s, %s: %s", job, safe_text(request.profile),
+                 safe_text(request.algorithm), safe_text(status.get("reason"), REASON_LIMIT))
+    elif not status.get("applied"):
         reason = str(status.get("reason"))
         # no launcher file may survive a failed computation (removed through the
         # directory's descriptor: a user's symlink in its place is never followed)

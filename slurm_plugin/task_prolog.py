@@ -68,9 +68,13 @@ def exports(env: dict[str, str]) -> list[str]:
                 lines.append(f"export SLURM_HOSTFILE={job_dir / 'slurm_hostfile'}")
                 lines.append("export SLURM_DISTRIBUTION=arbitrary")
         if "SLURM_STEP_ID" not in env:  # the batch step: tell the user once
-            state = "applied" if record.get("applied") else \
-                f"NOT applied ({safe_text(record.get('fallback_reason'), 2000)})"
-            lines.append(f"print rankmap: placement {state}; report: {job_dir / 'report.txt'}")
+            if record.get("summary"):  # the report's own sentence: applied, kept, or why not
+                state = safe_text(record["summary"], 2000)
+            elif record.get("applied"):
+                state = "placement applied"
+            else:
+                state = f"placement NOT applied ({safe_text(record.get('fallback_reason'), 2000)})"
+            lines.append(f"print rankmap: {state}; report: {job_dir / 'report.txt'}")
         break
     return lines
 

@@ -113,7 +113,7 @@ def test_symlink_swapped_in_while_the_worker_runs_is_never_followed(tmp_path, mo
     out.chmod(0o1777)  # sticky world-writable: accepted, and the setting of the finding
     victim = victim_dir(tmp_path)
 
-    def worker_then_swap(env, job_dir, request, uid, gid, timeout):
+    def worker_then_swap(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
         for name in LAUNCHERS:  # what a computation leaves before it fails
             (job_dir / name).write_text("stale")
         os.rename(job_dir, out / "moved")

@@ -1,8 +1,9 @@
 """Every Python package in the tree ships in the wheel (a missing entry breaks only
 non-editable installs, i.e. every site install)."""
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

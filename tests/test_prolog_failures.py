@@ -76,7 +76,7 @@ def test_a_newline_in_the_profile_name_cannot_forge_a_log_line(site, monkeypatch
     monkeypatch.setenv("SPANK_RANKMAP_MODE", "topdown\nFORGED-ALGORITHM")
     monkeypatch.setenv("SLURM_JOB_NAME", "name\nFORGED-NAME")
 
-    def worker(env, job_dir, request, uid, gid, timeout):
+    def worker(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
         assert request.profile == profile  # the computation gets the real name
         return {"applied": applied, "reason": f"profile {request.profile} not found",
                 "notes": [f"note about {request.profile}"], "objective": 1.0, "n": 4,
@@ -185,7 +185,7 @@ def test_a_corrupt_config_reports_only_to_a_job_that_asked(site, defaults):
 
 
 def test_an_exception_in_the_computation_still_gives_a_report(site, monkeypatch):
-    def broken(env, job_dir, request, uid, gid, timeout):
+    def broken(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
         (job_dir / "rankfile").write_text("half-written")
         raise RuntimeError("boom\nFORGED")
 
@@ -232,7 +232,7 @@ def test_no_usable_directory_at_all_is_logged(site, tmp_path):
 
 
 def test_a_failed_worker_leaves_no_launcher_file_and_a_report(site, monkeypatch):
-    def crashed(env, job_dir, request, uid, gid, timeout):
+    def crashed(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
         for name in ("rankfile", "hostfile", "machinefile", "slurm_hostfile"):
             (job_dir / name).write_text("x")
         (job_dir / "report.txt").write_text("rankmap applied (a lie)")

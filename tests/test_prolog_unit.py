@@ -38,3 +38,42 @@ def test_fallback_report_record():
     assert "rankmap was NOT applied: broken" in files["report"]
     assert json.loads(files["record"]) == {"job_id": "3", "profile": "x", "applied": False,
                                            "fallback_reason": "broken"}
+
+
+def test_batch_host_writes_the_workers_report(tmp_path):
+    """handle_job on the batch host runs the real worker; without Slurm here it fails
+    at scontrol and the job directory gets that reason in its report (a no-op
+    handle_job, or a worker that dies, fails this test)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = parse_config(f'[general]\noutput_dir = "{out}"\nlog_file = ""\n', "t.toml")
+    env = {"SLURM_JOB_ID": "9", "SLURM_NODELIST": "n[1-2]", "SLURMD_NODENAME": "n1",
+           "SPANK_RANKMAP_COMM_PROFILE": "ring", "RANKMAP_CONFIG": str(tmp_path / "c.toml"),
+           "SLURM_CONF": str(tmp_path / "no-slurm.conf")}
+    (tmp_path / "c.toml").write_text(f'[general]\noutput_dir = "{out}"\nlog_file = ""\n')
+    handle_job(env, cfg)
+    record = json.loads((out / "job.9" / "report.json").read_text())
+    assert record["applied"] is False
+    assert "scontrol" in record["fallback_reason"], record
+    assert not (out / "job.9" / "rankfile").exists()
+
+
+def test_worker_gets_memory_and_cpu_limits_and_runs_as_the_user(tmp_path, monkeypatch):
+    import subprocess
+
+    import slurm_plugin.prolog as prolog
+
+    seen = {}
+
+    def fake_run(args, **kw):
+        seen.update(kw)
+        return subprocess.CompletedProcess(args, 0, '{"applied": false, "reason": "x"}\n', "")
+
+    monkeypatch.setattr(prolog.subprocess, "run", fake_run)
+    monkeypatch.setattr(prolog.os, "geteuid", lambda: 0)
+    request = MappingRequest("ring", "topdown", 5.0, "user")
+    run_worker({"SLURM_JOB_ID": "5"}, tmp_path, request, 1234, 99, timeout=25.5,
+               memory_bytes=3 << 30)
+    assert seen["env"]["RANKMAP_WORKER_MEMORY"] == str(3 << 30)
+    assert seen["env"]["RANKMAP_WORKER_CPU_SECONDS"] == "26"
+    assert (seen["user"], seen["group"], seen["extra_groups"]) == (1234, 99, [])

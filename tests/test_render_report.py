@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from mapper import Hierarchy, evaluate
+from slurm_plugin.distribution import default_placements
 from slurm_plugin.files import write_files
 from slurm_plugin.jobdir import JobDirError, create_job_dir, remove_job_dir
-from slurm_plugin.distribution import default_placements
 from slurm_plugin.layout import Layout, Slot
 from slurm_plugin.plan import make_plan
 from slurm_plugin.profiles.generators import generate

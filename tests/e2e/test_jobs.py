@@ -225,9 +225,12 @@ def test_fault_falls_back_to_default_placement(slurm_cluster, fault_profiles, fa
     assert_fallback(c, job, reason)
 
 
-def test_unwritable_output_directory_falls_back(slurm_cluster):
+def test_unsafe_output_directory_falls_back(slurm_cluster):
     c = slurm_cluster
-    c.write_config(output_dir=str(c.state / "no-such-dir"))
+    unsafe = c.state / "world-writable"  # no sticky bit: any user could swap job dirs
+    unsafe.mkdir(exist_ok=True)
+    unsafe.chmod(0o777)
+    c.write_config(output_dir=str(unsafe))
     try:
         job = c.wait(c.submit(REPORT_JOB, "-N2", "--ntasks-per-node=2",
                               "--comm-profile=ring"))
