@@ -265,7 +265,9 @@ def test_twenty_jobs_at_once_all_run_and_leave_no_files(slurm_cluster):
     ids = [c.submit(REPORT_JOB, "-N1", "-n2", "--comm-profile=ring") for _ in range(20)]
     jobs = [c.wait(j, timeout=180) for j in ids]
     assert all(j.state == "COMPLETED" for j in jobs), [j.state for j in jobs]
-    assert all(re.search(r"RANKFILE_PATH=/\S+/rankfile", j.output) for j in jobs)
+    # two ranks on one node: every placement is as good as Slurm's, which each job keeps
+    assert all("rankmap: Slurm's block placement kept" in j.output for j in jobs), \
+        [j.output[:300] for j in jobs]
     # epilogs have run once the jobs are gone; allow them a moment
     for _ in range(50):
         left = [p.name for p in (c.state / "out").iterdir()]
