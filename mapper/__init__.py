@@ -6,16 +6,37 @@ Tiny public API over one module per strategy::
     result = map_processes(graph, Hierarchy.parse("4:16:8", "1:10:100"),
                            algorithm="topdown+n10", seed=0, time_limit=5.0)
     result.mapping, result.objective, result.traffic
+
+Names are imported on first use (PEP 562), so that ``mapper.names`` (the algorithm
+grammar, standard library only) can be read without loading numpy and the compiled
+kernels — the Slurm TaskProlog validates its configuration with it once per task.
 """
 
-from .api import ALGORITHMS, NEIGHBORHOODS, map_processes
-from .graph import CommGraph, GraphError
-from .machine import DistanceMatrix, Hierarchy, Machine, MachineError
-from .objective import Evaluation, MappingError, TrafficLevel, evaluate, objective
-from .result import MappingResult
+from __future__ import annotations
 
-__all__ = [
-    "ALGORITHMS", "NEIGHBORHOODS", "CommGraph", "DistanceMatrix", "Evaluation", "GraphError",
-    "Hierarchy", "Machine", "MachineError", "MappingError", "MappingResult", "TrafficLevel",
-    "evaluate", "map_processes", "objective",
-]
+import importlib
+
+_EXPORTS = {
+    "ALGORITHMS": "api", "NEIGHBORHOODS": "api", "map_processes": "api",
+    "CommGraph": "graph", "GraphError": "graph",
+    "DistanceMatrix": "machine", "Hierarchy": "machine", "Machine": "machine",
+    "MachineError": "machine",
+    "Evaluation": "objective", "MappingError": "objective", "TrafficLevel": "objective",
+    "evaluate": "objective", "objective": "objective",
+    "MappingResult": "result",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mapper' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -24,11 +24,10 @@ import numpy as np
 from . import construction, search
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
+from .names import CONSTRUCTIONS as ALGORITHMS
+from .names import NEIGHBORHOODS, algorithm_error, normalize_algorithm
 from .objective import check_mapping, evaluate
 from .result import MappingResult
-
-ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup")
-NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
 
 _NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")
 
@@ -47,12 +46,12 @@ class AlgorithmSpec:
 
     @classmethod
     def parse(cls, name: str) -> AlgorithmSpec:
-        parts = name.strip().lower().split("+")
-        if len(parts) > 2 or parts[0] not in ALGORITHMS:
-            raise AlgorithmError(
-                f"unknown algorithm {name!r}: expected CONSTRUCTION[+NEIGHBOURHOOD] with "
-                f"CONSTRUCTION one of {', '.join(ALGORITHMS)} and NEIGHBOURHOOD one of "
-                f"{', '.join(NEIGHBORHOODS)} (e.g. topdown+n10)")
+        try:
+            parts = normalize_algorithm(name).split("+")
+        except ValueError:
+            parts = name.strip().lower().split("+")
+            if len(parts) > 2 or parts[0] not in ALGORITHMS:
+                raise AlgorithmError(algorithm_error(name)) from None
         if len(parts) == 1:
             return cls(parts[0], None)
         m = _NEIGHBORHOOD.match(parts[1])

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import tomllib
 
+from mapper.names import normalize_algorithm
+
+from .names import LAUNCHER_FILES
+
 DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
 
-RENDERABLE = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
+RENDERABLE = LAUNCHER_FILES
 
 
 class ConfigError(ValueError):
@@ -112,16 +115,10 @@ def _topology(v: Any) -> str:
 
 # The grammar of mapper.api.AlgorithmSpec, checked here without importing the solver
 # (and numpy) so that the TaskProlog, which reads this file once per task, stays light.
-_ALGORITHM = re.compile(r"^(identity|random|greedy|greedyallc|topdown|bottomup)"
-                        r"(\+(n2|n[1-9]\d*|nc[1-9]\d*|np|np([2-9]|[1-9]\d+)))?$")
 
 
 def _algorithm(v: Any) -> str:
-    v = _string(v)
-    if not _ALGORITHM.match(v):
-        raise ValueError(f"unknown algorithm {v!r}: expected CONSTRUCTION[+NEIGHBOURHOOD], "
-                         f"e.g. topdown+n10")
-    return v
+    return normalize_algorithm(_string(v))
 
 
 def _hwloc_files(v: Any) -> dict[str, str]:

@@ -6,12 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-FILE_NAMES = {"rankfile": "rankfile", "hostfile": "hostfile", "machinefile": "machinefile",
-              "slurm_hostfile": "slurm_hostfile", "report": "report.txt",
-              "record": "report.json"}
+from .names import FILE_NAMES, LAUNCHER_FILES
 
-#: the launcher files; none may survive a failed computation
-LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
+__all__ = ["FILE_NAMES", "LAUNCHER_FILES", "write_files", "write_files_at"]
 
 FILE_MODE = 0o600
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import secrets
 import stat
 from pathlib import Path
 
 from .files import FILE_NAMES, LAUNCHER_FILES, write_files_at
+from .names import JOB_DIR_PREFIX, valid_job_id
 
 
 class JobDirError(OSError):
     """The output directory cannot be used safely; the message says why."""
 
 
-_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 #: removal bounds: open directory levels at once, and entries looked at per removal
@@ -38,15 +37,10 @@ JOB_DIR_MODE = 0o700
 OUTPUT_DIR_MODE = 0o755
 
 
-def valid_job_id(job_id: object) -> bool:
-    """A Slurm job id: digits, or an array job's ``<id>_<index>``."""
-    return isinstance(job_id, str) and _JOB_ID.fullmatch(job_id) is not None
-
-
 def job_dir_name(job_id: str) -> str:
     if not valid_job_id(job_id):
         raise JobDirError(f"job id {job_id!r} is not a Slurm job id")
-    return f"job.{job_id}"
+    return f"{JOB_DIR_PREFIX}{job_id}"
 
 
 def job_dir_path(output_dir: str | os.PathLike, job_id: str) -> Path:

@@ -37,6 +37,7 @@ from .jobdir import (
     remove_job_dir,
     valid_job_id,
 )
+from .names import SPANK_PROFILE
 from .request import MappingRequest, decide, wants_rules
 from .safe_text import escape_controls, safe_text
 from .slurmcli import SLURM_PATH
@@ -190,7 +191,7 @@ def handle_job(env: Mapping[str, str], cfg: Config) -> None:
         return
     partition = env.get("SLURM_JOB_PARTITION")
     account = job_name = None
-    if wants_rules(cfg) and not env.get("SPANK_RANKMAP_COMM_PROFILE"):
+    if wants_rules(cfg) and not env.get(SPANK_PROFILE):
         account, job_name = _account_and_name(job_id, env, cfg)
     request = decide(cfg, env, partition, account, job_name)
     if request is None:

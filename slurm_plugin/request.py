@@ -10,10 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .config import Config
-
-SPANK_PROFILE = "SPANK_RANKMAP_COMM_PROFILE"
-SPANK_MODE = "SPANK_RANKMAP_MODE"
-SPANK_TIME = "SPANK_RANKMAP_TIME"
+from .names import SPANK_MODE, SPANK_PROFILE, SPANK_TIME
 
 
 @dataclass(frozen=True)

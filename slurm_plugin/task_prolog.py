@@ -27,7 +27,7 @@ from pathlib import Path
 
 def exports(env: dict[str, str]) -> list[str]:
     from .config import DEFAULTS, ConfigError, load_config
-    from .jobdir import valid_job_id
+    from .names import EXPORTS, FILE_NAMES, JOB_DIR_PREFIX, OMPI_RANKFILE_VARS, valid_job_id
     from .safe_text import safe_text
 
     job_id = env.get("SLURM_JOB_ID", "")
@@ -42,27 +42,22 @@ def exports(env: dict[str, str]) -> list[str]:
         export_slurm_hostfile = False
     lines: list[str] = []
     for base in bases:
-        job_dir = Path(base) / f"job.{job_id}"
-        record_path = job_dir / "report.json"
+        job_dir = Path(base) / f"{JOB_DIR_PREFIX}{job_id}"
+        record_path = job_dir / FILE_NAMES["record"]
         if not record_path.is_file():
             continue
         try:
             record = json.loads(record_path.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        lines.append(f"export RANKMAP_REPORT={job_dir / 'report.txt'}")
+        lines.append(f"export RANKMAP_REPORT={job_dir / FILE_NAMES['report']}")
         if record.get("applied"):
-            files = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
-                     "machinefile": "RANKMAP_MACHINEFILE"}
-            for name, var in files.items():
-                if (job_dir / name).is_file():
-                    lines.append(f"export {var}={job_dir / name}")
-            if (job_dir / "rankfile").is_file():
-                # Open MPI 4.1 reads rmaps_rank_file_path (alias orte_rankfile); the
-                # spelling without the underscore is exported too for the tools and
-                # documentation that use it, and is ignored by mpirun
-                for var in ("OMPI_MCA_rmaps_rank_file_path", "OMPI_MCA_rmaps_rankfile_path"):
-                    lines.append(f"export {var}={job_dir / 'rankfile'}")
+            for name, var in EXPORTS.items():
+                if (job_dir / FILE_NAMES[name]).is_file():
+                    lines.append(f"export {var}={job_dir / FILE_NAMES[name]}")
+            if (job_dir / FILE_NAMES["rankfile"]).is_file():
+                for var in OMPI_RANKFILE_VARS:
+                    lines.append(f"export {var}={job_dir / FILE_NAMES['rankfile']}")
             if export_slurm_hostfile and \
                     (job_dir / "slurm_hostfile").is_file():
                 lines.append(f"export SLURM_HOSTFILE={job_dir / 'slurm_hostfile'}")

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <slurm/spank.h>
 
@@ -32,6 +33,7 @@ static char mode[MAX_VALUE + 1];
 static char time_budget[64];
 static double max_time = 0.0; /* 0: no site maximum given here */
 
+/* the algorithm grammar of mapper/names.py (case-insensitive); a test compares the lists */
 static const char *constructions[] = {"identity", "random", "greedy", "greedyallc",
                                       "topdown", "bottomup", NULL};
 
@@ -66,13 +68,13 @@ static int all_digits(const char *s)
 
 static int valid_neighbourhood(const char *s)
 {
-    if (strcmp(s, "n2") == 0 || strcmp(s, "np") == 0)
+    if (strcasecmp(s, "n2") == 0 || strcasecmp(s, "np") == 0)
         return 1;
-    if (strncmp(s, "np", 2) == 0)
+    if (strncasecmp(s, "np", 2) == 0)
         return all_digits(s + 2) && atoi(s + 2) >= 2;
-    if (strncmp(s, "nc", 2) == 0)
+    if (strncasecmp(s, "nc", 2) == 0)
         return all_digits(s + 2) && atoi(s + 2) >= 1;
-    if (s[0] == 'n')
+    if (s[0] == 'n' || s[0] == 'N')
         return all_digits(s + 1) && atoi(s + 1) >= 1;
     return 0;
 }
@@ -90,7 +92,7 @@ static int valid_mode(const char *v)
         *plus = '\0';
     int known = 0;
     for (int i = 0; constructions[i]; i++)
-        if (strcmp(buf, constructions[i]) == 0)
+        if (strcasecmp(buf, constructions[i]) == 0)
             known = 1;
     if (!known)
         return 0;

@@ -1,0 +1,38 @@
+"""Names and rules every part of the Slurm integration shares (standard library only,
+so the TaskProlog stays light): per-job file names, the job-id rule, the SPANK
+variables, the variables the TaskProlog exports.  The algorithm grammar lives in
+:mod:`mapper.names`."""
+
+from __future__ import annotations
+
+import re
+
+#: the files launchers read; none may survive a failed computation
+LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
+
+#: per-job files by role → file name in the job directory
+FILE_NAMES = {**{name: name for name in LAUNCHER_FILES},
+              "report": "report.txt", "record": "report.json"}
+
+#: job directory of job ID: ``OUTPUT_DIR/job.<ID>``
+JOB_DIR_PREFIX = "job."
+
+_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
+
+
+def valid_job_id(job_id: object) -> bool:
+    """A Slurm job id: digits, or an array job's ``<id>_<index>``."""
+    return isinstance(job_id, str) and _JOB_ID.fullmatch(job_id) is not None
+
+
+#: what the SPANK plugin's options become in the prolog's environment
+SPANK_PROFILE = "SPANK_RANKMAP_COMM_PROFILE"
+SPANK_MODE = "SPANK_RANKMAP_MODE"
+SPANK_TIME = "SPANK_RANKMAP_TIME"
+
+#: launcher file → the variable the TaskProlog exports for it
+EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
+           "machinefile": "RANKMAP_MACHINEFILE"}
+#: Open MPI 4.1 reads rmaps_rank_file_path (alias orte_rankfile); the spelling
+#: without the underscore is exported too for tools that document it (mpirun ignores it)
+OMPI_RANKFILE_VARS = ("OMPI_MCA_rmaps_rank_file_path", "OMPI_MCA_rmaps_rankfile_path")

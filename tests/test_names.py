@@ -1,0 +1,56 @@
+"""One vocabulary: the algorithm grammar, file names, job ids and SPANK names agree
+everywhere they are used."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mapper.api import AlgorithmSpec
+from mapper.names import CONSTRUCTIONS, normalize_algorithm
+from slurm_plugin.config import ConfigError, parse_config
+from slurm_plugin.names import valid_job_id
+
+SPANK_C = Path(__file__).resolve().parents[1] / "slurm_plugin/spank/rankmap_spank.c"
+
+
+def test_the_c_plugin_knows_the_same_constructions():
+    text = SPANK_C.read_text()
+    listed = re.search(r"constructions\[\] = \{([^}]*)\}", text).group(1)
+    assert tuple(re.findall(r'"([a-z]+)"', listed)) == CONSTRUCTIONS
+
+
+@pytest.mark.parametrize("name", ["topdown+n10", "TopDown+n10", "GREEDYALLC+NP4",
+                                  "bottomup+nc2", "identity", "random+n2"])
+def test_mapper_and_config_accept_the_same_names(name):
+    AlgorithmSpec.parse(name)
+    cfg = parse_config(f'[solver]\nalgorithm = "{name}"\n', "t.toml")
+    assert cfg.get("solver", "algorithm") == normalize_algorithm(name) == name.lower()
+
+
+@pytest.mark.parametrize("name", ["topdwn", "topdown+n0", "topdown+np1", "topdown+x",
+                                  "topdown+n10+n2", ""])
+def test_mapper_and_config_refuse_the_same_names(name):
+    with pytest.raises(ValueError):
+        AlgorithmSpec.parse(name)
+    with pytest.raises(ConfigError):
+        parse_config(f'[solver]\nalgorithm = "{name}"\n', "t.toml")
+
+
+@pytest.mark.parametrize("job_id, ok", [("12", True), ("12_3", True), ("12\n", False),
+                                        ("../1", False), ("", False), ("1_", False)])
+def test_job_id_rule(job_id, ok):
+    assert valid_job_id(job_id) is ok
+
+
+def test_one_definition_of_each_name():
+    """The shared names are defined in names.py only (other modules import them)."""
+    root = Path(__file__).resolve().parents[1] / "slurm_plugin"
+    for path in root.rglob("*.py"):
+        if path.name == "names.py":
+            continue
+        text = path.read_text()
+        assert not re.search(r'^\s*(FILE_NAMES|LAUNCHER_FILES|SPANK_PROFILE)\s*=', text, re.M), \
+            path
+        assert '"SPANK_RANKMAP_COMM_PROFILE"' not in text, path
+        assert "isdigit()" not in text or path.name not in ("task_prolog.py", "jobdir.py"), path
