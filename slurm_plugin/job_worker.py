@@ -14,6 +14,8 @@ import os
 import sys
 import traceback
 
+from mapper.errors import RankmapError
+
 from .allocation import read_allocation
 from .config import load_config
 from .distribution import parse_distribution
@@ -25,31 +27,22 @@ from .limits import apply_worker_limits
 from .plan import make_plan
 from .profiles.cli import bundled_store
 from .profiles.store import resolve_profile
-from .slurmcli import SlurmQueryError, run_slurm
-from .topology import (
-    SwitchTree,
-    parse_scontrol_nodes,
-    parse_scontrol_topology,
-    parse_topology_conf,
-)
+from .slurmcli import run_slurm
+from .topology import SwitchTree, parse_scontrol_nodes
+from .topology_yaml import read_topology_source
 
-USER_FACING = (ValueError, OSError, SlurmQueryError)
+#: input and environment problems (a fallback report with the reason); anything else is a
+#: bug: still a fallback, with the traceback in the log
+USER_FACING = (RankmapError, OSError)
 
 
 def read_topology(source: str, timeout: float, env: dict[str, str]) -> SwitchTree | None:
-    """The switch tree from the configured source; None when there is none."""
-    if source == "none":
-        return None
-    if source in ("auto", "scontrol"):
-        try:
-            return parse_scontrol_topology(run_slurm(["scontrol", "show", "topology"],
-                                                     timeout, env))
-        except SlurmQueryError:
-            if source == "scontrol":
-                raise
-            return None
-    with open(source, encoding="utf-8") as fh:
-        return parse_topology_conf(fh.read(), source)
+    """The switch tree from the configured source; None when there is none.
+
+    Slurm 25.05+ topologies (topology.yaml, per-partition, block) and topology.conf of
+    either plugin: :func:`slurm_plugin.topology_yaml.read_topology_source`.
+    """
+    return read_topology_source(source, timeout, env)
 
 
 def read_core_groups(files: dict[str, str], nodes: tuple[str, ...]) -> dict[str, CoreGroups]:

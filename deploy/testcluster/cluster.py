@@ -4,6 +4,8 @@
     python3 deploy/testcluster/cluster.py up   [--state-dir DIR] [--prolog PATH] ...
     python3 deploy/testcluster/cluster.py down [--state-dir DIR]
     python3 deploy/testcluster/cluster.py status [--state-dir DIR]
+    python3 deploy/testcluster/cluster.py up --slurm-archive slurm-25.11.7.tar.gz \
+        --topology-file yaml --ctld-port 17817 --slurmd-port 17900 --state-dir DIR
 
 Starts munge (unless it already runs), slurmctld and one ``slurmd -N nX`` per node on
 loopback, each in its own UTS namespace so that ``hostname`` prints the node name.
@@ -14,6 +16,19 @@ cores.  Everything lives in the state directory; ``down`` stops only the
 processes ``up`` started (their pid files, checked against /proc/PID/exe) and removes
 nothing outside the state directory.  Needs root and Debian's munge, slurmctld, slurmd
 and slurm-client.  Use ``export SLURM_CONF=DIR/slurm.conf`` to talk to the cluster.
+
+Another Slurm: ``--slurm-prefix DIR`` (an installed Slurm, e.g. from build_slurm.sh) or
+``--slurm-archive slurm-X.Y.Z.tar.gz`` (built once into /opt/rankmap-slurm/X.Y.Z by
+deploy/testcluster/build_slurm.sh).  Its daemons run in a private mount namespace in
+which /usr/local/bin and /usr/local/sbin show the prefix's commands (plus what was
+there), so scripts they start (rankmap's prolog, which runs Slurm's commands with a
+fixed PATH) use that Slurm's scontrol, not Debian's; talk to it with
+``PATH=PREFIX/bin:$PATH``.  ``--ctld-port``/``--slurmd-port`` (first of four) move the
+ports so that it runs beside the default cluster.  ``--topology-file yaml`` (25.05+)
+writes a topology.yaml instead of topology.conf: ``tree`` (the ``--topology`` wiring,
+cluster default), ``blocks`` (blocks b1=n[1-2], b2=n[3-4], block_sizes 2,4; partition
+``blocked``) and ``flat`` (partition ``flatp``); ``--topology-file block`` writes a
+topology/block topology.conf with the same blocks.
 """
 
 from __future__ import annotations
@@ -42,10 +57,12 @@ class ClusterError(RuntimeError):
 
 
 def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
+    topo_plugin = {"conf": "topology/tree", "block": "topology/block", "yaml": ""}[
+        getattr(opts, "topology_file", "conf")]
     lines = [
         "ClusterName=rankmaptest",
         "SlurmctldHost=localhost",
-        f"SlurmctldPort={CTLD_PORT}",
+        f"SlurmctldPort={getattr(opts, 'ctld_port', CTLD_PORT)}",
         "SlurmUser=root",
         "AuthType=auth/munge",
         "CredType=cred/munge",
@@ -53,7 +70,7 @@ def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
         "TaskPlugin=task/none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
-        "TopologyPlugin=topology/tree",
+        *([f"TopologyPlugin={topo_plugin}"] if topo_plugin else []),
         "MpiDefault=none",
         "ReturnToService=2",
         "SlurmdParameters=config_overrides",
@@ -83,10 +100,16 @@ def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
             lines.append(f"{key}={value}")
     for i, node in enumerate(NODES):
         lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
-                     f"Port={SLURMD_PORT0 + i} Sockets=2 CoresPerSocket=4 ThreadsPerCore=1 "
+                     f"Port={getattr(opts, 'slurmd_port', SLURMD_PORT0) + i} "
+                     "Sockets=2 CoresPerSocket=4 ThreadsPerCore=1 "
                      f"CPUs=8 RealMemory=1000 State=UNKNOWN")
     lines.append("PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP")
     lines.append("PartitionName=mapped Nodes=n[1-4] MaxTime=INFINITE State=UP")
+    if getattr(opts, "topology_file", "conf") == "yaml":
+        lines.append("PartitionName=blocked Nodes=n[1-4] MaxTime=INFINITE State=UP "
+                     "Topology=blocks")
+        lines.append("PartitionName=flatp Nodes=n[1-4] MaxTime=INFINITE State=UP "
+                     "Topology=flat")
     return "\n".join(lines) + "\n"
 
 
@@ -95,6 +118,75 @@ def topology_conf(kind: str = "tree") -> str:
     lines = [f"SwitchName={s} Nodes={','.join(ns)}" for s, ns in switches.items()]
     lines.append(f"SwitchName=spine Switches={','.join(switches)}")
     return "\n".join(lines) + "\n"
+
+
+BLOCKS = {"b1": ["n1", "n2"], "b2": ["n3", "n4"]}
+
+
+def topology_yaml(kind: str = "tree") -> str:
+    """topology.yaml (Slurm 25.05+): tree (cluster default), blocks, flat."""
+    lines = ["---", "- topology: tree", "  cluster_default: true", "  tree:",
+             "    switches:", "      - switch: spine",
+             f"        children: {','.join(SWITCHES[kind])}"]
+    for s, ns in SWITCHES[kind].items():
+        lines += [f"      - switch: {s}", f"        nodes: {','.join(ns)}"]
+    lines += ["- topology: blocks", "  cluster_default: false", "  block:",
+              "    block_sizes:", "      - 2", "      - 4", "    blocks:"]
+    for b, ns in BLOCKS.items():
+        lines += [f"      - block: {b}", f"        nodes: {','.join(ns)}"]
+    lines += ["- topology: flat", "  cluster_default: false", "  flat: true"]
+    return "\n".join(lines) + "\n"
+
+
+def block_conf() -> str:
+    """topology.conf for topology/block: the same blocks as topology.yaml's."""
+    return "".join(f"BlockName={b} Nodes={','.join(ns)}\n" for b, ns in BLOCKS.items()) + \
+        "BlockSizes=2,4\n"
+
+
+def slurm_bin(prefix: str) -> tuple[str, str]:
+    """slurmctld and slurmd of the prefix, or Debian's on PATH."""
+    if prefix:
+        ctld, slurmd = f"{prefix}/sbin/slurmctld", f"{prefix}/sbin/slurmd"
+        if not (os.access(ctld, os.X_OK) and os.access(slurmd, os.X_OK)):
+            raise ClusterError(f"--slurm-prefix {prefix}: no sbin/slurmctld and sbin/slurmd")
+        return ctld, slurmd
+    ctld = shutil.which("slurmctld", path=PATH)
+    slurmd = shutil.which("slurmd", path=PATH)
+    if not ctld or not slurmd:
+        raise ClusterError("slurmctld/slurmd not installed (deploy/install-debian-packages.sh)")
+    return ctld, slurmd
+
+
+def _overlay_dirs(state: Path, prefix: str) -> list[tuple[Path, str]]:
+    """(directory of symlinks, mount point): what /usr/local/{bin,sbin} show the daemons."""
+    out = []
+    for sub in ("bin", "sbin"):
+        d = state / f"usr-local-{sub}"
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        for src in (Path(f"/usr/local/{sub}"), Path(prefix) / "bin", Path(prefix) / "sbin"):
+            if src.is_dir():
+                for entry in src.iterdir():
+                    link = d / entry.name
+                    if link.is_symlink():
+                        link.unlink()
+                    link.symlink_to(entry)
+        out.append((d, f"/usr/local/{sub}"))
+    return out
+
+
+def _daemon_cmd(state: Path, prefix: str, command: str, node: str | None = None) -> list[str]:
+    """``unshare`` command line for a daemon: own UTS namespace (hostname = node) and,
+    with another Slurm, a private mount namespace showing its commands first."""
+    flags = ["--uts"] if node else []
+    pre = [f"hostname {node}"] if node else []
+    if prefix:
+        flags.append("--mount")
+        pre = [f"mount --bind {d} {m}" for d, m in _overlay_dirs(state, prefix)] + pre
+    if not flags:
+        return ["sh", "-c", f"exec {command}"]
+    return ["unshare", *flags, "sh", "-c", " && ".join(pre + [f"exec {command}"])]
 
 
 def _record(state: Path, name: str, pidfile: Path, exe: str) -> None:
@@ -121,7 +213,16 @@ def _pid_alive(pidfile: str, exe: str) -> int | None:
 
 
 def _env(state: Path) -> dict[str, str]:
-    return {"PATH": PATH, "SLURM_CONF": str(state / "slurm.conf"), "LC_ALL": "C"}
+    prefix = _prefix_of(state)
+    path = f"{prefix}/bin:{prefix}/sbin:{PATH}" if prefix else PATH
+    return {"PATH": path, "SLURM_CONF": str(state / "slurm.conf"), "LC_ALL": "C"}
+
+
+def _prefix_of(state: Path) -> str:
+    try:
+        return (state / "slurm-prefix").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _run(args: list[str], state: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -155,23 +256,42 @@ def up(opts: argparse.Namespace) -> None:
     for sub in ["ctld", "spool", "tmp"] + [f"spool/{n}" for n in NODES] + \
                [f"tmp/{n}" for n in NODES]:
         (state / sub).mkdir(parents=True, exist_ok=True)
+    prefix = opts.slurm_prefix
+    if opts.slurm_archive:
+        prefix = build(opts.slurm_archive)
+    (state / "slurm-prefix").write_text(prefix + "\n")
     (state / "slurm.conf").write_text(slurm_conf(state, opts))
-    (state / "topology.conf").write_text(topology_conf(opts.topology))
+    for name in ("topology.conf", "topology.yaml"):
+        (state / name).unlink(missing_ok=True)
+    if opts.topology_file == "yaml":
+        (state / "topology.yaml").write_text(topology_yaml(opts.topology))
+    elif opts.topology_file == "block":
+        (state / "topology.conf").write_text(block_conf())
+    else:
+        (state / "topology.conf").write_text(topology_conf(opts.topology))
     start_munge(state)
-    ctld = shutil.which("slurmctld", path=PATH)
-    slurmd = shutil.which("slurmd", path=PATH)
-    if not ctld or not slurmd:
-        raise ClusterError("slurmctld/slurmd not installed (deploy/install-debian-packages.sh)")
-    _run([ctld, "-f", str(state / "slurm.conf")], state)
+    ctld, slurmd = slurm_bin(prefix)
+    ignore_state = " -i" if prefix else ""
+    subprocess.run(_daemon_cmd(state, prefix, f"{ctld}{ignore_state} -f {state}/slurm.conf"),
+                   env=_env(state), check=True, timeout=30, capture_output=True, text=True)
     _record(state, "slurmctld", state / "slurmctld.pid", ctld)
     _wait(lambda: _run(["scontrol", "ping"], state, check=False).stdout.count("UP") > 0,
           15, "slurmctld did not answer scontrol ping", state)
     for node in NODES:
-        subprocess.run(["unshare", "--uts", "sh", "-c",
-                        f"hostname {node} && exec {slurmd} -f {state}/slurm.conf -N {node}"],
-                       env=_env(state), check=True, timeout=30)
+        subprocess.run(_daemon_cmd(state, prefix, f"{slurmd} -f {state}/slurm.conf -N {node}",
+                                   node), env=_env(state), check=True, timeout=30)
         _record(state, f"slurmd-{node}", state / f"slurmd-{node}.pid", slurmd)
     _wait(lambda: _idle(state), 30, "nodes did not become idle", state)
+
+
+def build(archive: str) -> str:
+    """build_slurm.sh ARCHIVE (cached per version); the installed prefix."""
+    script = Path(__file__).with_name("build_slurm.sh")
+    proc = subprocess.run(["bash", str(script), archive], capture_output=True, text=True,
+                          env={"PATH": PATH, "HOME": os.environ.get("HOME", "/root")})
+    if proc.returncode:
+        raise ClusterError(f"build_slurm.sh {archive} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout.strip().splitlines()[-1]
 
 
 def _idle(state: Path) -> bool:
@@ -226,6 +346,18 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(f"--{opt}", default="", metavar="PATH")
     p.add_argument("--topology", choices=sorted(SWITCHES), default="tree",
                    help="switch wiring (default tree: s1=n[1-2], s2=n[3-4])")
+    p.add_argument("--topology-file", choices=["conf", "yaml", "block"], default="conf",
+                   help="topology.conf (tree, default), topology.yaml (25.05+: tree, "
+                        "blocks, flat) or a topology/block topology.conf")
+    p.add_argument("--slurm-prefix", default=os.environ.get("RANKMAP_SLURM_PREFIX", ""),
+                   metavar="DIR", help="an installed Slurm to run instead of Debian's")
+    p.add_argument("--slurm-archive", default="", metavar="TAR",
+                   help="build this Slurm source archive once (build_slurm.sh) and run it")
+    p.add_argument("--ctld-port", type=int, default=int(os.environ.get(
+        "RANKMAP_CTLD_PORT", CTLD_PORT)), help=f"slurmctld port (default {CTLD_PORT})")
+    p.add_argument("--slurmd-port", type=int, default=int(os.environ.get(
+        "RANKMAP_SLURMD_PORT", SLURMD_PORT0)),
+                   help=f"first of the four slurmd ports (default {SLURMD_PORT0})")
     opts = p.parse_args(argv)
     if os.geteuid() != 0:
         print("cluster.py: must run as root", file=sys.stderr)
@@ -237,7 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cluster.py: {exc}\n{detail}", file=sys.stderr)
         return 1
     if opts.action == "up":
-        print(f"cluster up: export SLURM_CONF={opts.state_dir}/slurm.conf")
+        prefix = _prefix_of(Path(opts.state_dir))
+        print(f"cluster up: export SLURM_CONF={opts.state_dir}/slurm.conf"
+              + (f" PATH={prefix}/bin:$PATH" if prefix else ""))
     return 0
 
 
