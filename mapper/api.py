@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import construction, search
+from .errors import RankmapError
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
 from .names import CONSTRUCTIONS as ALGORITHMS
@@ -32,7 +33,7 @@ from .result import MappingResult
 _NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")
 
 
-class AlgorithmError(ValueError):
+class AlgorithmError(RankmapError, ValueError):
     """An algorithm name that is not ``construction[+neighbourhood]``."""
 
 

@@ -16,13 +16,36 @@ from pathlib import Path
 import numpy as np
 
 from .api import map_processes
+from .errors import RankmapError
 from .graph import CommGraph
 from .machine import DistanceMatrix, Hierarchy, Machine, MachineError
 from .objective import evaluate
 
 
-class CliError(Exception):
+class CliError(RankmapError, ValueError):
     """A user-facing error: printed without a traceback, exit status 2."""
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (``--cpus-per-task 0`` is refused by name)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (``--time-limit 0`` is refused by name)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +57,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--algorithm", default="topdown+n10",
                    help="CONSTRUCTION[+NEIGHBOURHOOD], e.g. topdown+n10 (default), greedy+np")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS")
     p.add_argument("--attempts", type=int, default=1,
                    help="repeat with seeds SEED, SEED+1, ... and keep the best (default 1)")
     p.add_argument("--output", required=True, metavar="FILE",

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .errors import RankmapError
 
-class GraphError(ValueError):
+
+class GraphError(RankmapError, ValueError):
     """A communication graph that cannot be used; the message names the source."""
 
 

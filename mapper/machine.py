@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import RankmapError
 
-class MachineError(ValueError):
+
+class MachineError(RankmapError, ValueError):
     """A machine description that cannot be used; the message names the field."""
 
 

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import RankmapError
 from .graph import CommGraph
 from .machine import DistanceMatrix, Hierarchy, Machine
 
 
-class MappingError(ValueError):
+class MappingError(RankmapError, ValueError):
     """A mapping that is not a bijection of ranks onto PEs, or does not fit the machine."""
 
 

@@ -19,6 +19,8 @@ refinement pass.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pymetis
 import scipy.sparse as sp
@@ -67,6 +69,8 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0) -> 
     return best
 
 
+log = logging.getLogger("rankmap.mapper")
+
 _SMALL_GRAPH = 16
 _SMALL_GRAPH_TRIES = 4
 _DENSE_BELOW = 512
@@ -81,7 +85,11 @@ def _metis(adj: sp.csr_matrix, sizes: np.ndarray, seed: int, recursive: bool) ->
             eweights=metis_weights(adj.data), tpwgts=(sizes / n).tolist(),
             recursive=recursive, options=opts)
         return np.asarray(parts, dtype=np.int64)
-    except Exception:  # METIS refuses some tiny or degenerate inputs; start from blocks
+    except (RuntimeError, ValueError, MemoryError) as exc:
+        # METIS refuses some tiny or degenerate inputs: start from blocks, which the
+        # size repair and refinement then improve; said in the log, never silently
+        log.warning("METIS failed on a %d-vertex, %d-part problem (%s); starting from "
+                    "contiguous blocks", n, k, exc)
         return np.repeat(np.arange(k), sizes)
 
 

@@ -24,11 +24,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from mapper.errors import RankmapError
+
 from .hostlist import HostlistError, expand_counts, expand_hostlist
 from .slurmcli import SlurmQueryError, run_slurm
 
 
-class AllocationError(ValueError):
+class AllocationError(RankmapError, ValueError):
     """Job data that is missing or inconsistent; the message names the field."""
 
 
@@ -261,7 +263,7 @@ def pyslurm_matches() -> bool:
     """True when pyslurm imports and was built for the running Slurm's major.minor."""
     try:
         import pyslurm  # type: ignore[import-not-found]
-    except Exception:
+    except ImportError:
         return False
     try:
         running = run_slurm(["scontrol", "--version"], timeout=5).split()[-1]

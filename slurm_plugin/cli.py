@@ -9,29 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mapper import GraphError, MachineError, MappingError
-from mapper.api import AlgorithmError
-from mapper.cli import CliError
 from mapper.cli import add_commands as add_mapper_commands
+from mapper.errors import RankmapError
 
-from .allocation import AllocationError
-from .config import ConfigError, add_config_commands
-from .hostlist import HostlistError
-from .hwloc import HwlocError
-from .jobdir import JobDirError
+from .config import add_config_commands
 from .plan_cli import add_plan_command
 from .profiles.cli import add_profile_commands
-from .profiles.generators import GeneratorError
-from .profiles.ompi_monitoring import MonitoringError
-from .profiles.store import ProfileError
 from .simulate.cli import add_simulate_command
-from .slurmcli import SlurmQueryError
-from .topology import TopologyError
 
-USER_ERRORS: tuple[type[Exception], ...] = (
-    CliError, GraphError, MachineError, MappingError, AlgorithmError, OSError, ConfigError,
-    AllocationError, HostlistError, JobDirError, GeneratorError, MonitoringError,
-    ProfileError, SlurmQueryError, TopologyError, HwlocError, ValueError)
+#: what the CLI reports as one line (exit 2); anything else is a bug and keeps its
+#: traceback (exit 1)
+USER_ERRORS: tuple[type[Exception], ...] = (RankmapError, OSError)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ from typing import Any
 
 import tomllib
 
+from mapper.errors import RankmapError
 from mapper.names import normalize_algorithm
 
 from .names import LAUNCHER_FILES
@@ -25,7 +26,7 @@ DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
 RENDERABLE = LAUNCHER_FILES
 
 
-class ConfigError(ValueError):
+class ConfigError(RankmapError, ValueError):
     """A configuration that cannot be used; the message names the file and key."""
 
 

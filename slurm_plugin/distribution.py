@@ -28,13 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mapper.errors import RankmapError
+
 from .layout import Layout
 
 NODE_METHODS = ("block", "cyclic", "plane", "arbitrary")
 SOCKET_METHODS = ("block", "cyclic", "fcyclic")
 
 
-class DistributionError(ValueError):
+class DistributionError(RankmapError, ValueError):
     """A ``--distribution`` value that is not Slurm's syntax."""
 
 

@@ -11,8 +11,10 @@ import re
 
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
+from mapper.errors import RankmapError
 
-class HostlistError(ValueError):
+
+class HostlistError(RankmapError, ValueError):
     """A host list or count list that does not parse."""
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
+from mapper.errors import RankmapError
+
 #: hwloc object types that group cores below a package, innermost wins
 GROUP_TYPES = ("L3Cache", "Die", "Group", "L2Cache")
 
 
-class HwlocError(ValueError):
+class HwlocError(RankmapError, ValueError):
     """An hwloc XML that cannot be used; the message names the file."""
 
 

@@ -19,11 +19,13 @@ import secrets
 import stat
 from pathlib import Path
 
+from mapper.errors import RankmapError
+
 from .files import FILE_NAMES, LAUNCHER_FILES, write_files_at
 from .names import JOB_DIR_PREFIX, valid_job_id
 
 
-class JobDirError(OSError):
+class JobDirError(RankmapError, OSError):
     """The output directory cannot be used safely; the message says why."""
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mapper.cli import terminal_progress
+from mapper.cli import CliError, positive_float, positive_int, terminal_progress
 from mapper.graph_io import read_graph
 
 from .allocation import Allocation
@@ -32,7 +32,7 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", default="n[1-4]", help="host list (default n[1-4])")
     p.add_argument("--tasks-per-node", default=None,
                    help="tasks per node, e.g. 16 or 16(x3),8 (default: one per core)")
-    p.add_argument("--cpus-per-task", type=int, default=1)
+    p.add_argument("--cpus-per-task", type=positive_int, default=1)
     p.add_argument("--node-info", default="Sockets=2 CoresPerSocket=4",
                    help="node shape as in slurm.conf (default 'Sockets=2 CoresPerSocket=4')")
     p.add_argument("--topology-conf", default=str(EXAMPLE / "topology.conf"),
@@ -47,7 +47,7 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
                    help="the job's Slurm --distribution, which gives the default placement "
                         "rankmap must beat (default block:cyclic, Slurm's default)")
     p.add_argument("--algorithm", default=None)
-    p.add_argument("--time-limit", type=float, default=None)
+    p.add_argument("--time-limit", type=positive_float, default=None)
     p.add_argument("--store", action="append", metavar="DIR")
     p.add_argument("--config", metavar="FILE")
     p.add_argument("--out", required=True, metavar="DIR")
@@ -65,7 +65,7 @@ def _plan(args: argparse.Namespace) -> int:
         if len(tasks) == 1:
             tasks = tasks * len(nodes)
     if len(tasks) != len(nodes):
-        raise ValueError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
+        raise CliError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
     alloc = Allocation(None, tuple(nodes), tuple(tasks), args.cpus_per_task)
     tree = None
     if args.topology_conf != "none":

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import subprocess
 
+from mapper.errors import RankmapError
+
 SLURM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class SlurmQueryError(RuntimeError):
+class SlurmQueryError(RankmapError, RuntimeError):
     """A Slurm command failed, timed out or is missing."""
 
 

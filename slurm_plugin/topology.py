@@ -12,10 +12,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mapper.errors import RankmapError
+
 from .hostlist import HostlistError, expand_hostlist
 
 
-class TopologyError(ValueError):
+class TopologyError(RankmapError, ValueError):
     """Topology input that does not parse or does not fit the job."""
 
 

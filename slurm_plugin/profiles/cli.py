@@ -12,7 +12,7 @@ from ..config import load_config
 from .generators import generate
 from .ompi_monitoring import import_monitoring
 from .smpi_ti import import_ti
-from .store import NAME, ProfileError, ProfileStore
+from .store import NAME, ProfileError, ProfileStore, toml_string
 
 
 def bundled_store() -> Path:
@@ -64,8 +64,11 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    for info in ProfileStore(store_dirs(args)).list():
+    good, broken = ProfileStore(store_dirs(args)).scan()
+    for info in good:
         print(f"{info.name:24s} {info.ranks:8d} ranks  {info.description}")
+    for name, _, reason in broken:
+        print(f"{name:24s} {'BROKEN':>14s}  {reason}")
     return 0
 
 
@@ -109,9 +112,8 @@ def _import(args: argparse.Namespace) -> int:
     store = Path(args.store)
     store.mkdir(parents=True, exist_ok=True)
     write_mtx(g, store / f"{args.name}.mtx", comment=f"imported from {origin}")
-    desc = args.description.replace('"', "'")
     (store / f"{args.name}.toml").write_text(
-        f'ranks = {g.n}\nunits = "bytes"\ndescription = "{desc}"\n'
-        f'source = "{origin.replace(chr(34), chr(39))}"\nfile = "{args.name}.mtx"\n')
+        f'ranks = {g.n}\nunits = "bytes"\ndescription = {toml_string(args.description)}\n'
+        f'source = {toml_string(origin)}\nfile = "{args.name}.mtx"\n')
     print(f"{store / args.name}.toml: {g.n} ranks, {g.m} edges, {g.total_volume:g} bytes")
     return 0

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper import CommGraph
+from mapper.errors import RankmapError
 
 
-class GeneratorError(ValueError):
+class GeneratorError(RankmapError, ValueError):
     """A generator spec that does not fit the job; the message says why."""
 
 

@@ -22,9 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from mapper import CommGraph
+from mapper.errors import RankmapError
 
 
-class MonitoringError(ValueError):
+class MonitoringError(RankmapError, ValueError):
     """Monitoring output that is missing or malformed; names the file and line."""
 
 

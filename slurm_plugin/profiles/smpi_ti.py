@@ -49,9 +49,10 @@ from pathlib import Path
 import numpy as np
 
 from mapper import CommGraph
+from mapper.errors import RankmapError
 
 
-class TraceError(ValueError):
+class TraceError(RankmapError, ValueError):
     """A TI trace that cannot be read; the message names the file and line."""
 
 

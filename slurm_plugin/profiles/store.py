@@ -23,12 +23,13 @@ from pathlib import Path
 import tomllib
 
 from mapper import CommGraph, GraphError
+from mapper.errors import RankmapError
 from mapper.graph_io import read_graph
 
 from .generators import GeneratorError, generate, is_generator_spec
 
 
-class ProfileError(ValueError):
+class ProfileError(RankmapError, ValueError):
     """A profile that cannot be used for this job; the message says which and why."""
 
 
@@ -64,19 +65,31 @@ class ProfileStore:
         self.max_bytes = max_bytes
 
     def list(self) -> list[ProfileInfo]:
+        """The usable profiles (see :meth:`scan` for the broken ones too)."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[ProfileInfo], list[tuple[str, Path, str]]]:
+        """Usable profiles, and broken ones as ``(name, toml path, reason)``; a name
+        shadowed by an earlier store is neither."""
         seen: dict[str, ProfileInfo] = {}
+        broken: list[tuple[str, Path, str]] = []
+        taken: set[str] = set()
         for d in self.dirs:
             if not d.is_dir():
                 continue
             for toml in sorted(d.glob("*.toml")):
                 name = toml.stem
-                if name in seen or not NAME.match(name):
+                if name in taken:
+                    continue
+                taken.add(name)
+                if not NAME.match(name):
+                    broken.append((name, toml, "file name is not a valid profile name"))
                     continue
                 try:
                     seen[name] = self._info(name, toml, d)
-                except ProfileError:
-                    continue
-        return list(seen.values())
+                except ProfileError as exc:
+                    broken.append((name, toml, str(exc)))
+        return list(seen.values()), broken
 
     def find(self, name: str) -> ProfileInfo:
         if not NAME.match(name) or ".." in name:
@@ -133,6 +146,20 @@ class ProfileStore:
             raise ProfileError(f"profile {name!r}: matrix {info.file.name} has {graph.n} "
                                f"ranks, the job has {ntasks} tasks")
         return graph
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: quotes, backslashes and every control character
+    escaped (tab, newline, DEL included), so any description makes a valid file."""
+    out = []
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def resolve_profile(spec: str, ntasks: int, stores: Sequence[str | Path],

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mapper import CommGraph
+from mapper.cli import CliError, positive_float, positive_int
+from mapper.errors import RankmapError
 from mapper.graph_io import read_graph
 
 from ..allocation import Allocation
@@ -58,7 +60,7 @@ from .platform import (
 DEFAULT_ALGORITHM = "topdown+n10"
 
 
-class SimulationError(ValueError):
+class SimulationError(RankmapError, ValueError):
     """smpirun failed or printed no time; the message carries its last output lines
     (a ValueError, so that the CLI reports it in one line like other bad input)."""
 
@@ -77,7 +79,7 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", default="n[1-4]", help="host list (default n[1-4])")
     p.add_argument("--tasks-per-node", default=None,
                    help="tasks per node, e.g. 16 or 16(x3),8 (default: one per core)")
-    p.add_argument("--cpus-per-task", type=int, default=1)
+    p.add_argument("--cpus-per-task", type=positive_int, default=1)
     p.add_argument("--node-info", default="Sockets=2 CoresPerSocket=4",
                    help="node shape as in slurm.conf (default 'Sockets=2 CoresPerSocket=4')")
     p.add_argument("--topology-conf", default=str(EXAMPLE / "topology.conf"),
@@ -91,7 +93,7 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--algorithm", action="append", metavar="ALG",
                    help=f"rankmap algorithm, repeatable: one row each (default: the site "
                         f"config's, else {DEFAULT_ALGORITHM})")
-    p.add_argument("--time-limit", type=float, default=None, help="solver budget, seconds")
+    p.add_argument("--time-limit", type=positive_float, default=None, help="solver budget, seconds")
     p.add_argument("--seed", type=int, default=0, help="solver and scrambled-placement seed")
     p.add_argument("--store", action="append", metavar="DIR")
     p.add_argument("--config", metavar="FILE")
@@ -186,7 +188,7 @@ def build_inputs(args: argparse.Namespace, cfg) -> tuple[Allocation, NodeShape, 
         tasks = expand_counts(args.tasks_per_node)
         tasks = tasks * len(nodes) if len(tasks) == 1 else tasks
     if len(tasks) != len(nodes):
-        raise ValueError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
+        raise CliError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
     alloc = Allocation(None, tuple(nodes), tuple(tasks), args.cpus_per_task)
     tree = SwitchTree()
     if args.topology_conf != "none":
@@ -199,7 +201,7 @@ def build_inputs(args: argparse.Namespace, cfg) -> tuple[Allocation, NodeShape, 
         graph = resolve_profile(args.profile, layout.n, store_dirs(args),
                                 max_bytes=cfg.get("profiles", "max_file_bytes"))
     if graph.n != layout.n:
-        raise ValueError(f"profile {args.profile!r} has {graph.n} ranks but the job has "
+        raise CliError(f"profile {args.profile!r} has {graph.n} ranks but the job has "
                          f"{layout.n} tasks")
     return alloc, shape, tree, layout, graph
 
@@ -247,9 +249,9 @@ def format_table(runs: list[Run]) -> str:
 def _simulate(args: argparse.Namespace) -> int:
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program and not args.platform_only:
-        raise ValueError("no program: give -- PROGRAM ARGS (an SMPI binary built with smpicc)")
+        raise CliError("no program: give -- PROGRAM ARGS (an SMPI binary built with smpicc)")
     if not args.platform_only and shutil.which(args.smpirun) is None:
-        raise ValueError(f"{args.smpirun} not found: install SimGrid (Debian: simgrid, "
+        raise CliError(f"{args.smpirun} not found: install SimGrid (Debian: simgrid, "
                          f"libsimgrid-dev) or pass --smpirun")
     cfg = load_config(args.config)
     alloc, shape, tree, layout, graph = build_inputs(args, cfg)

@@ -1,0 +1,100 @@
+"""One error hierarchy: user errors are RankmapError (one line, exit 2), bugs keep their
+traceback; nothing is swallowed."""
+
+import importlib
+import inspect
+import logging
+
+import numpy as np
+import pytest
+import tomllib
+
+from mapper.errors import RankmapError
+from slurm_plugin.cli import main
+
+MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objective",
+           "mapper.api", "mapper.cli", "slurm_plugin.config", "slurm_plugin.allocation",
+           "slurm_plugin.topology", "slurm_plugin.hostlist", "slurm_plugin.hwloc",
+           "slurm_plugin.jobdir", "slurm_plugin.slurmcli", "slurm_plugin.distribution",
+           "slurm_plugin.profiles.store", "slurm_plugin.profiles.generators",
+           "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti"]
+
+
+def test_every_error_class_is_a_rankmap_error():
+    for name in MODULES:
+        for cls_name, cls in inspect.getmembers(importlib.import_module(name), inspect.isclass):
+            if cls_name.endswith("Error") and cls.__module__ == name:
+                assert issubclass(cls, RankmapError), f"{name}.{cls_name}"
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--cpus-per-task", "0"], "--cpus-per-task: must be at least 1"),
+    (["--time-limit", "0"], "--time-limit: must be a positive number"),
+    (["--time-limit", "nan"], "--time-limit: must be a positive number"),
+])
+def test_plan_refuses_zero_by_name(tmp_path, capsys, args, msg):
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "--out", str(tmp_path), *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err
+
+
+def test_user_error_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["plan", "--out", str(tmp_path), "--profile", "nosuch-profile"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rankmap: error:") and "not found" in err and err.count("\n") == 1
+
+
+def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
+    import slurm_plugin.plan_cli as plan_cli
+
+    def broken(*a, **k):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(plan_cli, "make_plan", broken)
+    with pytest.raises(ZeroDivisionError):
+        main(["plan", "--out", str(tmp_path)])
+
+
+def test_metis_failure_is_logged_not_silent(monkeypatch, caplog):
+    import scipy.sparse as sp
+
+    import mapper.partition as partition
+
+    def refuse(*a, **k):
+        raise RuntimeError("METIS_ERROR_INPUT")
+
+    monkeypatch.setattr(partition.pymetis, "part_graph", refuse)
+    adj = sp.csr_matrix(np.ones((6, 6)) - np.eye(6))
+    with caplog.at_level(logging.WARNING, logger="rankmap.mapper"):
+        parts = partition._metis(adj, np.array([3, 3]), 0, True)
+    assert sorted(np.bincount(parts).tolist()) == [3, 3]
+    assert "METIS failed" in caplog.text and "METIS_ERROR_INPUT" in caplog.text
+
+
+def test_profile_list_shows_broken_profiles_with_the_reason(tmp_path, capsys):
+    (tmp_path / "good.toml").write_text('ranks = 2\nfile = "good.mtx"\n')
+    (tmp_path / "good.mtx").write_text("%%MatrixMarket matrix coordinate real general\n"
+                                       "2 2 1\n1 2 5\n")
+    (tmp_path / "bad.toml").write_text('ranks = "two"\nfile = "bad.mtx"\n')
+    assert main(["profile", "list", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "good" in out
+    assert "bad" in out and "BROKEN" in out and "ranks: must be int" in out
+
+
+def test_profile_import_writes_valid_toml_for_any_description(tmp_path):
+    from slurm_plugin.profiles.store import ProfileStore
+
+    prof = tmp_path / "prof"
+    for rank in (0, 1):
+        line = f"E\t{rank}\t{1 - rank}\t100 bytes\t1 msgs sent\n"
+        (tmp_path / f"prof.{rank}.prof").write_text(line)
+    desc = 'tab\there, back\\slash, "quotes"\nnewline \x7f'
+    store = tmp_path / "store"
+    assert main(["profile", "import", str(prof), "--name", "p", "--store", str(store),
+                 "--description", desc]) == 0
+    data = tomllib.loads((store / "p.toml").read_text())
+    assert data["description"] == desc
+    assert ProfileStore([store]).find("p").description == desc
