@@ -25,8 +25,7 @@ from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
 from .limits import apply_worker_limits
 from .plan import make_plan
-from .profiles.cli import bundled_store
-from .profiles.store import resolve_profile
+from .profiles.store import bundled_store, resolve_profile
 from .slurmcli import run_slurm
 from .topology import SwitchTree, parse_scontrol_nodes
 from .topology_yaml import read_topology_source

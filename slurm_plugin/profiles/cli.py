@@ -12,11 +12,7 @@ from ..config import load_config
 from .generators import generate
 from .ompi_monitoring import import_monitoring
 from .smpi_ti import import_ti
-from .store import NAME, ProfileError, ProfileStore, toml_string
-
-
-def bundled_store() -> Path:
-    return Path(__file__).resolve().parent.parent / "data" / "profiles"
+from .store import NAME, ProfileError, ProfileStore, bundled_store, toml_string
 
 
 def store_dirs(args: argparse.Namespace) -> list[str]:

@@ -148,6 +148,11 @@ class ProfileStore:
         return graph
 
 
+def bundled_store() -> Path:
+    """The example profiles shipped in the package (searched after the site's stores)."""
+    return Path(__file__).resolve().parent.parent / "data" / "profiles"
+
+
 def toml_string(text: str) -> str:
     """``text`` as a TOML basic string: quotes, backslashes and every control character
     escaped (tab, newline, DEL included), so any description makes a valid file."""
