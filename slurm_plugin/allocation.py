@@ -273,18 +273,12 @@ def pyslurm_matches() -> bool:
         return False
 
 
-def _allocation_from_pyslurm(job_id: str) -> Allocation:  # pragma: no cover - needs 25.11
-    import pyslurm  # type: ignore[import-not-found]
+def _allocation_from_pyslurm(job_id: str, env: Mapping[str, str] | None = None,
+                             timeout: float = 10.0) -> Allocation:
+    """pyslurm, item by item with CLI fallbacks: :mod:`slurm_plugin.pyslurm_backend`."""
+    from .pyslurm_backend import allocation
 
-    job = pyslurm.Job.load(int(job_id))
-    nodes = expand_hostlist(job.nodes or "")
-    cpt = int(job.cpus_per_task or 1)
-    ntasks = int(job.ntasks or len(nodes))
-    per_node = int(job.ntasks_per_node or 0) or None
-    return Allocation(str(job_id), tuple(nodes),
-                      tuple(distribute_tasks(ntasks, [ntasks] * len(nodes), per_node)), cpt,
-                      partition=job.partition, account=job.account, job_name=job.name,
-                      user=job.user_name, uid=job.user_id, gid=job.group_id)
+    return allocation(job_id, env, timeout)
 
 
 # -- the interface ---------------------------------------------------------------------
@@ -303,7 +297,7 @@ def read_allocation(job_id: str | None = None, env: Mapping[str, str] = os.envir
     if not job_id:
         raise AllocationError("no job id (SLURM_JOB_ID) to ask Slurm about")
     if backend == "pyslurm" or (backend == "auto" and pyslurm_matches()):
-        alloc = _allocation_from_pyslurm(job_id)
+        alloc = _allocation_from_pyslurm(job_id, env, timeout)
     elif backend == "squeue":
         alloc = parse_squeue_json(run_slurm(["squeue", "--json", "-j", str(job_id)], timeout,
                                             dict(env)), job_id)
