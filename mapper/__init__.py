@@ -15,6 +15,8 @@ kernels — the Slurm TaskProlog validates its configuration with it once per ta
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 
 _EXPORTS = {
     "ALGORITHMS": "api", "NEIGHBORHOODS": "api", "map_processes": "api",
@@ -22,11 +24,11 @@ _EXPORTS = {
     "DistanceMatrix": "machine", "Hierarchy": "machine", "Machine": "machine",
     "MachineError": "machine",
     "Evaluation": "objective", "MappingError": "objective", "TrafficLevel": "objective",
-    "evaluate": "objective", "objective": "objective",
+    "evaluate": "objective",
     "MappingResult": "result",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "objective"])
 
 
 def __getattr__(name: str):
@@ -40,3 +42,23 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return __all__
+
+
+class _Package(types.ModuleType):
+    """``mapper.objective`` is both a submodule and the function exported under that
+    name.  Importing the submodule makes Python set the package attribute to the
+    module; eager imports used to rebind it to the function afterwards.  Lazily, this
+    property keeps ``from mapper import objective`` the function whatever was imported
+    first (``from mapper.objective import …`` still reads the module; ``import
+    mapper.objective as m`` gives the function, as it did with eager imports)."""
+
+    @property
+    def objective(self):
+        return importlib.import_module(".objective", __name__).objective
+
+    @objective.setter
+    def objective(self, value) -> None:  # the import system's setattr: keep the function
+        pass
+
+
+sys.modules[__name__].__class__ = _Package

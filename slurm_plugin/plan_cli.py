@@ -4,31 +4,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from mapper import CommGraph
 from mapper.cli import CliError, positive_float, positive_int, terminal_progress
 from mapper.graph_io import read_graph
 
 from .allocation import Allocation
-from .config import load_config
+from .config import Config, load_config
 from .distribution import parse_distribution
 from .files import write_files
 from .hostlist import expand_counts, expand_hostlist
 from .hwloc import parse_hwloc_xml
-from .layout import build_layout
+from .layout import Layout, build_layout
 from .plan import make_plan
 from .profiles.cli import store_dirs
 from .profiles.store import resolve_profile
-from .topology import SwitchTree, parse_node_shape, parse_topology_conf
+from .topology import NodeShape, SwitchTree, parse_node_shape, parse_topology_conf
 
 EXAMPLE = Path(__file__).resolve().parent / "data" / "example"
 
 
-def add_plan_command(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="compute and render a placement from explicit inputs",
-                       description="Compute a placement the way the prolog does, from a "
-                                   "node list, a node shape and a topology.conf, and write "
-                                   "the launcher files and the report into --out.")
+def add_job_arguments(p: argparse.ArgumentParser, profile_help: str | None = None) -> None:
+    """The job's inputs as ``rankmap plan`` takes them (``rankmap simulate`` too)."""
     p.add_argument("--nodes", default="n[1-4]", help="host list (default n[1-4])")
     p.add_argument("--tasks-per-node", default=None,
                    help="tasks per node, e.g. 16 or 16(x3),8 (default: one per core)")
@@ -41,21 +40,31 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hwloc-xml", metavar="FILE",
                    help="hwloc XML (lstopo --of xml) of the nodes: adds a cache level")
     p.add_argument("--profile", default="lammps-3d",
-                   help="store name, generator spec (stencil3d, npb-cg, ...) or a matrix "
-                        "file (default: the bundled lammps-3d)")
+                   help=profile_help or "store name, generator spec (stencil3d, npb-cg, ...) "
+                                        "or a matrix file (default: the bundled lammps-3d)")
     p.add_argument("--distribution", default=None, metavar="DIST",
                    help="the job's Slurm --distribution, which gives the default placement "
                         "rankmap must beat (default block:cyclic, Slurm's default)")
-    p.add_argument("--algorithm", default=None)
-    p.add_argument("--time-limit", type=positive_float, default=None)
+    p.add_argument("--time-limit", type=positive_float, default=None,
+                   help="solver budget, seconds")
     p.add_argument("--store", action="append", metavar="DIR")
     p.add_argument("--config", metavar="FILE")
-    p.add_argument("--out", required=True, metavar="DIR")
-    p.set_defaults(func=_plan)
 
 
-def _plan(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+@dataclass(frozen=True)
+class JobInputs:
+    """What ``add_job_arguments`` describe, read and checked."""
+
+    alloc: Allocation
+    shape: NodeShape
+    tree: SwitchTree
+    layout: Layout
+    graph: CommGraph
+
+
+def job_inputs(args: argparse.Namespace, cfg: Config) -> JobInputs:
+    """Allocation, node shape, switch tree, layout and communication graph from the
+    arguments; files are read here (the CLI edge)."""
     nodes = expand_hostlist(args.nodes)
     shape = parse_node_shape(args.node_info)
     if args.tasks_per_node is None:
@@ -67,7 +76,7 @@ def _plan(args: argparse.Namespace) -> int:
     if len(tasks) != len(nodes):
         raise CliError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
     alloc = Allocation(None, tuple(nodes), tuple(tasks), args.cpus_per_task)
-    tree = None
+    tree = SwitchTree()
     if args.topology_conf != "none":
         path = Path(args.topology_conf)
         tree = parse_topology_conf(path.read_text(), str(path))
@@ -75,14 +84,31 @@ def _plan(args: argparse.Namespace) -> int:
     if args.hwloc_xml:
         xml = parse_hwloc_xml(Path(args.hwloc_xml).read_text(), args.hwloc_xml)
         groups = dict.fromkeys(nodes, xml)
-    layout = build_layout(alloc, shape, tree or SwitchTree(),
-                          cfg.get("solver", "level_distances"), groups,
+    layout = build_layout(alloc, shape, tree, cfg.get("solver", "level_distances"), groups,
                           cfg.get("hwloc", "cache_distance"))
     if Path(args.profile).is_file():
         graph = read_graph(args.profile)
     else:
         graph = resolve_profile(args.profile, layout.n, store_dirs(args),
                                 max_bytes=cfg.get("profiles", "max_file_bytes"))
+    return JobInputs(alloc, shape, tree, layout, graph)
+
+
+def add_plan_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="compute and render a placement from explicit inputs",
+                       description="Compute a placement the way the prolog does, from a "
+                                   "node list, a node shape and a topology.conf, and write "
+                                   "the launcher files and the report into --out.")
+    add_job_arguments(p)
+    p.add_argument("--algorithm", default=None)
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.set_defaults(func=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    inputs = job_inputs(args, cfg)
+    layout, graph = inputs.layout, inputs.graph
     plan = make_plan(layout, graph, algorithm=args.algorithm or cfg.get("solver", "algorithm"),
                      time_limit=args.time_limit or cfg.get("solver", "time_limit"),
                      seed=cfg.get("solver", "seed"), files=cfg.get("render", "files"),

@@ -54,3 +54,16 @@ def test_one_definition_of_each_name():
             path
         assert '"SPANK_RANKMAP_COMM_PROFILE"' not in text, path
         assert "isdigit()" not in text or path.name not in ("task_prolog.py", "jobdir.py"), path
+
+
+def test_grammar_loads_without_the_solver_and_objective_stays_a_function():
+    import subprocess
+    import sys
+
+    code = ("import sys, mapper.names, slurm_plugin.config, slurm_plugin.task_prolog\n"
+            "assert 'numpy' not in sys.modules, 'numpy loaded'\n"
+            "from mapper.objective import evaluate\n"
+            "from mapper import objective\n"
+            "assert callable(objective), objective\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

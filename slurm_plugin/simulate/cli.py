@@ -30,19 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mapper import CommGraph
-from mapper.cli import CliError, positive_float, positive_int
+from mapper.cli import CliError
 from mapper.errors import RankmapError
-from mapper.graph_io import read_graph
 
 from ..allocation import Allocation
 from ..config import load_config
 from ..distribution import parse_distribution
-from ..hostlist import expand_counts, expand_hostlist
-from ..layout import Layout, build_layout
-from ..plan_cli import EXAMPLE
-from ..profiles.cli import store_dirs
-from ..profiles.store import resolve_profile
-from ..topology import NodeShape, SwitchTree, TopologyError, parse_node_shape, parse_topology_conf
+from ..layout import Layout
+from ..plan_cli import add_job_arguments, job_inputs
+from ..topology import NodeShape, SwitchTree, TopologyError
 from .placements import Placement, hosts_per_rank, placements
 from .platform import (
     HOST_BW,
@@ -76,27 +72,13 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
         epilog="example:\n  rankmap simulate --nodes n[1-4] --node-info 'Sockets=2 "
                "CoresPerSocket=4' \\\n    --profile stencil3d:2x4x4,periodic --out /tmp/sim "
                "-- bench/benefit/build/halo3d -d 2x4x4 -p")
-    p.add_argument("--nodes", default="n[1-4]", help="host list (default n[1-4])")
-    p.add_argument("--tasks-per-node", default=None,
-                   help="tasks per node, e.g. 16 or 16(x3),8 (default: one per core)")
-    p.add_argument("--cpus-per-task", type=positive_int, default=1)
-    p.add_argument("--node-info", default="Sockets=2 CoresPerSocket=4",
-                   help="node shape as in slurm.conf (default 'Sockets=2 CoresPerSocket=4')")
-    p.add_argument("--topology-conf", default=str(EXAMPLE / "topology.conf"),
-                   help="topology.conf with the switch tree (default: the bundled example); "
-                        "'none' for no switches")
-    p.add_argument("--profile", default="lammps-3d",
-                   help="store name, generator spec or matrix file: what rankmap maps and "
-                        "J is computed on (match it to the program)")
-    p.add_argument("--distribution", default=None, metavar="DIST",
-                   help="Slurm --distribution of the default placement (default block:cyclic)")
+    add_job_arguments(p, profile_help="store name, generator spec or matrix file: what "
+                                      "rankmap maps and J is computed on (match it to the "
+                                      "program)")
     p.add_argument("--algorithm", action="append", metavar="ALG",
                    help=f"rankmap algorithm, repeatable: one row each (default: the site "
                         f"config's, else {DEFAULT_ALGORITHM})")
-    p.add_argument("--time-limit", type=positive_float, default=None, help="solver budget, seconds")
     p.add_argument("--seed", type=int, default=0, help="solver and scrambled-placement seed")
-    p.add_argument("--store", action="append", metavar="DIR")
-    p.add_argument("--config", metavar="FILE")
     net = p.add_argument_group(
         "network", "SimGrid units (12.5GBps, 100Gbps, 1us); an uplink's bandwidth is the "
                    "sum of the host links below it / the oversubscription unless given")
@@ -180,30 +162,11 @@ def network_params(args: argparse.Namespace) -> NetworkParams:
 def build_inputs(args: argparse.Namespace, cfg) -> tuple[Allocation, NodeShape, SwitchTree,
                                                           Layout, CommGraph]:
     """Allocation, node shape, switch tree, layout and graph, as ``rankmap plan`` builds them."""
-    nodes = expand_hostlist(args.nodes)
-    shape = parse_node_shape(args.node_info)
-    if args.tasks_per_node is None:
-        tasks = [shape.cores // args.cpus_per_task] * len(nodes)
-    else:
-        tasks = expand_counts(args.tasks_per_node)
-        tasks = tasks * len(nodes) if len(tasks) == 1 else tasks
-    if len(tasks) != len(nodes):
-        raise CliError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
-    alloc = Allocation(None, tuple(nodes), tuple(tasks), args.cpus_per_task)
-    tree = SwitchTree()
-    if args.topology_conf != "none":
-        path = Path(args.topology_conf)
-        tree = parse_topology_conf(path.read_text(), str(path))
-    layout = build_layout(alloc, shape, tree, cfg.get("solver", "level_distances"))
-    if Path(args.profile).is_file():
-        graph = read_graph(args.profile)
-    else:
-        graph = resolve_profile(args.profile, layout.n, store_dirs(args),
-                                max_bytes=cfg.get("profiles", "max_file_bytes"))
-    if graph.n != layout.n:
-        raise CliError(f"profile {args.profile!r} has {graph.n} ranks but the job has "
-                         f"{layout.n} tasks")
-    return alloc, shape, tree, layout, graph
+    inputs = job_inputs(args, cfg)
+    if inputs.graph.n != inputs.layout.n:
+        raise CliError(f"profile {args.profile!r} has {inputs.graph.n} ranks but the job has "
+                       f"{inputs.layout.n} tasks")
+    return inputs.alloc, inputs.shape, inputs.tree, inputs.layout, inputs.graph
 
 
 def smpirun_command(args: argparse.Namespace, platform: Path, hostfile: Path, n: int,
