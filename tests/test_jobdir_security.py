@@ -27,22 +27,17 @@ from slurm_plugin.jobdir import (
     ensure_output_dir,
     remove_job_dir,
 )
+from slurm_plugin.names import LAUNCHER_FILES
 from slurm_plugin.task_prolog import exports
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another uid)")
 NOBODY = 65534
-LAUNCHERS = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
+LAUNCHERS = LAUNCHER_FILES
 
 
 @pytest.fixture(autouse=True)
-def _restore_logging():
-    handlers, level = list(prolog.log.handlers), prolog.log.level
-    yield
-    for h in prolog.log.handlers:
-        if h not in handlers:
-            h.close()
-    prolog.log.handlers[:] = handlers
-    prolog.log.setLevel(level)
+def _restore_logging(restore_prolog_logging):
+    """Every test here runs with the prolog's logger restored afterwards."""
 
 
 @pytest.fixture(autouse=True)

@@ -22,14 +22,8 @@ LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} rankmap\[\d+\] ")
 
 
 @pytest.fixture(autouse=True)
-def _restore_logging():
-    handlers, level = list(prolog.log.handlers), prolog.log.level
-    yield
-    for h in prolog.log.handlers:
-        if h not in handlers:
-            h.close()
-    prolog.log.handlers[:] = handlers
-    prolog.log.setLevel(level)
+def _restore_logging(restore_prolog_logging):
+    """Every test here runs with the prolog's logger restored afterwards."""
 
 
 @pytest.fixture
