@@ -19,7 +19,7 @@ import sys
 import types
 
 _EXPORTS = {
-    "ALGORITHMS": "api", "NEIGHBORHOODS": "api", "map_processes": "api",
+    "ALGORITHMS": "names", "NEIGHBORHOODS": "names", "map_processes": "api",
     "CommGraph": "graph", "GraphError": "graph",
     "DistanceMatrix": "machine", "Hierarchy": "machine", "Machine": "machine",
     "MachineError": "machine",

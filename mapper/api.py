@@ -14,7 +14,6 @@ neighbourhoods
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,12 +24,9 @@ from . import construction, search
 from .errors import RankmapError
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
-from .names import CONSTRUCTIONS as ALGORITHMS
-from .names import NEIGHBORHOODS, algorithm_error, normalize_algorithm
+from .names import parse_algorithm
 from .objective import check_mapping, evaluate
 from .result import MappingResult
-
-_NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")
 
 
 class AlgorithmError(RankmapError, ValueError):
@@ -48,28 +44,12 @@ class AlgorithmSpec:
     @classmethod
     def parse(cls, name: str) -> AlgorithmSpec:
         try:
-            parts = normalize_algorithm(name).split("+")
-        except ValueError:
-            parts = name.strip().lower().split("+")
-            if len(parts) > 2 or parts[0] not in ALGORITHMS:
-                raise AlgorithmError(algorithm_error(name)) from None
-        if len(parts) == 1:
-            return cls(parts[0], None)
-        m = _NEIGHBORHOOD.match(parts[1])
-        if not m:
-            raise AlgorithmError(f"unknown neighbourhood {parts[1]!r} in {name!r}: expected "
-                                 f"one of {', '.join(NEIGHBORHOODS)}")
-        if m.group("n2"):
-            return cls(parts[0], "n2")
-        if m.group("d") is not None:
-            d = int(m.group("d"))
-            if d < 1:
-                raise AlgorithmError(f"{name!r}: communication distance must be at least 1")
-            return cls(parts[0], "nc", d)
-        block = int(m.group("block") or search.pruned.DEFAULT_BLOCK)
-        if block < 2:
-            raise AlgorithmError(f"{name!r}: pruned block size must be at least 2")
-        return cls(parts[0], "np", block)
+            construction_, neighborhood, param = parse_algorithm(name)
+        except ValueError as exc:
+            raise AlgorithmError(str(exc)) from None
+        if neighborhood == "np" and param is None:
+            param = search.pruned.DEFAULT_BLOCK
+        return cls(construction_, neighborhood, param or 0)
 
 
 def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+n10",

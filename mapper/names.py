@@ -2,7 +2,7 @@
 
 Standard library only, and importable without loading the solver (``mapper/__init__``
 imports lazily), so the TaskProlog can validate a configuration cheaply.  The SPANK
-plugin (C) keeps its own copy of :data:`CONSTRUCTIONS`; a test compares the two.
+plugin (C) keeps its own copy of :data:`ALGORITHMS`; a test compares the two.
 
 Grammar, case-insensitive, normalised to lower case::
 
@@ -15,26 +15,44 @@ from __future__ import annotations
 
 import re
 
-CONSTRUCTIONS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup")
+ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup")
 NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
 
-ALGORITHM = re.compile(r"^(?P<construction>[a-z]+)"
-                       r"(?:\+(?P<nbh>n2|n(?P<d>[1-9]\d*)|nc(?P<dc>[1-9]\d*)"
-                       r"|np(?P<block>[2-9]|[1-9]\d+)?))?$")
+_NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")
 
 
 def algorithm_error(name: str) -> str:
     """The message for a name that is not in the grammar."""
     return (f"unknown algorithm {name!r}: expected CONSTRUCTION[+NEIGHBOURHOOD] with "
-            f"CONSTRUCTION one of {', '.join(CONSTRUCTIONS)} and NEIGHBOURHOOD one of "
+            f"CONSTRUCTION one of {', '.join(ALGORITHMS)} and NEIGHBOURHOOD one of "
             f"{', '.join(NEIGHBORHOODS)} (e.g. topdown+n10)")
 
 
-def normalize_algorithm(name: str) -> str:
-    """``TopDown+N10`` → ``topdown+n10``; ValueError (with :func:`algorithm_error`'s
-    message) for anything outside the grammar."""
-    text = name.strip().lower()
-    m = ALGORITHM.match(text)
-    if not m or m.group("construction") not in CONSTRUCTIONS:
+def parse_algorithm(name: str) -> tuple[str, str | None, int | None]:
+    """``(construction, neighbourhood, parameter)``: neighbourhood ``"nc"`` (parameter d),
+    ``"np"`` (block, None for the default), ``"n2"`` or None.  ValueError naming what
+    is wrong for anything outside the grammar."""
+    parts = name.strip().lower().split("+")
+    if len(parts) > 2 or parts[0] not in ALGORITHMS:
         raise ValueError(algorithm_error(name))
-    return text
+    if len(parts) == 1:
+        return parts[0], None, None
+    m = _NEIGHBORHOOD.match(parts[1])
+    if not m:
+        raise ValueError(f"unknown neighbourhood {parts[1]!r} in {name!r}: expected one of "
+                         f"{', '.join(NEIGHBORHOODS)}")
+    if m.group("n2"):
+        return parts[0], "n2", None
+    if m.group("d") is not None:
+        if int(m.group("d")) < 1:
+            raise ValueError(f"{name!r}: communication distance must be at least 1")
+        return parts[0], "nc", int(m.group("d"))
+    if m.group("block") and int(m.group("block")) < 2:
+        raise ValueError(f"{name!r}: pruned block size must be at least 2")
+    return parts[0], "np", int(m.group("block")) if m.group("block") else None
+
+
+def normalize_algorithm(name: str) -> str:
+    """``TopDown+N10`` → ``topdown+n10``; ValueError for anything outside the grammar."""
+    parse_algorithm(name)
+    return name.strip().lower()

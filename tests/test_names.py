@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mapper.api import AlgorithmSpec
-from mapper.names import CONSTRUCTIONS, normalize_algorithm
+from mapper.names import ALGORITHMS, normalize_algorithm
 from slurm_plugin.config import ConfigError, parse_config
 from slurm_plugin.names import valid_job_id
 
@@ -17,7 +17,7 @@ SPANK_C = Path(__file__).resolve().parents[1] / "slurm_plugin/spank/rankmap_span
 def test_the_c_plugin_knows_the_same_constructions():
     text = SPANK_C.read_text()
     listed = re.search(r"constructions\[\] = \{([^}]*)\}", text).group(1)
-    assert tuple(re.findall(r'"([a-z]+)"', listed)) == CONSTRUCTIONS
+    assert tuple(re.findall(r'"([a-z]+)"', listed)) == ALGORITHMS
 
 
 @pytest.mark.parametrize("name", ["topdown+n10", "TopDown+n10", "GREEDYALLC+NP4",
@@ -67,3 +67,10 @@ def test_grammar_loads_without_the_solver_and_objective_stays_a_function():
             "assert callable(objective), objective\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_every_public_name_of_mapper_resolves():
+    import mapper
+
+    for name in mapper.__all__:
+        assert getattr(mapper, name) is not None, name
