@@ -273,14 +273,6 @@ def pyslurm_matches() -> bool:
         return False
 
 
-def _allocation_from_pyslurm(job_id: str, env: Mapping[str, str] | None = None,
-                             timeout: float = 10.0) -> Allocation:
-    """pyslurm, item by item with CLI fallbacks: :mod:`slurm_plugin.pyslurm_backend`."""
-    from .pyslurm_backend import allocation
-
-    return allocation(job_id, env, timeout)
-
-
 # -- the interface ---------------------------------------------------------------------
 
 def read_allocation(job_id: str | None = None, env: Mapping[str, str] = os.environ,
@@ -297,7 +289,9 @@ def read_allocation(job_id: str | None = None, env: Mapping[str, str] = os.envir
     if not job_id:
         raise AllocationError("no job id (SLURM_JOB_ID) to ask Slurm about")
     if backend == "pyslurm" or (backend == "auto" and pyslurm_matches()):
-        alloc = _allocation_from_pyslurm(job_id, env, timeout)
+        from .pyslurm_backend import allocation  # item by item, CLI fallbacks
+
+        alloc = allocation(job_id, env, timeout)
     elif backend == "squeue":
         alloc = parse_squeue_json(run_slurm(["squeue", "--json", "-j", str(job_id)], timeout,
                                             dict(env)), job_id)

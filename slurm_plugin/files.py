@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .names import FILE_NAMES, LAUNCHER_FILES
-
-__all__ = ["FILE_NAMES", "LAUNCHER_FILES", "write_files", "write_files_at"]
+from .names import FILE_NAMES
 
 FILE_MODE = 0o600
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -54,18 +52,13 @@ def write_files_at(dir_fd: int, files: dict[str, str], owner: tuple[int, int] | 
     return out
 
 
-def write_files(directory: str | os.PathLike | int, files: dict[str, str],
+def write_files(directory: str | os.PathLike, files: dict[str, str],
                 owner: tuple[int, int] | None = None, mode: int = FILE_MODE
                 ) -> dict[str, Path]:
-    """Write ``{name: text}`` into ``directory`` (a path, or an open directory fd), mode
-    0600 by default; see :func:`write_files_at`.
-
-    A path is opened with O_NOFOLLOW | O_DIRECTORY (its last component must not be a
-    symlink); a descriptor is used as it is and left open.  Returns ``{name: path}``
-    (relative file names when given a descriptor).
+    """Write ``{name: text}`` into ``directory``, mode 0600 by default; see
+    :func:`write_files_at`.  The path is opened with O_NOFOLLOW | O_DIRECTORY (its last
+    component must not be a symlink).  Returns ``{name: path}``.
     """
-    if isinstance(directory, int):
-        return {k: Path(v) for k, v in write_files_at(directory, files, owner, mode).items()}
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         names = write_files_at(dir_fd, files, owner, mode)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from mapper.errors import RankmapError
 
-from .files import FILE_NAMES, LAUNCHER_FILES, write_files_at
-from .names import JOB_DIR_PREFIX, valid_job_id
+from .files import write_files_at
+from .names import FILE_NAMES, JOB_DIR_PREFIX, LAUNCHER_FILES, valid_job_id
 
 
 class JobDirError(RankmapError, OSError):
@@ -230,19 +230,24 @@ def _move_aside(parent_fd: int, name: str) -> str:
     return aside
 
 
-def _clear(parent_fd: int, output_dir: str | os.PathLike, name: str) -> str | None:
+def _clear(parent_fd: int, output_dir: str | os.PathLike, name: str,
+           max_depth: int | None = None, max_entries: int | None = None
+           ) -> tuple[int, str | None]:
     """Remove ``name`` in the output directory, or rename it aside when it cannot be
-    removed within the bounds; a note saying what was left where, if anything."""
+    removed within the bounds: the count removed, and a note saying what was left where
+    (None when nothing was)."""
     try:
-        remove_entry(parent_fd, name)
-        return None
+        return remove_entry(parent_fd, name, max_depth, max_entries), None
     except OSError as exc:
         try:
             aside = _move_aside(parent_fd, name)
         except FileNotFoundError:
-            return None  # gone meanwhile
-        return (f"could not remove {Path(output_dir) / name} ({exc}); the rest was "
-                f"moved aside to {Path(output_dir) / aside}")
+            return 0, None  # gone meanwhile
+        except OSError as exc2:
+            return 0, (f"could not remove {Path(output_dir) / name} ({exc}) nor move it "
+                       f"aside ({exc2.strerror}); left in place")
+        return 0, (f"could not remove {Path(output_dir) / name} ({exc}); the rest was left "
+                   f"in {Path(output_dir) / aside}")
 
 
 # -- the job directory ----------------------------------------------------------------
@@ -329,7 +334,7 @@ def create_job_dir(output_dir: str | os.PathLike, job_id: str, uid: int | None =
             except FileExistsError:
                 if attempt == 2:
                     raise JobDirError(f"{Path(output_dir) / name} keeps reappearing") from None
-                note = _clear(out_fd, output_dir, name)
+                _, note = _clear(out_fd, output_dir, name)
                 if note:
                     notes.append(note)
         fd = os.open(name, _DIR_FLAGS, dir_fd=out_fd)
@@ -366,15 +371,9 @@ def remove_job_dir(output_dir: str | os.PathLike, job_id: str, max_depth: int | 
             return False
         raise
     try:
-        try:
-            return remove_entry(out_fd, name, max_depth, max_entries) > 0
-        except OSError as exc:
-            try:
-                aside = _move_aside(out_fd, name)
-            except OSError as exc2:
-                raise JobDirError(f"could not remove {Path(output_dir) / name} ({exc}) nor "
-                                  f"move it aside ({exc2.strerror}); left in place") from None
-            raise JobDirError(f"could not remove {Path(output_dir) / name} ({exc}); the "
-                              f"rest was left in {Path(output_dir) / aside}") from None
+        removed, note = _clear(out_fd, output_dir, name, max_depth, max_entries)
     finally:
         os.close(out_fd)
+    if note:
+        raise JobDirError(note)
+    return removed > 0

@@ -210,10 +210,18 @@ def handle_job(env: Mapping[str, str], cfg: Config) -> None:
         try:
             _compute(env, cfg, job_dir, request, uid, gid)
         except Exception as exc:  # still a report, in the job directory
-            reason = f"internal error: {type(exc).__name__}: {exc}"
-            log.error("job %s: %s; default placement", job, safe_text(reason, REASON_LIMIT))
-            log.error("job %s: %s", job, safe_text(traceback.format_exc(), 4000))
-            _report_failure(cfg, job_id, request, reason, uid, gid, job_dir)
+            _report_failure(cfg, job_id, request, _internal_error(job_id, exc), uid, gid,
+                            job_dir)
+
+
+def _internal_error(job_id: str | None, exc: Exception) -> str:
+    """Log a bug (with its traceback) that stopped the prolog's work; the reason for the
+    job's report."""
+    reason = f"internal error: {type(exc).__name__}: {exc}"
+    log.error("job %s: %s; default placement", safe_text(job_id),
+              safe_text(reason, REASON_LIMIT))
+    log.error("job %s: %s", safe_text(job_id), safe_text(traceback.format_exc(), 4000))
+    return reason
 
 
 def _open_job_dir(output_dir: str, job_id: str | None, uid: int | None, gid: int | None
@@ -359,12 +367,8 @@ def main() -> int:
         try:
             handle_job(env, cfg)
         except Exception as exc:  # a prolog must never fail; the job still gets a report
-            reason = f"internal error: {type(exc).__name__}: {exc}"
-            log.error("job %s: %s; default placement", safe_text(job_id),
-                      safe_text(reason, REASON_LIMIT))
-            log.error("job %s: %s", safe_text(job_id), safe_text(traceback.format_exc(), 4000))
-            _report_failure(cfg, job_id, None, reason, _int(env.get("SLURM_JOB_UID")),
-                            _int(env.get("SLURM_JOB_GID")))
+            _report_failure(cfg, job_id, None, _internal_error(job_id, exc),
+                            _int(env.get("SLURM_JOB_UID")), _int(env.get("SLURM_JOB_GID")))
     except Exception as exc:  # pragma: no cover - last resort (logging itself failed)
         print(f"rankmap-prolog: job {safe_text(job_id)}: {safe_text(repr(exc))}",
               file=sys.stderr)

@@ -45,8 +45,8 @@ class Report:
     placements: list[PlacementCost] = field(default_factory=list)
     level_distances: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    default_placement: str = "block"
-    default_assumed: bool = True
+    default_placement: str = "block"  # the job's default placement, by name
+    default_assumed: bool = True  # the prolog was not told --distribution
     summary: str = ""
     origin: str | None = None
     candidates: dict[str, float] = field(default_factory=dict)
@@ -76,14 +76,14 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
     placements: list[PlacementCost] = []
     distances = {name: float(d) for name, d in zip(layout.hierarchy.level_names,
                                                      layout.hierarchy.distances, strict=True)}
-    if defaults is None:
-        from .distribution import default_placements
-
-        defaults = default_placements(layout)
-        default_name = next(iter(defaults))
     ours = result is not None and fallback_reason is None and result.origin != "baseline"
     summary = ""
     if graph is not None and graph.n == layout.n:
+        if defaults is None:
+            from .distribution import default_placements
+
+            defaults = default_placements(layout)
+            default_name = next(iter(defaults))
         candidates = dict(defaults)
         if ours:
             candidates = {"rankmap": result.mapping, **candidates}
@@ -99,14 +99,12 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
                            evals["rankmap"].objective if ours else None)
     elif fallback_reason:
         summary = f"rankmap was NOT applied: {fallback_reason}"
-    where = "assumed: the prolog is not told --distribution" if default_assumed else \
-        "the job's --distribution"
     hosts = layout.hosts()
     return Report(job_id, profile, layout.n, fold_hostlist(hosts), len(hosts),
                   layout.hierarchy.describe(),
                   ours, result.algorithm if result else None,
                   result.seconds if result else None, fallback_reason, placements,
-                  distances, list(layout.notes), f"{default_name} ({where})",
+                  distances, list(layout.notes), default_name,
                   default_assumed, summary, result.origin if result else None,
                   dict(result.candidates) if result else {}, units)
 
@@ -139,16 +137,15 @@ def human(value: float, unit: str = "") -> str:
     Bytes are shown as B/kB/MB/GB (powers of 1000); any other unit follows the
     number (``4.1 k messages``).  The same style for J and volumes everywhere.
     """
-    is_bytes = unit in ("bytes", "byte", "B")
-    for scale, prefix in _PREFIXES:
+    prefix = ""
+    for scale, symbol in _PREFIXES:
         if abs(value) >= scale:
-            number, break_ = f"{value / scale:.3g}", f" {prefix}"
+            value, prefix = value / scale, symbol
             break
-    else:
-        number, break_ = f"{value:.3g}", " " if is_bytes or unit else ""
-    if is_bytes:
-        return f"{number}{break_}B"
-    return f"{number}{break_}{' ' + unit if unit and break_.strip() else unit}".rstrip()
+    number = f"{value:.3g}"
+    if unit in ("bytes", "byte", "B"):
+        return f"{number} {prefix}B"
+    return " ".join(part for part in (number, prefix, unit) if part)
 
 
 def render_report_text(report: Report, templates_dir: str | None = None) -> str:
@@ -167,7 +164,9 @@ def render_report_text(report: Report, templates_dir: str | None = None) -> str:
                            machine=report.machine, notes=report.notes,
                            fallback_reason=report.fallback_reason, summary=report.summary,
                            algorithm=report.algorithm, seconds=report.seconds or 0.0,
-                           default_placement=report.default_placement,
+                           default_placement=report.default_placement +
+                           (" (assumed: the prolog is not told --distribution)"
+                            if report.default_assumed else " (the job's --distribution)"),
                            placements=placements, traffic_rows=rows,
                            names=[p.name for p in report.placements])
 

@@ -86,28 +86,34 @@ def block_tree(blocks: list[tuple[str, tuple[str, ...]]],
     nodes = {name: tuple(ns) for name, ns in blocks}
     if len(nodes) != len(blocks):
         raise TopologyError(f"{where}: duplicate block names")
-    children: dict[str, tuple[str, ...]] = {}
-    below = {name: (name,) for name, _ in blocks}  # group of the previous level → base blocks
+    # every level's groups of consecutive base blocks, named by their folded block list
+    levels_members: list[dict[str, tuple[str, ...]]] = []
     for j in range(1, len(factors)):
-        groups: list[list[str]] = []
+        groups: dict[str, tuple[str, ...]] = {}
         for i in range(0, len(blocks), factors[j]):
             remaining = len(blocks) - i
             if factors[j] > remaining and factors[j - 1] >= remaining:
                 continue
-            groups.append([name for name, _ in blocks[i:i + factors[j]]])
-        level_groups: dict[str, tuple[str, ...]] = {}
+            members = tuple(name for name, _ in blocks[i:i + factors[j]])
+            groups[fold_hostlist(list(members))] = members
+        levels_members.append(groups)
+    return SwitchTree(nodes, _nest({name: (name,) for name, _ in blocks}, levels_members))
+
+
+def _nest(below: dict[str, tuple[str, ...]],
+          levels: list[dict[str, tuple[str, ...]]]) -> dict[str, tuple[str, ...]]:
+    """Children of every upper group, level by level: the groups of the level below
+    whose members it contains.  A group no upper group takes stays the top of its
+    branch and is offered to the next level up.  O(L · G²) for L levels of G groups."""
+    children: dict[str, tuple[str, ...]] = {}
+    for level in levels:
         covered: set[str] = set()
-        for members in groups:
-            name = fold_hostlist(members)
-            kids = tuple(g for g, base_members in below.items()
-                         if set(base_members) <= set(members))
-            children[name] = kids
-            covered.update(kids)
-            level_groups[name] = tuple(members)
-        # a group no aggregate of this level takes stays the top of its branch for now
-        level_groups.update({g: m for g, m in below.items() if g not in covered})
-        below = level_groups
-    return SwitchTree(nodes, children)
+        for name, members in level.items():
+            inside = set(members)
+            children[name] = tuple(g for g, m in below.items() if set(m) <= inside)
+            covered.update(children[name])
+        below = {**level, **{g: m for g, m in below.items() if g not in covered}}
+    return children
 
 
 def parse_block_conf(text: str, path: str = "topology.conf") -> SwitchTree:
@@ -167,15 +173,7 @@ def parse_scontrol_topology_any(text: str) -> SwitchTree:
                     tuple(expand_hostlist(kv.get("Nodes", "")))
         except (HostlistError, ValueError) as exc:
             raise TopologyError(f"scontrol show topology: {line.strip()!r}: {exc}") from None
-    children: dict[str, tuple[str, ...]] = {}
-    below = base
-    for size in sorted(levels):
-        covered: set[str] = set()
-        for name, nodes in levels[size].items():
-            children[name] = tuple(g for g, ns in below.items() if set(ns) <= set(nodes))
-            covered.update(children[name])
-        below = {**levels[size], **{g: ns for g, ns in below.items() if g not in covered}}
-    return SwitchTree(base, children)
+    return SwitchTree(base, _nest(base, [levels[size] for size in sorted(levels)]))
 
 
 # -- topology.yaml ---------------------------------------------------------------------

@@ -20,13 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef SMPI_SHARED_MALLOC
-#define ALLOC(n) SMPI_SHARED_MALLOC(n)
-#define FREE(p) SMPI_SHARED_FREE(p)
-#else
-#define ALLOC(n) malloc(n)
-#define FREE(p) free(p)
-#endif
+#include "sim_common.h"
 
 static int partner_of(int r, int rows, int cols)
 {
@@ -92,15 +86,9 @@ int main(int argc, char **argv)
                    MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     double x = 1.0, y;
     MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-#ifdef SMPI_SHARED_MALLOC
-    if (flops > 0)
-      smpi_execute_flops(flops);
-#endif
+    sim_compute(flops);
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t1 = MPI_Wtime();
-  if (rank == 0)
-    printf("rankmap-sim-time %.9f\n", t1 - t0);
+  sim_report(rank, t0);
   FREE(sendbuf);
   FREE(recvbuf);
   MPI_Finalize();

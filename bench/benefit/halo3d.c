@@ -26,13 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef SMPI_SHARED_MALLOC
-#define ALLOC(n) SMPI_SHARED_MALLOC(n)
-#define FREE(p) SMPI_SHARED_FREE(p)
-#else
-#define ALLOC(n) malloc(n)
-#define FREE(p) free(p)
-#endif
+#include "sim_common.h"
 
 static void usage(int rank, const char *msg)
 {
@@ -104,15 +98,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < nn; k++)
       MPI_Isend(sendbuf + k * bytes, (int)bytes, MPI_BYTE, nbr[k], 7, MPI_COMM_WORLD, &req[nn + k]);
     MPI_Waitall(2 * nn, req, MPI_STATUSES_IGNORE);
-#ifdef SMPI_SHARED_MALLOC
-    if (flops > 0)
-      smpi_execute_flops(flops);
-#endif
+    sim_compute(flops);
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t1 = MPI_Wtime();
-  if (rank == 0)
-    printf("rankmap-sim-time %.9f\n", t1 - t0);
+  sim_report(rank, t0);
   FREE(sendbuf);
   FREE(recvbuf);
   MPI_Finalize();
