@@ -21,6 +21,7 @@ import pytest
 
 from slurm_plugin import jobdir, prolog
 from slurm_plugin.config import parse_config
+from slurm_plugin.files import write_files
 from slurm_plugin.jobdir import (
     JobDirError,
     create_job_dir,
@@ -435,3 +436,35 @@ def test_report_record_is_json_with_escaped_strings(tmp_path):
     assert files["report"].count("\n") == files["report"].count("\n") and \
         "NOT applied: bad\\nthing\n" in files["report"]
     assert logging.getLogger("rankmap") is prolog.log
+
+
+# -- moved from test_render_report.py: writing and removing without following links ----
+
+def test_write_files_replaces_planted_symlinks(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "rankfile").symlink_to(victim)
+    write_files(out, {"rankfile": "rank 0=a slot=0:0\n"})
+    assert victim.read_text() == "precious"
+    assert not (out / "rankfile").is_symlink()
+    assert (out / "rankfile").read_text() == "rank 0=a slot=0:0\n"
+
+
+def test_job_directory_removal_keeps_link_targets_and_bad_names_are_refused(tmp_path):
+    # (the 0700 mode and a planted job.<id> symlink are tested above)
+    with create_job_dir(tmp_path, "17", os.getuid(), os.getgid()) as jd:
+        d = jd.path
+    assert d == tmp_path / "job.17"
+    (d / "f").write_text("x")
+    outside = tmp_path / "keep"
+    outside.mkdir()
+    (outside / "data").write_text("keep me")
+    (d / "link").symlink_to(outside)
+    assert remove_job_dir(tmp_path, "17") and not d.exists()
+    assert (outside / "data").read_text() == "keep me"
+    with pytest.raises(JobDirError, match="not a Slurm job id"):
+        create_job_dir(tmp_path, "../17")
+    with pytest.raises(JobDirError, match="does not exist"):
+        create_job_dir(tmp_path / "missing", "1")

@@ -10,8 +10,6 @@ import pytest
 
 from mapper import Hierarchy, evaluate
 from slurm_plugin.distribution import default_placements
-from slurm_plugin.files import write_files
-from slurm_plugin.jobdir import JobDirError, create_job_dir, remove_job_dir
 from slurm_plugin.layout import Layout, Slot
 from slurm_plugin.plan import make_plan
 from slurm_plugin.profiles.generators import generate
@@ -137,38 +135,6 @@ def test_time_budget_overrun_is_a_fallback():
     layout = small_layout()
     plan = make_plan(layout, generate("ring", 8), algorithm="topdown+n10", time_limit=1e-6)
     assert not plan.applied and "time budget" in plan.fallback_reason
-
-
-def test_write_files_replaces_planted_symlinks(tmp_path):
-    victim = tmp_path / "victim"
-    victim.write_text("precious")
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "rankfile").symlink_to(victim)
-    write_files(out, {"rankfile": "rank 0=a slot=0:0\n"})
-    assert victim.read_text() == "precious"
-    assert not (out / "rankfile").is_symlink()
-    assert (out / "rankfile").read_text() == "rank 0=a slot=0:0\n"
-
-
-def test_job_directories(tmp_path):
-    with create_job_dir(tmp_path, "17", os.getuid(), os.getgid()) as jd:
-        d = jd.path
-    assert d == tmp_path / "job.17" and oct(d.stat().st_mode & 0o777) == "0o700"
-    (d / "f").write_text("x")
-    outside = tmp_path / "keep"
-    outside.mkdir()
-    (outside / "data").write_text("keep me")
-    (d / "link").symlink_to(outside)
-    assert remove_job_dir(tmp_path, "17") and not d.exists()
-    assert (outside / "data").read_text() == "keep me"
-    with pytest.raises(JobDirError, match="not a Slurm job id"):
-        create_job_dir(tmp_path, "../17")
-    with pytest.raises(JobDirError, match="does not exist"):
-        create_job_dir(tmp_path / "missing", "1")
-    (tmp_path / "job.18").symlink_to(outside)
-    create_job_dir(tmp_path, "18").close()  # a planted symlink is removed, not followed
-    assert (outside / "data").exists() and not (tmp_path / "job.18").is_symlink()
 
 
 @pytest.mark.skipif(not shutil.which("mpirun"), reason="Open MPI not installed")
