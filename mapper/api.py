@@ -15,12 +15,13 @@ neighbourhoods
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import construction, search
+from .congestion import raised_uplink, uplink_loads
 from .errors import RankmapError
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
@@ -56,7 +57,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                   seed: int = 0, time_limit: float | None = None,
                   attempts: int = 1,
                   progress: Callable[[str], None] | None = None,
-                  baseline: np.ndarray | None = None) -> MappingResult:
+                  baseline: np.ndarray | None = None,
+                  congestion_levels: Sequence[int] | None = None) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
@@ -74,6 +76,13 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     neighbourhood, N_C^10 when it has none; cheap, it starts from a good order) are
     candidates beside the algorithm's result, and the best J wins — the baseline on a
     tie.  ``result.origin`` says which won, ``result.candidates`` their J.
+
+    ``congestion_levels`` (hierarchy level indices whose groups reach the next level
+    through a shared link: nodes' host links, switches' uplinks) makes the comparison
+    with the baseline refuse a candidate that loads the heaviest link of any of those
+    levels more than the baseline does, whatever its J (:mod:`mapper.congestion`: J
+    does not see that a bulk-synchronous step waits for its busiest link).  Refused
+    candidates are listed in ``result.rejected`` with the reason.
     """
     if attempts < 1:
         raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
@@ -93,11 +102,14 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     assert best is not None
     origin, candidates = "algorithm", {algorithm: best.objective}
     if baseline is not None:
-        best, origin, candidates = _against_baseline(graph, machine, algorithm, seed, best,
-                                                     baseline, time_limit, start, progress)
+        best, origin, candidates, rejected = _against_baseline(
+            graph, machine, algorithm, seed, best, baseline, time_limit, start, progress,
+            congestion_levels)
+    else:
+        rejected = {}
     return MappingResult(best.mapping, best.objective, best.traffic,
                          time.perf_counter() - start, algorithm, best.seed,
-                         best.hit_time_limit, origin, candidates)
+                         best.hit_time_limit, origin, candidates, rejected)
 
 
 #: Share of the time limit the algorithm gets when a baseline is polished after it.
@@ -106,9 +118,11 @@ _ALGORITHM_SHARE = 0.8
 
 def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
                       best: MappingResult, baseline: np.ndarray, time_limit: float | None,
-                      start: float, progress: Callable[[str], None] | None
-                      ) -> tuple[MappingResult, str, dict[str, float]]:
-    """The best of the algorithm's result, the baseline and the polished baseline."""
+                      start: float, progress: Callable[[str], None] | None,
+                      congestion_levels: Sequence[int] | None
+                      ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
+    """The best of the algorithm's result, the baseline and the polished baseline,
+    among those that do not load a shared link more than the baseline."""
     spec = AlgorithmSpec.parse(algorithm)
     polish = algorithm.split("+", 1)[1] if spec.neighborhood else "n10"
     base_eval = evaluate(graph, machine, baseline)
@@ -123,10 +137,27 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
     tol = 1e-12 * max(abs(base_eval.objective), 1.0)
     winner, origin = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
                                    0.0, "baseline", seed), "baseline"
+    levels = list(congestion_levels or [])
+    if levels and not isinstance(machine, Hierarchy):
+        raise MachineError("congestion levels need a hierarchical machine")
+    base_loads = uplink_loads(graph, machine, baseline, levels) if levels else ()
+    rejected: dict[str, str] = {}
     for cand, name in ((best, "algorithm"), (polished, f"baseline+{polish}")):
-        if cand is not None and cand.objective < winner.objective - tol:
+        if cand is None or cand.objective >= base_eval.objective - tol:
+            continue
+        if levels:
+            loads = uplink_loads(graph, machine, cand.mapping, levels)
+            raised = raised_uplink(loads, base_loads)
+            if raised is not None:
+                ref = base_loads[levels.index(raised.level)].volume
+                ratio = f"{raised.volume / ref:.2f}x" if ref > 0 else "more than"
+                rejected[algorithm if name == "algorithm" else name] = (
+                    f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its "
+                    f"busiest {raised.name} link carries {ratio} the baseline's busiest")
+                continue
+        if cand.objective < winner.objective - tol:
             winner, origin = cand, name
-    return winner, origin, candidates
+    return winner, origin, candidates, rejected
 
 
 def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,

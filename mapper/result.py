@@ -34,6 +34,10 @@ class MappingResult:
         baseline improved by local search won).
     candidates:
         J of every candidate that was compared, by name.
+    rejected:
+        Candidates with a lower J that were refused, by name, with the reason (they
+        loaded a shared uplink more than the baseline did, see
+        :mod:`mapper.congestion`).
     """
 
     mapping: np.ndarray
@@ -45,6 +49,7 @@ class MappingResult:
     hit_time_limit: bool = False
     origin: str = "algorithm"
     candidates: dict[str, float] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """JSON-ready summary (without the mapping array)."""
@@ -57,5 +62,6 @@ class MappingResult:
             "hit_time_limit": self.hit_time_limit,
             "origin": self.origin,
             "candidates": dict(self.candidates),
+            "rejected": dict(self.rejected),
             "traffic": [t.as_dict() for t in self.traffic],
         }
