@@ -73,6 +73,13 @@ class Layout:
         """Distinct hosts in PE order."""
         return list(dict.fromkeys(s.host for s in self.slots))
 
+    @property
+    def network_levels(self) -> tuple[int, ...]:
+        """Hierarchy levels whose groups reach the rest of the job through one shared
+        link: nodes (their host link) and every switch below the root (its uplink)."""
+        names = self.hierarchy.level_names
+        return tuple(range(names.index("node"), self.hierarchy.levels - 1))
+
 
 def level_distances(configured: Sequence[float], switch_levels: int) -> list[float]:
     """Distances for socket, node, each switch level (leaf first) and the root.

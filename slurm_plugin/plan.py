@@ -79,7 +79,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     if fallback_reason is None:
         result = map_processes(graph, layout.hierarchy, algorithm, seed,
                                time_limit * SOLVER_SHARE, progress=progress,
-                               baseline=defaults[default_name])
+                               baseline=defaults[default_name],
+                               congestion_levels=layout.network_levels)
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")

@@ -51,6 +51,7 @@ class Report:
     origin: str | None = None
     candidates: dict[str, float] = field(default_factory=dict)
     units: str = "bytes"
+    rejected: dict[str, str] = field(default_factory=dict)  # candidate → why refused
 
 
 def _saved(base: float, value: float) -> str:
@@ -106,13 +107,17 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
                   result.seconds if result else None, fallback_reason, placements,
                   distances, list(layout.notes), default_name,
                   default_assumed, summary, result.origin if result else None,
-                  dict(result.candidates) if result else {}, units)
+                  dict(result.candidates) if result else {}, units,
+                  dict(result.rejected) if result else {})
 
 
 def _summary(result: MappingResult | None, fallback_reason: str | None, default_name: str,
              default_j: float, ours_j: float | None) -> str:
     if fallback_reason is not None or result is None:
         return f"rankmap was NOT applied: {fallback_reason}"
+    if ours_j is None and result.algorithm in result.rejected:
+        return (f"Slurm's {default_name} placement kept: rankmap's best ({result.algorithm}) "
+                f"was refused: {result.rejected[result.algorithm]}")
     if ours_j is None:
         best = result.candidates.get(result.algorithm, result.objective)
         if best > default_j:

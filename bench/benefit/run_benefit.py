@@ -103,6 +103,10 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--algorithm", default="topdown+n10")
     ap.add_argument("--time-limit", type=float, default=30.0)
+    ap.add_argument("--unguarded", action="store_true",
+                    help="also simulate the solver's result without the never-worse rule")
+    ap.add_argument("--skip", nargs="*", default=[], metavar="PLACEMENT",
+                    help="placements not to simulate (passed to rankmap simulate --skip)")
     ap.add_argument("--work-dir", default="/tmp/rankmap-benefit")
     ap.add_argument("--json-out", metavar="FILE")
     args = ap.parse_args()
@@ -112,8 +116,9 @@ def main() -> int:
     exes = build(work / "build")
     cores = parse_node_shape(args.node_info).cores
     results = []
-    print("| machine | app | ranks | placement | simulated s | ratio to block | J | note |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| machine | app | ranks | placement | simulated s | ratio to block | J "
+          "| busiest link per level (node, leaf, …) | note |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for machine in args.machines:
         for app in args.apps:
             for ranks in args.ranks:
@@ -131,7 +136,10 @@ def main() -> int:
                        "--profile", profile, "--algorithm", args.algorithm,
                        "--time-limit", str(args.time_limit),
                        "--oversubscription", args.oversubscription,
-                       "--out", str(case), "--json", "--", *command]
+                       "--out", str(case), "--json",
+                       *(["--unguarded"] if args.unguarded else []),
+                       *(x for name in args.skip for x in ("--skip", name)),
+                       "--", *command]
                 start = time.perf_counter()
                 proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
                 if proc.returncode:
@@ -142,9 +150,12 @@ def main() -> int:
                            wall_seconds=time.perf_counter() - start)
                 results.append(rec)
                 for p in rec["placements"]:
-                    print(f"| {machine} | {app} | {ranks} | {p['name']} | {p['seconds']:.6g} | "
-                          f"{p['ratio_to_default']:.3f} | {p['J']:.4g} | {p['note']} |",
-                          flush=True)
+                    links = " / ".join(f"{v:.3g}" for v in p["busiest_links"].values())
+                    secs = "not run" if p["seconds"] is None else f"{p['seconds']:.6g}"
+                    ratio = ("-" if p["ratio_to_default"] is None
+                             else f"{p['ratio_to_default']:.3f}")
+                    print(f"| {machine} | {app} | {ranks} | {p['name']} | {secs} | {ratio} | "
+                          f"{p['J']:.4g} | {links} | {p['note']} |", flush=True)
                 print(f"<!-- {machine} {app} {ranks}: {rec['wall_seconds']:.0f} s wall -->",
                       flush=True)
     if args.json_out:

@@ -79,6 +79,13 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
                    help=f"rankmap algorithm, repeatable: one row each (default: the site "
                         f"config's, else {DEFAULT_ALGORITHM})")
     p.add_argument("--seed", type=int, default=0, help="solver and scrambled-placement seed")
+    p.add_argument("--skip", action="append", default=[], metavar="PLACEMENT",
+                   choices=["cyclic", "scrambled"],
+                   help="do not simulate this placement (its J and links are still shown; "
+                        "repeatable): saves time at thousands of ranks")
+    p.add_argument("--unguarded", action="store_true",
+                   help="also run each algorithm's own result, without the never-worse "
+                        "comparison with Slurm's default (to measure that rule)")
     net = p.add_argument_group(
         "network", "SimGrid units (12.5GBps, 100Gbps, 1us); an uplink's bandwidth is the "
                    "sum of the host links below it / the oversubscription unless given")
@@ -195,18 +202,23 @@ def _run(cmd: list[str], timeout: float) -> tuple[float | None, float | None]:
 
 
 def format_table(runs: list[Run]) -> str:
-    """Placement, simulated time, ratio to the first (Slurm's default) and J."""
+    """Placement, simulated time, ratio to the first (Slurm's default), J and the
+    heaviest link of each network level (volume over the busiest node link, leaf
+    switch uplink, …), then the note."""
     base = runs[0].seconds if runs else None
+    levels = [u.name for u in runs[0].placement.uplinks] if runs else []
     rows = [("placement", "simulated s", "ratio to " + runs[0].placement.name if runs else "",
-             "J", "note")]
+             "J", *(f"busiest {name} link" for name in levels), "note")]
     for r in runs:
         t = r.seconds
         ratio = f"{t / base:.3f}" if t is not None and base else "-"
         rows.append((r.placement.name, "-" if t is None else f"{t:.6g}", ratio,
-                     f"{r.placement.j:.6g}", r.placement.note))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+                     f"{r.placement.j:.6g}", *(f"{u.volume:.4g}" for u in r.placement.uplinks),
+                     r.placement.note))
+    cols = len(rows[0]) - 1
+    widths = [max(len(row[i]) for row in rows) for i in range(cols)]
     return "".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) +
-                   f"  {row[4]}".rstrip() + "\n" for row in rows)
+                   f"  {row[cols]}".rstrip() + "\n" for row in rows)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -223,7 +235,8 @@ def _simulate(args: argparse.Namespace) -> int:
     plat = build_platform(tree, alloc.nodes, shape, net)
     places = placements(layout, graph, algorithms,
                         time_limit=args.time_limit or cfg.get("solver", "time_limit"),
-                        seed=args.seed, distribution=parse_distribution(args.distribution))
+                        seed=args.seed, distribution=parse_distribution(args.distribution),
+                        unguarded=args.unguarded)
     tmp = None
     out = Path(args.out) if args.out else Path(tmp := tempfile.mkdtemp(prefix="rankmap-sim-"))
     try:
@@ -234,7 +247,7 @@ def _simulate(args: argparse.Namespace) -> int:
             hostfile = out / f"hostfile.{i}.{re.sub(r'[^A-Za-z0-9_.+-]', '_', pl.name)}"
             hostfile.write_text(plat.hostfile(hosts_per_rank(layout, pl.mapping)))
             app = total = None
-            if not args.platform_only:
+            if not args.platform_only and pl.name not in args.skip:
                 if sys.stderr.isatty():
                     print(f"simulating {pl.name} ({layout.n} ranks)", file=sys.stderr)
                 app, total = _run(smpirun_command(args, out / "platform.xml", hostfile,
@@ -246,6 +259,8 @@ def _simulate(args: argparse.Namespace) -> int:
                   "placements": [{"name": r.placement.name, "seconds": r.seconds,
                                   "simulated_total": r.simulated_total, "J": r.placement.j,
                                   "note": r.placement.note, "hostfile": r.hostfile,
+                                  "busiest_links": {u.name: u.volume
+                                                    for u in r.placement.uplinks},
                                   "ratio_to_default": (r.seconds / runs[0].seconds
                                                        if r.seconds and runs[0].seconds
                                                        else None)} for r in runs]}

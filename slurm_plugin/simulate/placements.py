@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mapper import CommGraph
+from mapper import CommGraph, map_processes
+from mapper.congestion import UplinkLoad, uplink_loads
 from mapper.objective import evaluate
 
 from ..distribution import DEFAULT, Distribution, default_placements, dist_label
@@ -26,18 +27,25 @@ from ..plan import make_plan
 
 @dataclass(frozen=True)
 class Placement:
-    """One placement: rank → PE, its J, and what it is."""
+    """One placement: rank → PE, its J, the heaviest link of each network level
+    (:attr:`Layout.network_levels`) and what it is."""
 
     name: str
     mapping: np.ndarray
     j: float
     note: str = ""
+    uplinks: tuple[UplinkLoad, ...] = ()
 
 
 def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
                time_limit: float, seed: int = 0,
-               distribution: Distribution = DEFAULT) -> list[Placement]:
-    """Block (the job's default) first, then cyclic, scrambled, one per algorithm."""
+               distribution: Distribution = DEFAULT,
+               unguarded: bool = False) -> list[Placement]:
+    """Block (the job's default) first, then cyclic, scrambled, one per algorithm.
+
+    ``unguarded`` adds, per algorithm, the solver's own result without the comparison
+    with Slurm's default (no baseline, no congestion check): what the product would
+    have applied without its never-worse rule, to measure that rule."""
     defaults = default_placements(layout, distribution)
     default_name = dist_label(distribution)
     base = defaults[default_name]
@@ -54,9 +62,15 @@ def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
             named.append((f"rankmap {alg}", np.asarray(plan.result.mapping, dtype=np.int64),
                           f"applied ({plan.result.origin})"))
         else:
-            why = plan.fallback_reason or f"kept {default_name}: nothing beat it"
+            why = plan.fallback_reason or plan.summary
             named.append((f"rankmap {alg}", base, why))
-    return [Placement(name, m, evaluate(graph, layout.hierarchy, m).objective, note)
+        if unguarded:
+            raw = map_processes(graph, layout.hierarchy, alg, seed, time_limit)
+            named.append((f"{alg} unguarded", np.asarray(raw.mapping, dtype=np.int64),
+                          "the solver's result, not compared with Slurm's default"))
+    levels = layout.network_levels
+    return [Placement(name, m, evaluate(graph, layout.hierarchy, m).objective, note,
+                      uplink_loads(graph, layout.hierarchy, m, levels))
             for name, m, note in named]
 
 

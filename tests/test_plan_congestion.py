@@ -1,0 +1,62 @@
+"""make_plan refuses a lower J that loads a node link or switch uplink more than Slurm's
+default, and says so in the report; a plain improvement is still applied."""
+
+import json
+
+import numpy as np
+
+from mapper.congestion import raised_uplink, uplink_loads
+from slurm_plugin.allocation import Allocation
+from slurm_plugin.distribution import default_placements
+from slurm_plugin.layout import build_layout
+from slurm_plugin.plan import make_plan
+from slurm_plugin.profiles.generators import generate
+from slurm_plugin.topology import NodeShape, parse_topology_conf
+
+TREE3 = ("SwitchName=l0 Nodes=n[0-3]\nSwitchName=l1 Nodes=n[4-7]\n"
+         "SwitchName=l2 Nodes=n[8-11]\nSwitchName=l3 Nodes=n[12-15]\n"
+         "SwitchName=m0 Switches=l[0-1]\nSwitchName=m1 Switches=l[2-3]\n"
+         "SwitchName=top Switches=m[0-1]\n")
+# node i on leaf i mod 4: Slurm's node order alternates between leaves
+INTERLEAVED = "".join(f"SwitchName=l{leaf} Nodes=" + ",".join(f"n{i}" for i in range(leaf, 16, 4))
+                      + "\n" for leaf in range(4)) + "SwitchName=top Switches=l[0-3]\n"
+
+
+def _layout(conf: str, nodes: int = 16):
+    alloc = Allocation("7", tuple(f"n{i}" for i in range(nodes)), (8,) * nodes, 1)
+    return build_layout(alloc, NodeShape(2, 4), parse_topology_conf(conf),
+                        [1, 10, 100, 1000, 10000])
+
+
+def test_network_levels_are_node_and_switches_below_the_root():
+    layout = _layout(TREE3)
+    names = layout.hierarchy.level_names
+    assert [names[i] for i in layout.network_levels] == ["node", "leaf switch",
+                                                        "switch level 1"]
+
+
+def test_npb_cg_lower_j_but_busier_node_link_keeps_the_default():
+    layout = _layout(TREE3)
+    plan = make_plan(layout, generate("npb-cg", 128), algorithm="topdown+n10",
+                     time_limit=10, files=("rankfile", "machinefile"))
+    assert plan.kept_default and not plan.files
+    assert "refused" in plan.summary and "busiest node link" in plan.summary
+    record = json.loads(plan.report_json)
+    assert "busiest node link" in record["rejected"]["topdown+n10"]
+    assert record["candidates"]["topdown+n10"] < record["candidates"]["baseline"]
+
+
+def test_interleaved_halo_is_applied_and_loads_no_link_more():
+    layout = _layout(INTERLEAVED)
+    graph = generate("stencil3d:8x4x4,periodic", 128)
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=10,
+                     files=("machinefile",))
+    assert not plan.kept_default and plan.files
+    block = default_placements(layout)["block"]
+    levels = layout.network_levels
+    mine = uplink_loads(graph, layout.hierarchy, plan.result.mapping, levels)
+    theirs = uplink_loads(graph, layout.hierarchy, block, levels)
+    assert raised_uplink(mine, theirs) is None
+    # and it is a real improvement on the leaf uplinks, not a tie
+    assert mine[1].volume < 0.5 * theirs[1].volume
+    assert not np.array_equal(plan.result.mapping, block)
