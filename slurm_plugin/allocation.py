@@ -21,13 +21,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+
+from ClusterShell.RangeSet import RangeSet, RangeSetException
 
 from mapper.errors import RankmapError
 
 from .hostlist import HostlistError, expand_counts, expand_hostlist
-from .slurmcli import SlurmQueryError, run_slurm
+from .slurm_commands import SlurmQueryError, run_slurm
+from .topology import NodeShape, parse_scontrol_nodes
 
 
 class AllocationError(RankmapError, ValueError):
@@ -61,19 +64,15 @@ class Allocation:
 
 # -- parsing helpers -------------------------------------------------------------------
 
-def parse_id_ranges(text: str) -> tuple[int, ...]:
-    """``0-3,8,10-11`` → (0, 1, 2, 3, 8, 10, 11)."""
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        try:
-            out.extend(range(int(lo), int(hi or lo) + 1))
-        except ValueError:
-            raise AllocationError(f"bad CPU id range {part!r} in {text!r}") from None
-    return tuple(out)
+def parse_id_ranges(text: str, field: str = "CPU_IDs") -> tuple[int, ...]:
+    """``0-3,8,10-11`` → (0, 1, 2, 3, 8, 10, 11), ascending (ClusterShell's RangeSet);
+    errors name ``field``, the source's name for the value."""
+    if not text.strip():
+        return ()
+    try:
+        return tuple(RangeSet(text).intiter())
+    except RangeSetException as exc:
+        raise AllocationError(f"{field}: bad CPU id ranges {text!r}: {exc}") from None
 
 
 def distribute_tasks(ntasks: int, slots: list[int],
@@ -131,11 +130,14 @@ def allocation_from_env(env: Mapping[str, str]) -> Allocation:
     if len(tasks) != len(nodes) or (cpus and len(cpus) != len(nodes)):
         raise AllocationError(f"{len(nodes)} nodes but {len(tasks)} task counts and "
                               f"{len(cpus)} CPU counts")
-    return Allocation(env.get("SLURM_JOB_ID"), tuple(nodes), tuple(tasks), cpt, tuple(cpus),
-                      {}, env.get("SLURM_JOB_PARTITION"), env.get("SLURM_JOB_ACCOUNT"),
-                      env.get("SLURM_JOB_NAME"), env.get("SLURM_JOB_USER"),
-                      _int_or_none(env.get("SLURM_JOB_UID")),
-                      _int_or_none(env.get("SLURM_JOB_GID")), env_distribution(env))
+    return Allocation(job_id=env.get("SLURM_JOB_ID"), nodes=tuple(nodes),
+                      tasks_per_node=tuple(tasks), cpus_per_task=cpt,
+                      cpus_per_node=tuple(cpus), partition=env.get("SLURM_JOB_PARTITION"),
+                      account=env.get("SLURM_JOB_ACCOUNT"), job_name=env.get("SLURM_JOB_NAME"),
+                      user=env.get("SLURM_JOB_USER"),
+                      uid=_int_or_none(env.get("SLURM_JOB_UID")),
+                      gid=_int_or_none(env.get("SLURM_JOB_GID")),
+                      distribution=env_distribution(env))
 
 
 def env_distribution(env: Mapping[str, str]) -> str | None:
@@ -196,9 +198,12 @@ def parse_scontrol_job(text: str) -> Allocation:
     tasks = distribute_tasks(ntasks, slots, per_node)
     user, uid = _name_and_id(fields.get("UserId", ""))
     _, gid = _name_and_id(fields.get("GroupId", ""))
-    return Allocation(fields.get("JobId"), tuple(nodes), tuple(tasks), cpt, tuple(cpus),
-                      cpu_ids, fields.get("Partition"), fields.get("Account") or None,
-                      fields.get("JobName"), user, uid, gid)
+    return Allocation(job_id=fields.get("JobId"), nodes=tuple(nodes),
+                      tasks_per_node=tuple(tasks), cpus_per_task=cpt,
+                      cpus_per_node=tuple(cpus), cpu_ids=cpu_ids,
+                      partition=fields.get("Partition"),
+                      account=fields.get("Account") or None, job_name=fields.get("JobName"),
+                      user=user, uid=uid, gid=gid)
 
 
 def _name_and_id(text: str) -> tuple[str | None, int | None]:
@@ -238,11 +243,13 @@ def parse_squeue_json(text: str, job_id: str) -> Allocation:
     per_node = _number(job.get("tasks_per_node"))
     slots = [c // cpt for c in cpus] if cpus and all(cpus) else [ntasks] * len(nodes)
     tasks = distribute_tasks(int(ntasks), slots, per_node or None)
-    return Allocation(str(job_id), tuple(nodes), tuple(tasks), int(cpt),
-                      tuple(cpus) if cpus and all(cpus) else (), cpu_ids,
-                      job.get("partition"), job.get("account") or None, job.get("name"),
-                      job.get("user_name"), _number(job.get("user_id")),
-                      _number(job.get("group_id")))
+    return Allocation(job_id=str(job_id), nodes=tuple(nodes), tasks_per_node=tuple(tasks),
+                      cpus_per_task=int(cpt),
+                      cpus_per_node=tuple(cpus) if cpus and all(cpus) else (),
+                      cpu_ids=cpu_ids, partition=job.get("partition"),
+                      account=job.get("account") or None, job_name=job.get("name"),
+                      user=job.get("user_name"), uid=_number(job.get("user_id")),
+                      gid=_number(job.get("group_id")))
 
 
 def _allocated_cpus(entry: dict) -> int:
@@ -259,14 +266,15 @@ def _allocated_cpus(entry: dict) -> int:
 
 # -- pyslurm backend -------------------------------------------------------------------
 
-def pyslurm_matches() -> bool:
-    """True when pyslurm imports and was built for the running Slurm's major.minor."""
+def pyslurm_matches(env: Mapping[str, str] | None = None) -> bool:
+    """True when pyslurm imports and was built for the running Slurm's major.minor
+    (``scontrol --version`` of the Slurm that ``env`` names)."""
     try:
         import pyslurm  # type: ignore[import-not-found]
     except ImportError:
         return False
     try:
-        running = run_slurm(["scontrol", "--version"], timeout=5).split()[-1]
+        running = run_slurm(["scontrol", "--version"], timeout=5, env=env).split()[-1]
         return str(getattr(pyslurm, "__version__", "")).startswith(
             ".".join(running.split(".")[:2]))
     except SlurmQueryError:
@@ -274,6 +282,14 @@ def pyslurm_matches() -> bool:
 
 
 # -- the interface ---------------------------------------------------------------------
+
+def resolve_backend(backend: str, env: Mapping[str, str] | None = None) -> str:
+    """``auto`` → ``pyslurm`` when it matches the running Slurm, else ``scontrol``;
+    any other name unchanged.  Resolve once per job: the check runs ``scontrol``."""
+    if backend != "auto":
+        return backend
+    return "pyslurm" if pyslurm_matches(env) else "scontrol"
+
 
 def read_allocation(job_id: str | None = None, env: Mapping[str, str] = os.environ,
                     backend: str = "auto", timeout: float = 10.0) -> Allocation:
@@ -288,7 +304,8 @@ def read_allocation(job_id: str | None = None, env: Mapping[str, str] = os.envir
         return allocation_from_env(env)
     if not job_id:
         raise AllocationError("no job id (SLURM_JOB_ID) to ask Slurm about")
-    if backend == "pyslurm" or (backend == "auto" and pyslurm_matches()):
+    backend = resolve_backend(backend, env)
+    if backend == "pyslurm":
         from .pyslurm_backend import allocation  # item by item, CLI fallbacks
 
         alloc = allocation(job_id, env, timeout)
@@ -306,3 +323,16 @@ def read_allocation(job_id: str | None = None, env: Mapping[str, str] = os.envir
                        env.get("SLURM_JOB_GID")),
                    partition=alloc.partition or env.get("SLURM_JOB_PARTITION"),
                    distribution=alloc.distribution or env_distribution(env))
+
+
+def read_node_shapes(nodes: Sequence[str], env: Mapping[str, str] = os.environ,
+                     backend: str = "auto", timeout: float = 10.0) -> dict[str, NodeShape]:
+    """Sockets, cores per socket and threads per core of ``nodes`` from the chosen
+    backend: pyslurm's ``Node.load`` (the CLI for each node it cannot give, logged),
+    else ``scontrol show node -o`` (squeue and the environment do not carry shapes)."""
+    if resolve_backend(backend, env) == "pyslurm":
+        from .pyslurm_backend import node_shapes
+
+        return node_shapes(tuple(nodes), env, timeout)
+    return parse_scontrol_nodes(run_slurm(["scontrol", "show", "node", "-o", ",".join(nodes)],
+                                          timeout, dict(env)))

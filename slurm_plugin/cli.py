@@ -12,7 +12,7 @@ import sys
 from mapper.cli import add_commands as add_mapper_commands
 from mapper.errors import RankmapError
 
-from .config import add_config_commands
+from .config_cli import add_config_commands
 from .plan_cli import add_plan_command
 from .profiles.cli import add_profile_commands
 from .simulate.cli import add_simulate_command

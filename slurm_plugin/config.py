@@ -167,6 +167,9 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "topology": ("auto", _topology,
                      "auto (scontrol show topology), scontrol, none, or a topology.conf path"),
         "command_timeout": (10.0, _positive_number, "seconds per Slurm command"),
+        "bin_dir": ("", _optional_path,
+                    "directory of Slurm's commands (scontrol, squeue); empty: PATH, then "
+                    "/usr/local/bin, /usr/bin"),
     },
     "profiles": {
         "stores": (["/etc/rankmap/profiles"], _path_list, "profile store directories"),
@@ -359,13 +362,3 @@ def _toml_value(v: Any) -> str:
         return f"{v:.1f}"
     return str(v)
 
-
-def add_config_commands(sub) -> None:
-    """``rankmap config check [--config FILE]``."""
-    p = sub.add_parser("config", help="site configuration")
-    csub = p.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    c = csub.add_parser("check", help="validate the site config and print effective values")
-    c.add_argument("--config", metavar="FILE", help=f"default: $RANKMAP_CONFIG or {DEFAULT_PATH}")
-    from .config_check import check_command  # effective values, then site warnings
-
-    c.set_defaults(func=check_command)

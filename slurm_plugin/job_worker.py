@@ -10,13 +10,17 @@ this process.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from mapper.errors import RankmapError
 
-from .allocation import read_allocation
+from . import pyslurm_backend
+from .allocation import read_allocation, read_node_shapes, resolve_backend
 from .config import load_config
 from .distribution import parse_distribution
 from .files import write_files
@@ -25,9 +29,9 @@ from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
 from .limits import apply_worker_limits
 from .plan import make_plan
-from .profiles.store import bundled_store, resolve_profile
-from .slurmcli import run_slurm
-from .topology import SwitchTree, parse_scontrol_nodes
+from .profiles.store import ProfileError, ProfileStore, bundled_store, resolve_profile
+from .slurm_commands import with_bin_dir
+from .topology import SwitchTree
 from .topology_yaml import read_topology_source
 
 #: input and environment problems (a fallback report with the reason); anything else is a
@@ -35,13 +39,51 @@ from .topology_yaml import read_topology_source
 USER_FACING = (RankmapError, OSError)
 
 
-def read_topology(source: str, timeout: float, env: dict[str, str]) -> SwitchTree | None:
+def read_topology(source: str, timeout: float, env: dict[str, str],
+                  backend: str = "scontrol") -> SwitchTree | None:
     """The switch tree from the configured source; None when there is none.
 
     Slurm 25.05+ topologies (topology.yaml, per-partition, block) and topology.conf of
-    either plugin: :func:`slurm_plugin.topology_yaml.read_topology_source`.
+    either plugin: :func:`slurm_plugin.topology_yaml.read_topology_source` (pyslurm has
+    no topology call: under that backend the same source, logged).
     """
+    if backend == "pyslurm":
+        return pyslurm_backend.topology(source, timeout, env)
     return read_topology_source(source, timeout, env)
+
+
+def profile_units(spec: str, stores: Sequence[str], max_bytes: int | None) -> str:
+    """The unit of a store profile's volumes (its TOML's ``units``); ``bytes`` for
+    generators and ``file:`` profiles, which do not say.  Called after the profile
+    resolved, so a lookup failure here means the name was a generator's."""
+    if spec.startswith("file:") or ":" in spec:
+        return "bytes"
+    try:
+        return ProfileStore(stores, max_bytes).find(spec.strip()).units
+    except ProfileError:
+        return "bytes"
+
+
+@contextmanager
+def log_notes(level: int = logging.INFO) -> Iterator[list[str]]:
+    """Messages of the ``rankmap.*`` loggers while the block runs (the pyslurm
+    backend's fallbacks, the topology chosen): the worker's stderr is not kept, so they
+    travel to the prolog's log as status notes."""
+    notes: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            notes.append(record.getMessage())
+
+    logger = logging.getLogger("rankmap")
+    handler, old_level = Collect(level), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(min(level, old_level or level))
+    try:
+        yield notes
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
 
 
 def read_core_groups(files: dict[str, str], nodes: tuple[str, ...]) -> dict[str, CoreGroups]:
@@ -61,25 +103,34 @@ def read_core_groups(files: dict[str, str], nodes: tuple[str, ...]) -> dict[str,
 
 
 def compute(env: dict[str, str]) -> dict:
+    with log_notes() as notes:
+        result = _compute(env)
+    result["notes"] = notes + result["notes"]
+    return result
+
+
+def _compute(env: dict[str, str]) -> dict:
     cfg = load_config(env=env)
     job_dir = env["RANKMAP_JOB_DIR"]
     job_id = env.get("SLURM_JOB_ID")
     profile = env["RANKMAP_PROFILE"]
     timeout = cfg.get("slurm", "command_timeout")
-    alloc = read_allocation(job_id, env, cfg.get("slurm", "backend"), timeout)
-    shapes = parse_scontrol_nodes(run_slurm(["scontrol", "show", "node", "-o",
-                                             ",".join(alloc.nodes)], timeout, env))
-    tree = read_topology(cfg.get("slurm", "topology"), timeout, env)
+    env = with_bin_dir(env, cfg.get("slurm", "bin_dir"))
+    backend = resolve_backend(cfg.get("slurm", "backend"), env)
+    alloc = read_allocation(job_id, env, backend, timeout)
+    shapes = read_node_shapes(alloc.nodes, env, backend, timeout)
+    tree = read_topology(cfg.get("slurm", "topology"), timeout, env, backend)
     layout = build_layout(alloc, shapes, tree, cfg.get("solver", "level_distances"),
                           read_core_groups(cfg.get("hwloc", "files"), alloc.nodes),
                           cfg.get("hwloc", "cache_distance"))
-    graph, reason = None, env.get("RANKMAP_REFUSAL") or None
+    stores = cfg.get("profiles", "stores") + [str(bundled_store())]
+    graph, reason, units = None, env.get("RANKMAP_REFUSAL") or None, "bytes"
     if reason is None:
         try:
-            graph = resolve_profile(profile, layout.n,
-                                    cfg.get("profiles", "stores") + [str(bundled_store())],
+            graph = resolve_profile(profile, layout.n, stores,
                                     cfg.get("profiles", "allow_user_files"),
                                     cfg.get("profiles", "max_file_bytes"))
+            units = profile_units(profile, stores, cfg.get("profiles", "max_file_bytes"))
         except USER_FACING as exc:
             reason = str(exc)
     plan = make_plan(layout, graph, algorithm=env["RANKMAP_ALGORITHM"],
@@ -88,7 +139,7 @@ def compute(env: dict[str, str]) -> dict:
                      fallback_reason=reason,
                      templates_dir=cfg.get("render", "templates_dir") or None,
                      distribution=parse_distribution(alloc.distribution),
-                     distribution_assumed=alloc.distribution is None)
+                     distribution_assumed=alloc.distribution is None, units=units)
     # launcher files first, the report last: a report saying "applied" implies the files
     write_files(job_dir, plan.files)
     write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
@@ -96,7 +147,7 @@ def compute(env: dict[str, str]) -> dict:
                     (plan.summary if plan.kept_default else None), layout,
                     plan.result.objective if plan.result else None,
                     plan.result.seconds if plan.result else None)
-    result["notes"] = list(layout.notes)
+    result["notes"] = [f"Slurm backend: {backend}", *layout.notes]
     result["kept_default"] = plan.kept_default
     return result
 

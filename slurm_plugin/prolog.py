@@ -40,7 +40,7 @@ from .jobdir import (
 from .names import SPANK_PROFILE
 from .request import MappingRequest, decide, wants_rules
 from .safe_text import escape_controls, safe_text
-from .slurmcli import SLURM_PATH
+from .slurm_commands import SLURM_PATH
 
 log = logging.getLogger("rankmap")
 
@@ -310,7 +310,7 @@ def _account_and_name(job_id: str | None, env: Mapping[str, str], cfg: Config
     if env.get("SLURM_JOB_NAME") or env.get("SLURM_JOB_ACCOUNT"):
         return env.get("SLURM_JOB_ACCOUNT"), env.get("SLURM_JOB_NAME")
     from .allocation import parse_scontrol_job
-    from .slurmcli import SlurmQueryError, run_slurm
+    from .slurm_commands import SlurmQueryError, run_slurm
 
     try:
         alloc = parse_scontrol_job(run_slurm(["scontrol", "show", "job", "-o", str(job_id)],

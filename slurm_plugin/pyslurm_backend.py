@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from .allocation import Allocation, distribute_tasks, parse_id_ranges, parse_scontrol_job
 from .hostlist import expand_hostlist
-from .slurmcli import run_slurm
+from .slurm_commands import run_slurm
 from .topology import NodeShape, SwitchTree, parse_scontrol_nodes
 from .topology_yaml import read_topology_source
 
@@ -51,13 +51,15 @@ def _allocation(job_id: str) -> Allocation:
     for node in nodes:
         ids = (layout.get(node) or {}).get("cpu_ids")
         if ids is not None:
-            cpu_ids[node] = parse_id_ranges(ids) if isinstance(ids, str) else tuple(ids)
+            cpu_ids[node] = parse_id_ranges(ids, f"pyslurm job {job_id} node {node} cpu_ids") \
+                if isinstance(ids, str) else tuple(ids)
     cpus = [len(cpu_ids[n]) for n in nodes] if len(cpu_ids) == len(nodes) else []
     slots = [c // cpt for c in cpus] if cpus else [ntasks] * len(nodes)
-    return Allocation(str(job_id), tuple(nodes),
-                      tuple(distribute_tasks(ntasks, slots, per_node)), cpt, tuple(cpus),
-                      cpu_ids, job.partition, job.account or None, job.name, job.user_name,
-                      job.user_id, job.group_id)
+    return Allocation(job_id=str(job_id), nodes=tuple(nodes),
+                      tasks_per_node=tuple(distribute_tasks(ntasks, slots, per_node)),
+                      cpus_per_task=cpt, cpus_per_node=tuple(cpus), cpu_ids=cpu_ids,
+                      partition=job.partition, account=job.account or None, job_name=job.name,
+                      user=job.user_name, uid=job.user_id, gid=job.group_id)
 
 
 def node_shapes(nodes: tuple[str, ...] | list[str], env: Mapping[str, str] | None = None,

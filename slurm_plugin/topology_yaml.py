@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .hostlist import HostlistError, expand_hostlist, fold_hostlist
-from .slurmcli import SlurmQueryError, run_slurm
+from .slurm_commands import SlurmQueryError, run_slurm
 from .topology import SwitchTree, TopologyError, parse_scontrol_topology, parse_topology_conf
 
 log = logging.getLogger("rankmap.topology")

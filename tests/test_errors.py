@@ -15,7 +15,7 @@ from slurm_plugin.cli import main
 MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objective",
            "mapper.api", "mapper.cli", "slurm_plugin.config", "slurm_plugin.allocation",
            "slurm_plugin.topology", "slurm_plugin.hostlist", "slurm_plugin.hwloc",
-           "slurm_plugin.jobdir", "slurm_plugin.slurmcli", "slurm_plugin.distribution",
+           "slurm_plugin.jobdir", "slurm_plugin.slurm_commands", "slurm_plugin.distribution",
            "slurm_plugin.profiles.store", "slurm_plugin.profiles.generators",
            "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti"]
 
