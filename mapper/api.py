@@ -133,16 +133,24 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
         polished = _map_once(graph, machine, f"identity+{polish}", seed, left, progress,
                              start_from=baseline)
         candidates[f"baseline+{polish}"] = polished.objective
+    levels = sorted(congestion_levels or [])
+    if levels and not isinstance(machine, Hierarchy):
+        raise MachineError("congestion levels need a hierarchical machine")
+    regrouped = None
+    if levels:
+        regrouped = _regrouped(graph, machine, algorithm, seed, baseline, levels,
+                               None if time_limit is None
+                               else time_limit - (time.perf_counter() - start))
+        if regrouped is not None:
+            candidates["baseline regrouped"] = regrouped.objective
     # strict improvement only: on a tie the caller's own placement stays
     tol = 1e-12 * max(abs(base_eval.objective), 1.0)
     winner, origin = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
                                    0.0, "baseline", seed), "baseline"
-    levels = list(congestion_levels or [])
-    if levels and not isinstance(machine, Hierarchy):
-        raise MachineError("congestion levels need a hierarchical machine")
     base_loads = uplink_loads(graph, machine, baseline, levels) if levels else ()
     rejected: dict[str, str] = {}
-    for cand, name in ((best, "algorithm"), (polished, f"baseline+{polish}")):
+    for cand, name in ((best, "algorithm"), (polished, f"baseline+{polish}"),
+                       (regrouped, "baseline regrouped")):
         if cand is None or cand.objective >= base_eval.objective - tol:
             continue
         if levels:
@@ -158,6 +166,30 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
         if cand.objective < winner.objective - tol:
             winner, origin = cand, name
     return winner, origin, candidates, rejected
+
+
+def _regrouped(graph: CommGraph, machine: Hierarchy, algorithm: str, seed: int,
+               baseline: np.ndarray, levels: list[int], time_limit: float | None
+               ) -> MappingResult | None:
+    """The baseline's groups at the innermost congestion level (nodes) kept whole and
+    placed by ``algorithm`` on the levels above (:func:`construction.regroup`), under
+    the same never-worse rule one level up; None when it does not apply."""
+    if time_limit is not None and time_limit <= 0:
+        return None
+    inner = levels[0]
+    if inner + 2 >= machine.levels:  # only the root above: every slot is alike
+        return None
+    above = [lv - inner - 1 for lv in levels[1:]]
+
+    def map_coarse(quotient: CommGraph, coarse: Hierarchy, start_from: np.ndarray):
+        return map_processes(quotient, coarse, algorithm, seed, time_limit,
+                             baseline=start_from, congestion_levels=above).mapping
+
+    pe = construction.regroup(graph, machine, baseline, inner, map_coarse)
+    if pe is None:
+        return None
+    ev = evaluate(graph, machine, pe)
+    return MappingResult(pe, ev.objective, ev.traffic, 0.0, algorithm, seed)
 
 
 def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,

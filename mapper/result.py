@@ -30,8 +30,9 @@ class MappingResult:
         is returned).
     origin:
         ``"algorithm"``; with a baseline (:func:`mapper.map_processes`) also
-        ``"baseline"`` (nothing beat it) or ``"baseline+<neighbourhood>"`` (the
-        baseline improved by local search won).
+        ``"baseline"`` (nothing beat it), ``"baseline+<neighbourhood>"`` (the
+        baseline improved by local search won) or ``"baseline regrouped"`` (the
+        baseline's node groups kept whole and moved, :mod:`mapper.construction.regroup`).
     candidates:
         J of every candidate that was compared, by name.
     rejected:

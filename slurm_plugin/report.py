@@ -126,9 +126,14 @@ def _summary(result: MappingResult | None, fallback_reason: str | None, default_
             why = "J equal to it"
         return (f"Slurm's {default_name} placement kept: it is already as good as rankmap's "
                 f"best ({result.algorithm}, {why})")
-    how = result.algorithm if result.origin == "algorithm" else \
-        (f"Slurm's {default_name} placement improved by local search "
-         f"{result.origin.split('+', 1)[-1]}")
+    if result.origin == "algorithm":
+        how = result.algorithm
+    elif result.origin == "baseline regrouped":
+        how = (f"Slurm's {default_name} placement, its nodes' rank sets kept and the nodes "
+               f"rearranged on the switches by {result.algorithm}")
+    else:
+        how = (f"Slurm's {default_name} placement improved by local search "
+               f"{result.origin.split('+', 1)[-1]}")
     return (f"rankmap's placement applied ({how}): J {_pct(default_j, ours_j):.1f}% below "
             f"Slurm's {default_name} placement")
 

@@ -60,3 +60,21 @@ def test_interleaved_halo_is_applied_and_loads_no_link_more():
     # and it is a real improvement on the leaf uplinks, not a tie
     assert mine[1].volume < 0.5 * theirs[1].volume
     assert not np.array_equal(plan.result.mapping, block)
+
+
+def test_interleaved_cg_gets_its_nodes_regrouped_on_the_leaves():
+    # topdown's own result loads a node link more and is refused; keeping block's node
+    # groups and putting nodes that talk on the same leaf switch is applied instead
+    layout = _layout(INTERLEAVED)
+    graph = generate("npb-cg", 128)
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=10,
+                     files=("machinefile",))
+    assert plan.result.origin == "baseline regrouped" and plan.files
+    assert "nodes rearranged" in plan.summary
+    block = default_placements(layout)["block"]
+    levels = layout.network_levels
+    mine = uplink_loads(graph, layout.hierarchy, plan.result.mapping, levels)
+    theirs = uplink_loads(graph, layout.hierarchy, block, levels)
+    assert raised_uplink(mine, theirs) is None
+    assert mine[0].volume == theirs[0].volume  # the same rank sets on the nodes
+    assert mine[1].volume < theirs[1].volume

@@ -2,7 +2,9 @@
 
 from .bottomup import bottom_up
 from .greedy import greedy_allc, muller_merbach
+from .regroup import regroup
 from .topdown import top_down
 from .trivial import identity, random_mapping
 
-__all__ = ["bottom_up", "greedy_allc", "identity", "muller_merbach", "random_mapping", "top_down"]
+__all__ = ["bottom_up", "greedy_allc", "identity", "muller_merbach", "random_mapping", "regroup",
+           "top_down"]

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +110,9 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
                      help="flop rate of a core, for smpi_execute_flops (default %(default)s)")
     p.add_argument("--measured-compute", action="store_true",
                    help="simulate the program's measured CPU bursts (not deterministic)")
+    p.add_argument("--ok-exit", type=int, action="append", default=[0], metavar="CODE",
+                   help="exit codes of smpirun that mean success besides 0 (NPB DT's main "
+                        "returns 1 after a verified run; repeatable)")
     p.add_argument("--smpirun", default="smpirun", help="smpirun command (default smpirun)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per smpirun run")
     p.add_argument("--out", metavar="DIR",
@@ -185,7 +189,8 @@ def smpirun_command(args: argparse.Namespace, platform: Path, hostfile: Path, n:
             "--log=smpi_config.thresh:warning", *program]
 
 
-def _run(cmd: list[str], timeout: float) -> tuple[float | None, float | None]:
+def _run(cmd: list[str], timeout: float, ok_exit: Sequence[int] = (0,),
+         ) -> tuple[float | None, float | None]:
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, timeout=timeout, check=False)
@@ -193,7 +198,7 @@ def _run(cmd: list[str], timeout: float) -> tuple[float | None, float | None]:
         raise SimulationError(f"smpirun took longer than {timeout:g} s: {' '.join(cmd)}"
                               ) from None
     app, total = parse_times(proc.stdout)
-    if proc.returncode != 0 or (app is None and total is None):
+    if proc.returncode not in ok_exit or (app is None and total is None):
         tail = "\n".join(proc.stdout.splitlines()[-15:])
         raise SimulationError(f"smpirun exited with {proc.returncode} and "
                               f"{'no' if total is None else 'a'} time:\n"
@@ -251,7 +256,8 @@ def _simulate(args: argparse.Namespace) -> int:
                 if sys.stderr.isatty():
                     print(f"simulating {pl.name} ({layout.n} ranks)", file=sys.stderr)
                 app, total = _run(smpirun_command(args, out / "platform.xml", hostfile,
-                                                  layout.n, program), args.timeout)
+                                                  layout.n, program), args.timeout,
+                                         args.ok_exit)
             runs.append(Run(pl, app if app is not None else total, total, str(hostfile)))
         record = {"ranks": layout.n, "nodes": list(alloc.nodes), "profile": args.profile,
                   "program": program, "platform": str(out / "platform.xml"),
