@@ -75,7 +75,8 @@ def job_inputs(args: argparse.Namespace, cfg: Config) -> JobInputs:
             tasks = tasks * len(nodes)
     if len(tasks) != len(nodes):
         raise CliError(f"--tasks-per-node gives {len(tasks)} counts for {len(nodes)} nodes")
-    alloc = Allocation(None, tuple(nodes), tuple(tasks), args.cpus_per_task)
+    alloc = Allocation(job_id=None, nodes=tuple(nodes), tasks_per_node=tuple(tasks),
+                       cpus_per_task=args.cpus_per_task)
     tree = SwitchTree()
     if args.topology_conf != "none":
         path = Path(args.topology_conf)
