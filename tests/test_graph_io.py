@@ -1,0 +1,161 @@
+"""The compiled/vectorised graph readers (mapper.graph_io): Matrix Market through
+scipy.io.mmread and CSV through chunked np.loadtxt, each refusing what the line-by-line
+readers refused, with the file and line of the first bad entry."""
+
+import numpy as np
+import pytest
+
+from mapper.graph import CommGraph
+from mapper.graph_io import (
+    GraphFormatError,
+    SizeLimit,
+    read_csv_text,
+    read_graph,
+    read_mtx_text,
+    write_mtx,
+)
+
+GENERAL = "%%MatrixMarket matrix coordinate real general\n"
+
+
+def entries_text(n_entries: int, n: int = 500, seed: int = 0) -> tuple[list[str], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, n_entries)
+    dst = (src + rng.integers(1, n, n_entries)) % n
+    w = rng.integers(1, 1000, n_entries)
+    return [f"{a + 1} {b + 1} {x}" for a, b, x in zip(src, dst, w, strict=True)], \
+        np.stack([src, dst, w])
+
+
+@pytest.mark.parametrize("body,msg", [
+    ("2 2 1\n1 2 0x10\n", "m.mtx:3: non-numeric entry"),  # mmread alone reads 0
+    ("2 2 1\n1 2 5 6\n", "m.mtx:3: expected 3 columns"),  # mmread alone ignores the 4th
+    ("2 2 1\n1 2\n", "m.mtx:3: expected 3 columns"),
+    ("2 2 1\n1 x 5\n", "m.mtx:3: non-numeric entry"),
+    ("2 2 1\n1 2 nan\n", "m.mtx:3: non-numeric entry"),
+    ("2 2 1\n1 3 5\n", "m.mtx:3: index out of range 1..2"),
+    ("2 2 1\n0 1 5\n", "m.mtx:3: index out of range 1..2"),
+    ("2 2 1\n1 99999999999999999999 5\n", "m.mtx:3: index out of range 1..2"),
+    ("2 2 1\n1 2 -5\n", "m.mtx:3: volume must be finite and >= 0"),
+    ("2 2 1\n1 2 1e999\n", "m.mtx:3: volume must be finite and >= 0"),
+    ("2 2 2\n1 2 5\n% late\n2 1 3\n", "m.mtx:4: comment after the size line"),
+    ("2 2 1\n1 2 5\n2 1 4\n", "m.mtx:2: size line says 1 entries but the file has 2"),
+    ("3 3 3\n1 2 5\n", "m.mtx:2: size line says 3 entries but the file has 1"),
+    ("2 2 1\n2 2 5\n", "m.mtx:3: self loop on rank 1"),
+    ("2 3 1\n1 2 5\n", "m.mtx:2: matrix must be square"),
+    ("2 2\n", "m.mtx:2: size line must be"),
+    ("", "missing size line"),
+])
+def test_matrix_market_errors_name_the_line(body, msg):
+    with pytest.raises(GraphFormatError, match=msg):
+        read_mtx_text(GENERAL + body, "m.mtx")
+
+
+def test_matrix_market_field_specific_checks():
+    with pytest.raises(GraphFormatError, match="m.mtx:3: non-integer entry"):
+        read_mtx_text("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 2 7.5\n",
+                      "m.mtx")
+    with pytest.raises(GraphFormatError, match="m.mtx:3: expected 2 columns"):
+        read_mtx_text("%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2 7\n",
+                      "m.mtx")
+    g = read_mtx_text("%%MatrixMarket matrix coordinate pattern symmetric\n% é\n3 3 2\n"
+                      "2 1\n\n3 2\n", "p.mtx")
+    assert g.to_csr().toarray().tolist() == [[0, 1, 0], [1, 0, 1], [0, 1, 0]]
+    with pytest.raises(GraphFormatError, match="size line declares 5 ranks, but too many"):
+        read_mtx_text(GENERAL + "5 5 1\n1 2 5\n", "m.mtx", limit=SizeLimit(4, "too many"))
+
+
+def test_matrix_market_error_deep_in_a_large_file_names_its_line():
+    """mmread parses in parallel chunks; the entry order (and so the line) must hold."""
+    lines, _ = entries_text(200_000)
+    lines[150_000] = "7 7 1"
+    text = GENERAL + "% two comment lines\n%\n500 500 200000\n" + "\n".join(lines) + "\n"
+    with pytest.raises(GraphFormatError, match=f"m.mtx:{4 + 150_000 + 1}: self loop on rank 6"):
+        read_mtx_text(text, "m.mtx")
+    lines[150_000] = "7 8 -1"
+    with pytest.raises(GraphFormatError, match=f"m.mtx:{4 + 150_000 + 1}: volume must be"):
+        read_mtx_text(GENERAL + "% two comment lines\n%\n500 500 200000\n"
+                      + "\n".join(lines) + "\n", "m.mtx")
+
+
+def test_matrix_market_values_equal_a_reference_sum(tmp_path):
+    lines, (src, dst, w) = entries_text(20_000, n=300, seed=4)
+    g = read_mtx_text(GENERAL + f"300 300 {len(lines)}\n" + "\n".join(lines) + "\n", "g.mtx")
+    ref = np.zeros((300, 300))
+    np.add.at(ref, (src, dst), w)
+    assert np.array_equal(g.to_csr().toarray(), ref + ref.T)
+    write_mtx(g, tmp_path / "rt.mtx")
+    assert np.array_equal(read_graph(tmp_path / "rt.mtx").to_csr().toarray(), ref + ref.T)
+
+
+def csv_reference(text: str) -> np.ndarray:
+    """Sum of the records of a well-formed CSV text, symmetrised, read naively."""
+    ref = {}
+    for line in text.split("\n"):
+        s = line.strip()
+        if not s or s.startswith("#") or not s[0].isdigit():
+            continue
+        a, b, v = s.split(",")
+        key = (int(a), int(b))
+        ref[key] = ref.get(key, 0.0) + float(v)
+    n = 1 + max(max(k) for k in ref)
+    m = np.zeros((n, n))
+    for (a, b), v in ref.items():
+        m[a, b] += v
+    return m + m.T
+
+
+def test_csv_many_chunks_equal_the_naive_sum():
+    rng = np.random.default_rng(2)
+    n_rec = 120_000  # about 1.5 MiB: several chunks
+    src = rng.integers(0, 64, n_rec)
+    dst = (src + rng.integers(1, 64, n_rec)) % 64
+    vol = rng.random(n_rec) * 1e6
+    rows = [f"{a},{b},{v:.6g}" if i % 7 else f" {a} , {b} , {v:.3e} "
+            for i, (a, b, v) in enumerate(zip(src, dst, vol, strict=True))]
+    rows[5000] = "# a comment line in the middle"
+    rows[70000] = ""
+    text = "src,dst,bytes\n" + "\n".join(rows) + "\n"
+    g = read_csv_text(text, "t.csv")
+    assert np.allclose(g.to_csr().toarray(), csv_reference(text), rtol=1e-12)
+
+
+@pytest.mark.parametrize("bad,msg", [
+    ("x,1,2", "expected integers src,dst and a number of bytes"),
+    ("1.0,2,3", "expected integers"),
+    ("1,2,3,4", "expected 'src,dst,bytes'"),
+    ("1,2", "expected 'src,dst,bytes'"),
+    ("1,2,3 # a trailing comment", "expected integers"),
+    ("-1,2,3", "negative rank"),
+    ("4,4,3", "self loop on rank 4"),
+    ("1,2,nan", "bytes must be finite"),
+    ("1,2,1e999", "bytes must be finite"),
+    ("1,2,-3", "bytes must be finite"),
+    ("1,99,3", "rank 99 implies 100 ranks, but the job has 64"),
+])
+def test_csv_errors_deep_in_a_large_file_name_the_line(bad, msg):
+    rows = [f"{i % 63},{i % 63 + 1},{i}" for i in range(100_000)]
+    rows[80_000] = bad
+    text = "src,dst,bytes\n" + "\n".join(rows) + "\n"
+    with pytest.raises(GraphFormatError, match=f"t.csv:{80_000 + 2}: {msg}"):
+        read_csv_text(text, "t.csv", limit=SizeLimit(64, "the job has 64"))
+
+
+def test_csv_accepts_what_the_line_reader_accepts():
+    """Header only on line 1 (or 2 after a comment), '1_000' and '+1' as Python reads
+    them (loadtxt refuses the first: that chunk is read line by line)."""
+    g = read_csv_text("# traffic\nsrc,dst,bytes\n0,1,1_000\n+1,2,5\n", "t.csv")
+    assert g.to_csr()[0, 1] == 1000 and g.to_csr()[1, 2] == 5
+    with pytest.raises(GraphFormatError, match="t.csv:3: expected integers"):
+        read_csv_text("0,1,2\n1,2,3\nsrc,dst,bytes\n", "t.csv")
+    with pytest.raises(GraphFormatError, match="t.csv:1: no traffic records"):
+        read_csv_text("src,dst,bytes\n\n# nothing\n", "t.csv")
+
+
+def test_csv_and_mtx_give_the_same_graph(tmp_path):
+    lines, (src, dst, w) = entries_text(5000, n=100, seed=9)
+    (tmp_path / "a.csv").write_text("".join(f"{a},{b},{x}\n" for a, b, x in
+                                            zip(src, dst, w, strict=True)))
+    (tmp_path / "a.mtx").write_text(GENERAL + f"100 100 {len(lines)}\n" + "\n".join(lines))
+    a, b = read_graph(tmp_path / "a.csv"), read_graph(tmp_path / "a.mtx")
+    assert isinstance(a, CommGraph) and abs(a.to_csr() - b.to_csr()).max() == 0
