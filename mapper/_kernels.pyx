@@ -4,8 +4,16 @@
 Everything here works on the communication graph's CSR arrays and on one distance
 oracle: either the hierarchy's per-PE group ids (``gid``, n x k, row-major) with level
 distances, or an explicit n x n matrix.  The Python modules that call these functions
-(:mod:`mapper.local_search`, :mod:`mapper.greedy`) hold the documentation and the
-references; this file only makes their inner loops fast.
+hold the documentation, the complexities and the references; this file only makes their
+inner loops fast:
+
+* ``local_search`` -- :mod:`mapper.search.swap` (the gain formula), used by the three
+  neighbourhoods :mod:`mapper.search.communication` (N_C^d),
+  :mod:`mapper.search.pruned` (N_p) and :mod:`mapper.search.quadratic` (N^2), and by
+  the cut refinement of :mod:`mapper.partition`;
+* ``greedy_construct`` -- :mod:`mapper.construction.greedy` (Müller-Merbach,
+  GreedyAllC);
+* ``swap_delta`` -- the same gain, exposed for the tests.
 """
 
 import numpy as np
@@ -15,6 +23,19 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 cnp.import_array()
+
+# Search spaces of local_search; mapper.search.swap.SearchMode names them for Python
+# callers (a test checks both agree through search_modes()).
+cdef enum:
+    MODE_COMMUNICATION = 0   # N_C^d: pairs within d hops in the communication graph
+    MODE_PRUNED = 1          # N_p: pairs inside consecutive blocks of PE indices
+    MODE_QUADRATIC = 2       # N^2: all pairs
+
+
+def search_modes():
+    """The mode numbers ``local_search`` understands, by name."""
+    return {"COMMUNICATION": MODE_COMMUNICATION, "PRUNED": MODE_PRUNED,
+            "QUADRATIC": MODE_QUADRATIC}
 
 
 cdef struct Oracle:
@@ -257,7 +278,8 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  double eps):
     """Improve ``pe`` (rank → PE, modified in place) by gain-positive swaps.
 
-    mode 0: N_C^d, ranks within communication-graph distance ``param`` (BFS balls).
+    mode MODE_COMMUNICATION (0): N_C^d, ranks within communication-graph distance
+    ``param`` (BFS balls).
     A first pass visits all ranks in random order; later passes visit only the ranks
     that took part in a swap or neighbour one since they were last visited, until none
     is left.  Like the paper's reference code, which re-activates only the pairs of the
@@ -267,8 +289,10 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     (u, v) is fully evaluated only when u alone would gain from moving to v's PE
     (Γ_u(π(u)) > Γ_u(π(v)), memoised per innermost group); any improving swap has a
     side that gains, and the pair is examined from both sides, so nothing is lost.
-    mode 1: N_p, all pairs of PEs inside consecutive PE index blocks of size ``param``.
-    mode 2: N^2, all PE pairs in Heider's cyclic order.  Modes 1 and 2 repeat full
+    mode MODE_PRUNED (1): N_p, all pairs of PEs inside consecutive PE index blocks of
+    size ``param``.
+    mode MODE_QUADRATIC (2): N^2, all PE pairs in Heider's cyclic order.  These two repeat
+    full
     passes until one makes no improving swap.  Every mode stops at ``time_limit``
     seconds (<= 0: none).  Returns (total gain, swaps, passes, timed_out, full
     gain evaluations).
@@ -318,6 +342,8 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef bint improved = True, timed_out = False, full_pass = True
     cdef int64_t i, j, a, b, u, v, head, tail, e, w, lo, hi, t, visit = 0, memo_epoch = 0
     cdef int64_t blk, count, key, depth, level_end, pu0
+    if mode != MODE_COMMUNICATION and mode != MODE_PRUNED and mode != MODE_QUADRATIC:
+        raise ValueError(f"unknown local search mode {mode}")
     if n < 2:
         return 0.0, 0, 0, False, 0
     g.indptr = &indptr[0]
@@ -326,7 +352,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     for i in range(n):
         R[P[i]] = i
     with nogil:
-        if mode == 0:
+        if mode == MODE_COMMUNICATION:
             while not timed_out:
                 passes += 1
                 count = 0
@@ -420,7 +446,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
             while improved and not timed_out:
                 improved = False
                 passes += 1
-                blk = param if mode == 1 else n
+                blk = param if mode == MODE_PRUNED else n
                 if blk < 2:
                     blk = 2
                 lo = 0

@@ -13,6 +13,14 @@ and PE q":
   division-free variant of the oracle in Schulz, Träff & von Kirchbach, §3.4.
 * :class:`DistanceMatrix` — an explicit symmetric n x n matrix for machines that are not
   trees (tori, measured hop matrices), meant for moderate n.
+
+References
+----------
+* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
+  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
+  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
+  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
+  doi:10.4230/LIPIcs.SEA.2017.4.
 """
 
 from __future__ import annotations

@@ -5,16 +5,27 @@ exactly the sizes of the machine's groups (the paper uses KaHIP's perfectly bala
 partitioner).  METIS balances only up to a tolerance, so its output is repaired:
 vertices move from blocks above their target to blocks below it, best connection gain
 first.  Then a size-preserving swap refinement lowers the cut: it is the mapper's own
-N_C^1 local search on a two-level machine whose groups are the blocks (distance 0
-inside a block, 1 across), so swaps of adjacent vertices in different blocks are made
-while they reduce the cut.  Heterogeneous targets (unequal group sizes) are passed to
-METIS as target weights (``tpwgts``).
+N_C^2 local search on a two-level machine whose groups are the blocks (distance 0
+inside a block, 1 across), so swaps of vertices at most two hops apart in different
+blocks are made while they reduce the cut.  Heterogeneous targets (unequal group
+sizes) are passed to METIS as target weights (``tpwgts``).
 
 METIS runs in recursive-bisection mode: with exact target weights its k-way mode cut
 20-100 % more on the paper's instance types (measured on rgg quotient graphs and 3D
 grids).  Complexity: one METIS call, O(m log k) in practice, O(r · (n + m)) for r repair
 rounds (r is small because METIS is within 0.1 % of the targets), and O(Σ_u d_u²) per
 refinement pass.
+
+References
+----------
+* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
+  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
+  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
+  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
+  doi:10.4230/LIPIcs.SEA.2017.4.
+* Karypis & Kumar: A Fast and High Quality Multilevel Scheme for Partitioning
+  Irregular Graphs.  SIAM J. Sci. Comput. 20(1):359-392 (1998),
+  doi:10.1137/S1064827595287997 (METIS, called through pymetis).
 """
 
 from __future__ import annotations
@@ -103,6 +114,7 @@ def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
                seed: int = 0) -> np.ndarray:
     """Lower the cut of an exactly balanced partition by swapping adjacent vertices."""
     from . import _kernels  # compiled; imported here so partition stays importable alone
+    from .search.swap import SearchMode
 
     n = len(part)
     k = len(sizes)
@@ -116,7 +128,8 @@ def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
     assert np.array_equal(np.diff(bounds), np.bincount(part, minlength=k))
     _kernels.local_search(adj.indptr.astype(np.int64), adj.indices.astype(np.int32),
                           adj.data.astype(np.float64), pe, gid,
-                          np.array([0.0, 1.0]), None, 0, 2, int(seed), 0.0,
+                          np.array([0.0, 1.0]), None, int(SearchMode.COMMUNICATION), 2,
+                          int(seed), 0.0,
                           1e-12 * max(float(adj.data.sum()), 1.0))
     return gid[pe, 0].astype(np.int64)
 

@@ -195,3 +195,15 @@ def test_progress_reports_each_phase():
                   "topdown+n10", attempts=2, progress=phases.append)
     assert phases == ["construction topdown (seed 0)", "local search n10",
                       "construction topdown (seed 1)", "local search n10"]
+
+
+def test_search_mode_names_match_the_kernel():
+    from mapper import _kernels
+    from mapper.search.swap import SearchMode
+
+    assert {m.name: int(m) for m in SearchMode} == _kernels.search_modes()
+    g = random_graph(16, 0.3, 2)
+    pe = np.arange(16, dtype=np.int64)
+    with pytest.raises(ValueError, match="unknown local search mode 7"):
+        _kernels.local_search(g.indptr, g.indices, g.weights, pe, None, None,
+                              np.ones((16, 16)), 7, 1, 0, 0.0, 0.0)

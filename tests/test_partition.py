@@ -114,7 +114,7 @@ def test_repair_moves_the_best_connected_vertex(dense, monkeypatch):
 
 def test_refinement_lowers_the_cut_to_the_obvious_split():
     """Two 8-vertex paths joined by a light edge 7-8; the start has 7 and 8 exchanged
-    (the refinement swaps adjacent vertices of different blocks, N_C^1)."""
+    (the refinement swaps vertices at most two hops apart, N_C^2)."""
     a = sp.lil_matrix((16, 16))
     for u in range(15):
         a[u, u + 1] = a[u + 1, u] = 10.0 if u != 7 else 1.0

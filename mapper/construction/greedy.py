@@ -11,6 +11,18 @@
   neighbours falls back to the Müller-Merbach PE rule.  O(n (n + m) k) time.
 
 Both loops are compiled (``mapper._kernels.greedy_construct``).
+
+References
+----------
+* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
+  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
+  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
+  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
+  doi:10.4230/LIPIcs.SEA.2017.4.
+* Müller-Merbach: Optimale Reihenfolgen.  Ökonometrie und Unternehmensforschung 15,
+  Springer (1970); a book, followed here as summarised in the paper above, §2.
+* Glantz, Meyerhenke & Noe: Algorithms for Mapping Parallel Processes onto Grid and
+  Torus Architectures.  PDP 2015, pp. 236-243; arXiv:1411.0921 (GreedyAllC).
 """
 
 from __future__ import annotations

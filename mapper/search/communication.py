@@ -7,6 +7,14 @@ ends after a pass without an improving swap, or at the time limit.  N_C^1 = N_C
 (communicating pairs only); N_C^n = N^2.
 
 Complexity per pass: Σ_u |ball_d(u)| · O(d_u + d_v) oracle queries; O(n) extra memory.
+
+References
+----------
+* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
+  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
+  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
+  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
+  doi:10.4230/LIPIcs.SEA.2017.4.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import numpy as np
 
 from ..graph import CommGraph
 from ..machine import Machine
-from .swap import SearchStats, run
+from .swap import SearchMode, SearchStats, run
 
 
 def communication_neighborhood(graph: CommGraph, machine: Machine, pe: np.ndarray,
@@ -24,4 +32,4 @@ def communication_neighborhood(graph: CommGraph, machine: Machine, pe: np.ndarra
     """Improve ``pe`` (rank → PE, int64, modified in place) within N_C^depth."""
     if depth < 1:
         raise ValueError(f"communication neighbourhood depth must be >= 1, got {depth}")
-    return run(graph, machine, pe, 0, depth, seed, time_limit)
+    return run(graph, machine, pe, SearchMode.COMMUNICATION, depth, seed, time_limit)

@@ -6,6 +6,16 @@ block are tried; pairs in the same innermost group (which cannot change J) are s
 Passes repeat until one makes no improving swap, or the time limit.
 
 Complexity per pass: O(n · block) pairs, each O(d_u + d_v).
+
+References
+----------
+* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
+  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
+  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
+  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
+  doi:10.4230/LIPIcs.SEA.2017.4.
+* Brandfass, Alrutz & Gerhold: Rank reordering for MPI communication optimization.
+  Computers & Fluids 80:372-380 (2013), doi:10.1016/j.compfluid.2012.01.019.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ import numpy as np
 
 from ..graph import CommGraph
 from ..machine import Machine
-from .swap import SearchStats, run
+from .swap import SearchMode, SearchStats, run
 
 DEFAULT_BLOCK = 64
 
@@ -25,4 +35,4 @@ def pruned_neighborhood(graph: CommGraph, machine: Machine, pe: np.ndarray,
     """Improve ``pe`` (rank → PE, int64, modified in place) within N_p."""
     if block < 2:
         raise ValueError(f"pruned neighbourhood block size must be >= 2, got {block}")
-    return run(graph, machine, pe, 1, block, seed, time_limit)
+    return run(graph, machine, pe, SearchMode.PRUNED, block, seed, time_limit)

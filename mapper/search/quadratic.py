@@ -5,6 +5,18 @@ made whenever it lowers J; passes repeat until one makes no improving swap, or t
 time limit.  Pairs in the same innermost group are skipped (they cannot change J).
 
 Complexity per pass: O(n²) pairs, each O(d_u + d_v): for small n only.
+
+References
+----------
+* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
+  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
+  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
+  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
+  doi:10.4230/LIPIcs.SEA.2017.4.
+* Heider: A computationally simplified pair-exchange algorithm for the quadratic
+  assignment problem.  Technical report, 1972 (DTIC; no DOI).
+* Brandfass, Alrutz & Gerhold: Rank reordering for MPI communication optimization.
+  Computers & Fluids 80:372-380 (2013), doi:10.1016/j.compfluid.2012.01.019.
 """
 
 from __future__ import annotations
@@ -13,10 +25,10 @@ import numpy as np
 
 from ..graph import CommGraph
 from ..machine import Machine
-from .swap import SearchStats, run
+from .swap import SearchMode, SearchStats, run
 
 
 def quadratic_neighborhood(graph: CommGraph, machine: Machine, pe: np.ndarray, seed: int = 0,
                            time_limit: float | None = None) -> SearchStats:
     """Improve ``pe`` (rank → PE, int64, modified in place) within N^2."""
-    return run(graph, machine, pe, 2, 0, seed, time_limit)
+    return run(graph, machine, pe, SearchMode.QUADRATIC, 0, seed, time_limit)

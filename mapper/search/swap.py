@@ -10,11 +10,22 @@ evaluated in O(d_u + d_v) oracle queries (the edge {u, v} itself keeps its lengt
 This is the paper's node-contribution bookkeeping written as a difference.  Swaps of
 two PEs in the same innermost group are skipped (they cannot change J: Brandfass et
 al.'s pruning).  The loops run compiled in ``mapper._kernels.local_search``.
+
+References
+----------
+* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
+  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
+  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
+  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
+  doi:10.4230/LIPIcs.SEA.2017.4.
+* Brandfass, Alrutz & Gerhold: Rank reordering for MPI communication optimization.
+  Computers & Fluids 80:372-380 (2013), doi:10.1016/j.compfluid.2012.01.019.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
@@ -22,6 +33,15 @@ from .. import _kernels
 from ..graph import CommGraph
 from ..machine import Machine
 from ..oracle import KernelOracle
+
+
+class SearchMode(IntEnum):
+    """The search space of one local search run (the kernel's ``mode`` argument)."""
+
+    COMMUNICATION = 0  # N_C^d: ranks within d hops in the communication graph
+    PRUNED = 1         # N_p: PE pairs inside consecutive index blocks
+    QUADRATIC = 2      # N^2: all PE pairs
+
 
 # Relative tolerance below which a gain counts as zero, so that rounding cannot make
 # local search cycle through equal-cost swaps.
@@ -45,7 +65,7 @@ class SearchStats:
 _RENUMBER_ABOVE = 4096
 
 
-def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: int, param: int,
+def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: SearchMode, param: int,
         seed: int, time_limit: float | None) -> SearchStats:
     """Improve ``pe`` in place with the compiled kernel (see module docstring)."""
     if not (pe.dtype == np.int64 and pe.flags.c_contiguous):
@@ -63,7 +83,7 @@ def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: int, param: in
         indptr, indices, weights, work = graph.indptr, graph.indices, graph.weights, pe
     gain, swaps, passes, timed_out, evals = _kernels.local_search(
         indptr, indices, weights, work, *KernelOracle.of(machine).args(),
-        mode, int(param), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
+        int(SearchMode(mode)), int(param), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
         _REL_EPS * scale)
     if work is not pe:
         pe[rank_at] = work
