@@ -1,8 +1,11 @@
 """Launcher files from a layout and a rank → slot mapping, rendered with jinja2.
 
-Templates come from a site directory when one is configured and from the packaged
-``rankmap_templates`` otherwise; a site can override any single file.  Rendering is
-pure (strings out); :mod:`slurm_plugin.files` writes them.
+Templates are looked up with a jinja2 ``ChoiceLoader``: the site directory
+(``[render] templates_dir``) first, the packaged ``rankmap_templates`` second, so a site
+overrides any single file and takes the rest from the package.  A site template can
+still reach the packaged version of its own name as ``packaged/<name>`` (for example
+``{% include "packaged/rankfile.j2" %}`` plus a site line).  Rendering is pure (strings
+out); :mod:`slurm_plugin.files` writes them.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ def packaged_templates_dir() -> Path:
 
 @lru_cache(maxsize=8)
 def _environment(templates_dir: str | None) -> jinja2.Environment:
-    search = [str(packaged_templates_dir())]
+    packaged = jinja2.FileSystemLoader(str(packaged_templates_dir()))
+    loaders: list[jinja2.BaseLoader] = [packaged,
+                                        jinja2.PrefixLoader({"packaged": packaged})]
     if templates_dir:
-        search.insert(0, templates_dir)
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(search),
+        loaders.insert(0, jinja2.FileSystemLoader(templates_dir))
+    return jinja2.Environment(loader=jinja2.ChoiceLoader(loaders),
                               undefined=jinja2.StrictUndefined, trim_blocks=True,
                               lstrip_blocks=True, keep_trailing_newline=True,
                               autoescape=False)

@@ -72,9 +72,22 @@ def test_site_templates_override_single_files(tmp_path):
     (tmp_path / "hostfile.j2").write_text("{% for h in hosts %}{{ h.host }}:{{ h.slots }}\n"
                                           "{% endfor %}")
     layout = small_layout()
-    assert render_hostfile(layout, np.arange(8), templates_dir=str(tmp_path)) == "a:4\nb:4\n"
-    assert render_machinefile(layout, np.arange(8), templates_dir=str(tmp_path)).split()[0] \
-        == "a"
+    site = str(tmp_path)
+    assert render_hostfile(layout, np.arange(8), templates_dir=site) == "a:4\nb:4\n"
+    # the templates the site does not have still come from the package
+    assert render_machinefile(layout, np.arange(8), templates_dir=site) == \
+        render_machinefile(layout, np.arange(8))
+    assert render_machinefile(layout, np.arange(8), templates_dir=site).split()[0] == "a"
+    packaged = render_rankfile(layout, np.arange(8), job_id="7")
+    assert render_rankfile(layout, np.arange(8), templates_dir=site, job_id="7") == packaged
+    assert packaged.startswith("# rankmap rankmap placement for job 7\n")
+    # a site template can wrap the packaged one of the same name
+    (tmp_path / "wrap").mkdir()
+    (tmp_path / "wrap" / "rankfile.j2").write_text(
+        '# site header\n{% include "packaged/rankfile.j2" %}')
+    wrapped = render_rankfile(layout, np.arange(8), templates_dir=str(tmp_path / "wrap"),
+                              job_id="7")
+    assert wrapped == "# site header\n" + packaged
 
 
 def test_report_numbers_match_the_mapper():
