@@ -15,6 +15,7 @@ from mapper.errors import RankmapError
 from .config_cli import add_config_commands
 from .plan_cli import add_plan_command
 from .profiles.cli import add_profile_commands
+from .report_cli import add_report_command
 from .simulate.cli import add_simulate_command
 
 #: what the CLI reports as one line (exit 2); anything else is a bug and keeps its
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_command(sub)
     add_profile_commands(sub)
     add_config_commands(sub)
+    add_report_command(sub)
     return parser
 
 
