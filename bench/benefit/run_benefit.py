@@ -17,7 +17,15 @@ oversubscribed --oversubscription at every level):
 
 Apps and the profiles rankmap maps them with (same rank numbering, see the C sources):
 ``halo`` = halo3d on the near-cubic grid of generator ``stencil3d`` (periodic), ``cg`` =
-cg_like with generator ``npb-cg`` (power-of-two rank counts).
+cg_like with generator ``npb-cg`` (power-of-two rank counts); ``lulesh`` = LULESH 2.0
+(LLNL's proxy app, built by ``sh bench/benefit/fetch_lulesh.sh``; cube rank counts),
+``-s --lulesh-size -i --iterations``, mapped with its own SMPI trace: the first time a
+rank count is met, LULESH runs once under ``smpirun -trace-ti`` and ``rankmap profile
+import --format smpi-ti`` stores profile ``lulesh-N`` in WORK/lulesh-sS-iI (kept for
+later runs).  ``--lulesh-generator`` adds a row for rankmap mapping it with generator
+``stencil3d:AxAxA`` instead (faces only, non-periodic; LULESH's rank numbering is the
+generator's: rank = (plane * A + row) * A + col).  LULESH prints no iteration-loop
+time: its time is SMPI's simulated time of the whole run.
 
 Example: ``python3 bench/benefit/run_benefit.py --ranks 128 256 1024 --machines tree3
 --apps halo``.  Simulations run one after the other (one core each).
@@ -26,17 +34,20 @@ Example: ``python3 bench/benefit/run_benefit.py --ranks 128 256 1024 --machines 
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 from slurm_plugin.profiles.generators import near_factors  # noqa: E402
+from slurm_plugin.simulate.cli import parse_times, smpirun_command  # noqa: E402
 from slurm_plugin.topology import parse_node_shape  # noqa: E402
 
 
@@ -66,15 +77,75 @@ def topology_conf(machine: str, nodes: int, leaf_nodes: int, fanout: int) -> str
     return "\n".join(lines) + "\n"
 
 
-def build(build_dir: Path) -> dict[str, Path]:
-    """Compile the apps with smpicc into ``build_dir``."""
+def build(build_dir: Path, apps: list[str]) -> dict[str, Path]:
+    """Compile our apps among ``apps`` with smpicc into ``build_dir``."""
     build_dir.mkdir(parents=True, exist_ok=True)
     out = {}
     for app, src in (("halo", "halo3d.c"), ("cg", "cg_like.c")):
+        if app not in apps:
+            continue
         exe = build_dir / src.removesuffix(".c")
         subprocess.run(["smpicc", "-O2", "-o", str(exe), str(HERE / src)], check=True)
         out[app] = exe
     return out
+
+
+def cube_side(ranks: int) -> int | None:
+    """A with A**3 == ranks, else None (LULESH runs on cube rank counts only)."""
+    side = round(ranks ** (1 / 3))
+    return side if side ** 3 == ranks else None
+
+
+def lulesh_binary(path: str) -> Path:
+    """The LULESH SMPI binary, or exit saying how to build it."""
+    exe = Path(path)
+    if not exe.is_file():
+        raise SystemExit(
+            f"LULESH binary not found: {exe}\nbuild it (needs the unmodified "
+            f"lulesh-2.0.tar.gz; see the script): sh {HERE / 'fetch_lulesh.sh'} {exe.parent}"
+            f" [TARBALL]\nor pass --lulesh PATH")
+    return exe
+
+
+def run_checked(cmd: list[str], what: str, with_stderr: bool = False) -> str:
+    """stdout of ``cmd`` (and stderr, where SMPI logs its simulated time, if
+    ``with_stderr``); exit with its output when it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"{what} failed ({proc.returncode}): {' '.join(cmd)}\n"
+                         f"{(proc.stdout + proc.stderr)[-3000:]}")
+    return proc.stdout + proc.stderr if with_stderr else proc.stdout
+
+
+def lulesh_profile(base_cmd: list[str], case: Path, store: Path, ranks: int,
+                   command: list[str]) -> str:
+    """Name of LULESH's profile at ``ranks`` in ``store``, traced and imported if absent.
+
+    The trace is time-independent (volumes, not times), so any placement will do: the
+    platform and block hostfile of ``rankmap simulate --platform-only`` on this case."""
+    name = f"lulesh-{ranks}"
+    if (store / f"{name}.toml").exists():
+        return name
+    tdir = case / "trace"
+    side = cube_side(ranks)
+    run_checked([*base_cmd, "--profile", f"stencil3d:{side}x{side}x{side}",
+                 "--out", str(tdir), "--platform-only", "--", *command],
+                "rankmap simulate --platform-only")
+    trace = tdir / "lulesh.ti"
+    run_checked(["smpirun", "-platform", str(tdir / "platform.xml"),
+                 "-hostfile", str(tdir / "hostfile.0.block"), "-np", str(ranks),
+                 "--cfg=smpi/simulate-computation:no", "-trace-ti",
+                 f"--cfg=tracing/filename:{trace}", *command], "traced LULESH run")
+    store.mkdir(parents=True, exist_ok=True)
+    run_checked(["rankmap", "profile", "import", "--format", "smpi-ti", str(trace),
+                 "--name", name, "--store", str(store), "--description",
+                 f"LULESH 2.0 {' '.join(command[1:])}, {ranks} ranks, SMPI -trace-ti"],
+                "rankmap profile import")
+    # the per-rank trace files are large (hundreds of MB at 4096 ranks); the profile
+    # holds what rankmap needs
+    shutil.rmtree(tdir / "lulesh.ti_files", ignore_errors=True)
+    trace.unlink(missing_ok=True)
+    return name
 
 
 def app_args(app: str, ranks: int, exe: Path, nbytes: int, iters: int,
@@ -89,12 +160,62 @@ def app_args(app: str, ranks: int, exe: Path, nbytes: int, iters: int,
     return f"npb-cg:bytes={nbytes}", [str(exe), "-b", str(nbytes), "-i", str(iters)]
 
 
+def generator_row(base_cmd: list[str], case: Path, side: int, command: list[str],
+                  rec: dict) -> dict:
+    """Row of rankmap's placement for LULESH mapped with ``stencil3d:AxAxA`` (faces
+    only) instead of its trace; simulated unless it equals a placement already run.
+
+    ``rankmap simulate`` always runs block (its reference), which ``rec`` already has:
+    the placement comes from ``--platform-only`` (same platform) and is run here with
+    simulate's own smpirun command."""
+    spec = f"stencil3d:{side}x{side}x{side}"
+    gdir = case / "stencil3d"
+    gen = [*base_cmd, "--profile", spec, "--out", str(gdir), "--json"]
+    planned = json.loads(run_checked([*gen, "--platform-only", "--", *command],
+                                     "rankmap simulate --platform-only"))
+    mine = planned["placements"][3]  # block, cyclic, scrambled, then rankmap's
+    seconds, note = None, f"mapped with {spec}: {mine['note']}"
+    for p in rec["placements"]:
+        if p["seconds"] is not None and filecmp.cmp(p["hostfile"], mine["hostfile"],
+                                                    shallow=False):
+            seconds, note = p["seconds"], f"{note}; same placement as {p['name']}"
+            break
+    if seconds is None:
+        how = SimpleNamespace(smpirun="smpirun", measured_compute=False)
+        out = run_checked(smpirun_command(how, Path(planned["platform"]),
+                                          Path(mine["hostfile"]), planned["ranks"], command),
+                          "smpirun", with_stderr=True)
+        app_time, total = parse_times(out)
+        seconds = app_time if app_time is not None else total
+        if seconds is None:
+            raise SystemExit(f"smpirun printed no simulated time for {mine['hostfile']}")
+    block = rec["placements"][0]["seconds"]
+    # J and link volumes of this row are in the generator's units: not comparable with
+    # the trace profile's rows, so left out
+    return {"name": f"{mine['name']} [{spec}]", "seconds": seconds,
+            "simulated_total": seconds, "J": None,
+            "note": note, "hostfile": mine["hostfile"], "busiest_links": {},
+            "ratio_to_default": seconds / block if seconds and block else None}
+
+
+def print_rows(machine: str, app: str, ranks: int, rec: dict) -> None:
+    """The Markdown rows of one case."""
+    for p in rec["placements"]:
+        links = " / ".join(f"{v:.3g}" for v in p["busiest_links"].values()) or "-"
+        secs = "not run" if p["seconds"] is None else f"{p['seconds']:.6g}"
+        ratio = "-" if p["ratio_to_default"] is None else f"{p['ratio_to_default']:.3f}"
+        j = "-" if p["J"] is None else f"{p['J']:.4g}"
+        print(f"| {machine} | {app} | {ranks} | {p['name']} | {secs} | {ratio} | {j} | "
+              f"{links} | {p['note']} |", flush=True)
+    print(f"<!-- {machine} {app} {ranks}: {rec['wall_seconds']:.0f} s wall -->", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[128, 256, 1024])
     ap.add_argument("--machines", nargs="+", default=["tree3"],
                     choices=["tree2", "tree3", "interleaved"])
-    ap.add_argument("--apps", nargs="+", default=["halo"], choices=["halo", "cg"])
+    ap.add_argument("--apps", nargs="+", default=["halo"], choices=["halo", "cg", "lulesh"])
     ap.add_argument("--node-info", default="Sockets=2 CoresPerSocket=4")
     ap.add_argument("--leaf-nodes", type=int, default=4)
     ap.add_argument("--fanout", type=int, default=4)
@@ -107,13 +228,23 @@ def main() -> int:
                     help="also simulate the solver's result without the never-worse rule")
     ap.add_argument("--skip", nargs="*", default=[], metavar="PLACEMENT",
                     help="placements not to simulate (passed to rankmap simulate --skip)")
+    ap.add_argument("--lulesh", default="/tmp/rankmap-lulesh/lulesh2.0",
+                    help="LULESH binary (sh bench/benefit/fetch_lulesh.sh DIR builds "
+                    "DIR/lulesh2.0)")
+    ap.add_argument("--lulesh-size", type=int, default=6,
+                    help="LULESH -s: elements per rank along each edge")
+    ap.add_argument("--lulesh-generator", action="store_true",
+                    help="also simulate rankmap's placement for LULESH mapped with "
+                    "generator stencil3d:AxAxA instead of its trace")
     ap.add_argument("--work-dir", default="/tmp/rankmap-benefit")
     ap.add_argument("--json-out", metavar="FILE")
     args = ap.parse_args()
     if shutil.which("smpicc") is None or shutil.which("smpirun") is None:
         raise SystemExit("smpicc/smpirun not found: apt-get install libsimgrid-dev simgrid")
+    if "lulesh" in args.apps:
+        lulesh_binary(args.lulesh)  # before any long run
     work = Path(args.work_dir)
-    exes = build(work / "build")
+    exes = build(work / "build", args.apps)
     cores = parse_node_shape(args.node_info).cores
     results = []
     print("| machine | app | ranks | placement | simulated s | ratio to block | J "
@@ -122,42 +253,51 @@ def main() -> int:
     for machine in args.machines:
         for app in args.apps:
             for ranks in args.ranks:
-                spec = app_args(app, ranks, exes[app], args.bytes, args.iterations)
-                if spec is None or ranks % cores:
+                if ranks % cores:
                     continue
+                if app == "lulesh":
+                    side = cube_side(ranks)
+                    if side is None:
+                        continue
+                    command = [str(lulesh_binary(args.lulesh)), "-s", str(args.lulesh_size),
+                               "-i", str(args.iterations)]
+                    profile = None
+                else:
+                    spec = app_args(app, ranks, exes[app], args.bytes, args.iterations)
+                    if spec is None:
+                        continue
+                    profile, command = spec
                 nodes = ranks // cores
                 case = work / f"{machine}-{app}-{ranks}"
                 case.mkdir(parents=True, exist_ok=True)
                 conf = case / "topology.conf"
                 conf.write_text(topology_conf(machine, nodes, args.leaf_nodes, args.fanout))
-                profile, command = spec
-                cmd = ["rankmap", "simulate", "--nodes", f"n[0-{nodes - 1}]",
-                       "--node-info", args.node_info, "--topology-conf", str(conf),
-                       "--profile", profile, "--algorithm", args.algorithm,
-                       "--time-limit", str(args.time_limit),
-                       "--oversubscription", args.oversubscription,
-                       "--out", str(case), "--json",
+                base = ["rankmap", "simulate", "--nodes", f"n[0-{nodes - 1}]",
+                        "--node-info", args.node_info, "--topology-conf", str(conf),
+                        "--algorithm", args.algorithm, "--time-limit", str(args.time_limit),
+                        "--oversubscription", args.oversubscription]
+                start = time.perf_counter()
+                if profile is None:
+                    store = work / f"lulesh-s{args.lulesh_size}-i{args.iterations}"
+                    profile_args = ["--store", str(store), "--profile",
+                                    lulesh_profile(base, case, store, ranks, command)]
+                else:
+                    profile_args = ["--profile", profile]
+                cmd = [*base, *profile_args, "--out", str(case), "--json",
                        *(["--unguarded"] if args.unguarded else []),
                        *(x for name in args.skip for x in ("--skip", name)),
                        "--", *command]
-                start = time.perf_counter()
                 proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
                 if proc.returncode:
                     print(f"FAILED: {' '.join(cmd)}\n{proc.stderr}", file=sys.stderr)
                     continue
                 rec = json.loads(proc.stdout)
+                if app == "lulesh" and args.lulesh_generator:
+                    rec["placements"].append(generator_row(base, case, side, command, rec))
                 rec.update(machine=machine, app=app, command=cmd,
                            wall_seconds=time.perf_counter() - start)
                 results.append(rec)
-                for p in rec["placements"]:
-                    links = " / ".join(f"{v:.3g}" for v in p["busiest_links"].values())
-                    secs = "not run" if p["seconds"] is None else f"{p['seconds']:.6g}"
-                    ratio = ("-" if p["ratio_to_default"] is None
-                             else f"{p['ratio_to_default']:.3f}")
-                    print(f"| {machine} | {app} | {ranks} | {p['name']} | {secs} | {ratio} | "
-                          f"{p['J']:.4g} | {links} | {p['note']} |", flush=True)
-                print(f"<!-- {machine} {app} {ranks}: {rec['wall_seconds']:.0f} s wall -->",
-                      flush=True)
+                print_rows(machine, app, ranks, rec)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=2) + "\n")
     return 0
