@@ -159,3 +159,19 @@ def test_csv_and_mtx_give_the_same_graph(tmp_path):
     (tmp_path / "a.mtx").write_text(GENERAL + f"100 100 {len(lines)}\n" + "\n".join(lines))
     a, b = read_graph(tmp_path / "a.csv"), read_graph(tmp_path / "a.mtx")
     assert isinstance(a, CommGraph) and abs(a.to_csr() - b.to_csr()).max() == 0
+
+
+def test_mmread_runs_on_one_thread_and_the_setting_is_restored(monkeypatch):
+    import scipy.io
+
+    fmm = scipy.io._fast_matrix_market
+    seen, real = [], scipy.io.mmread
+
+    def spy(source, **kw):
+        seen.append(fmm.PARALLELISM)
+        return real(source, **kw)
+
+    monkeypatch.setattr(scipy.io, "mmread", spy)
+    monkeypatch.setattr(fmm, "PARALLELISM", 0)
+    read_mtx_text(GENERAL + "2 2 1\n1 2 5\n", "m.mtx")
+    assert seen == [1] and fmm.PARALLELISM == 0
