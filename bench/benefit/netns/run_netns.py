@@ -601,8 +601,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--nodes", type=int, default=4, help="node namespaces (default 4)")
     ap.add_argument("--slots", type=int, default=2, help="ranks per node (default 2)")
     ap.add_argument("--leaves", type=int, default=2, help="leaf switches (default 2)")
-    ap.add_argument("--host-rate", type=float, default=200.0,
-                    help="host link rate, Mbit/s (default 200; 0 = unshaped)")
+    ap.add_argument("--host-rate", type=float, default=100.0,
+                    help="host link rate, Mbit/s (default 100; 0 = unshaped); low enough "
+                         "that the shaped links, not the 2 shared cores, bound LAMMPS")
     ap.add_argument("--oversubscription", type=float, default=4.0,
                     help="uplink = nodes per leaf x host rate / this (default 4)")
     ap.add_argument("--uplink-rate", type=float, default=0.0,
