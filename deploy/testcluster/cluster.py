@@ -21,9 +21,10 @@ Another Slurm: ``--slurm-prefix DIR`` (an installed Slurm, e.g. from build_slurm
 ``--slurm-archive slurm-X.Y.Z.tar.gz`` (built once into /opt/rankmap-slurm/X.Y.Z by
 deploy/testcluster/build_slurm.sh).  Its daemons run in a private mount namespace in
 which /usr/local/bin and /usr/local/sbin show the prefix's commands (plus what was
-there), so scripts they start (rankmap's prolog, which runs Slurm's commands with a
-fixed PATH) use that Slurm's scontrol, not Debian's; talk to it with
-``PATH=PREFIX/bin:$PATH``.  ``--ctld-port``/``--slurmd-port`` (first of four) move the
+there), so scripts they start that look for Slurm's commands without ``[slurm]
+bin_dir`` (it is the first place rankmap's commands are looked up when set; else PATH,
+which a slurmd prolog does not have, then /usr/local/bin) find that Slurm's scontrol,
+not Debian's; talk to it with ``PATH=PREFIX/bin:$PATH``.  ``--ctld-port``/``--slurmd-port`` (first of four) move the
 ports so that it runs beside the default cluster.  ``--topology-file yaml`` (25.05+)
 writes a topology.yaml instead of topology.conf: ``tree`` (the ``--topology`` wiring,
 cluster default), ``blocks`` (blocks b1=n[1-2], b2=n[3-4], block_sizes 2,4; partition
