@@ -80,8 +80,9 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     ``congestion_levels`` (hierarchy level indices whose groups reach the next level
     through a shared link: nodes' host links, switches' uplinks) makes the comparison
     with the baseline refuse a candidate that loads the heaviest link of any of those
-    levels more than the baseline does (beyond ``LINK_TOLERANCE``), whatever its J (:mod:`mapper.congestion`: J
-    does not see that a bulk-synchronous step waits for its busiest link).  Refused
+    levels more than the baseline does (beyond ``LINK_TOLERANCE``), whatever its J
+    (:mod:`mapper.congestion`: J does not see that a bulk-synchronous step waits for
+    its busiest link).  Refused
     candidates are listed in ``result.rejected`` with the reason.
     """
     if attempts < 1:
