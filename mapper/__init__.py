@@ -10,6 +10,14 @@ Tiny public API over one module per strategy::
 Names are imported on first use (PEP 562), so that ``mapper.names`` (the algorithm
 grammar, standard library only) can be read without loading numpy and the compiled
 kernels — the Slurm TaskProlog validates its configuration with it once per task.
+
+References
+----------
+* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
+  Assignment.  arXiv:1702.04164v2 (2019); the § numbers in this package follow this version.
+  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
+  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
+  doi:10.4230/LIPIcs.SEA.2017.4.
 """
 
 from __future__ import annotations

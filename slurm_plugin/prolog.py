@@ -314,7 +314,8 @@ def _account_and_name(job_id: str | None, env: Mapping[str, str], cfg: Config
 
     try:
         alloc = parse_scontrol_job(run_slurm(["scontrol", "show", "job", "-o", str(job_id)],
-                                             cfg.get("slurm", "command_timeout"), dict(env)))
+                                             cfg.get("slurm", "command_timeout"), dict(env),
+                                             bin_dir=cfg.get("slurm", "bin_dir")))
         return alloc.account, alloc.job_name
     except (SlurmQueryError, ValueError) as exc:
         log.warning("job %s: cannot read account and job name for site rules: %s",

@@ -87,3 +87,23 @@ def test_runner_is_not_given_the_callers_path(tmp_path):
     (d / "scontrol").chmod(0o755)
     out = run_slurm(["scontrol"], 5, {"PATH": "/evil"}, bin_dir=str(d)).strip()
     assert out.split(os.pathsep)[0] == str(d) and "/evil" not in out
+
+
+def test_the_prolog_reads_account_and_name_from_bin_dir(tmp_path):
+    """Site rules need the job's account and name; the prolog asks scontrol for them,
+    through [slurm] bin_dir like every other Slurm command."""
+    from slurm_plugin.prolog import _account_and_name
+
+    job = (Path(__file__).parent / "data" / "slurm" / "scontrol_job_4x4.txt").read_text()
+    job = job.replace("JobName=wrap", "JobName=lammps").replace("Account=(null)",
+                                                               "Account=proj7")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "job.txt").write_text(job)
+    script = site / "scontrol"
+    script.write_text(f"#!/bin/sh\ncat {site / 'job.txt'}\n")
+    script.chmod(0o755)
+    cfg = parse_config(f'[slurm]\nbin_dir = "{site}"\n', "rankmap.toml")
+    env = {"PATH": "/nonexistent"}
+    account, name = _account_and_name("5", env, cfg)
+    assert (account, name) == ("proj7", "lammps")

@@ -14,11 +14,8 @@ Both loops are compiled (``mapper._kernels.greedy_construct``).
 
 References
 ----------
-* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
-  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
-  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
-  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
-  doi:10.4230/LIPIcs.SEA.2017.4.
+* Schulz, Träff & von Kirchbach, Better Process Mapping and Sparse Quadratic
+  Assignment, arXiv:1702.04164v2 (§ numbers follow it); full entry in :mod:`mapper`.
 * Müller-Merbach: Optimale Reihenfolgen.  Ökonometrie und Unternehmensforschung 15,
   Springer (1970); a book, followed here as summarised in the paper above, §2.
 * Glantz, Meyerhenke & Noe: Algorithms for Mapping Parallel Processes onto Grid and

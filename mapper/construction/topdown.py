@@ -13,11 +13,8 @@ O(m log n) per tree level in practice, O(m · k) memory traffic for the subgraph
 
 References
 ----------
-* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
-  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
-  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
-  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
-  doi:10.4230/LIPIcs.SEA.2017.4.
+* Schulz, Träff & von Kirchbach, Better Process Mapping and Sparse Quadratic
+  Assignment, arXiv:1702.04164v2 (§ numbers follow it); full entry in :mod:`mapper`.
 * Karypis & Kumar: A Fast and High Quality Multilevel Scheme for Partitioning
   Irregular Graphs.  SIAM J. Sci. Comput. 20(1):359-392 (1998),
   doi:10.1137/S1064827595287997 (METIS, called through pymetis).

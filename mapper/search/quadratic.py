@@ -8,11 +8,8 @@ Complexity per pass: O(n²) pairs, each O(d_u + d_v): for small n only.
 
 References
 ----------
-* Schulz, Träff & von Kirchbach: Better Process Mapping and Sparse Quadratic
-  Assignment.  arXiv:1702.04164v2 (2019); the § numbers here follow this version.
-  Journal version: ACM J. Exp. Algorithmics 25 (2020), doi:10.1145/3409667; first
-  version (two authors, fewer algorithms, other § numbers possible): SEA 2017,
-  doi:10.4230/LIPIcs.SEA.2017.4.
+* Schulz, Träff & von Kirchbach, Better Process Mapping and Sparse Quadratic
+  Assignment, arXiv:1702.04164v2 (§ numbers follow it); full entry in :mod:`mapper`.
 * Heider: A computationally simplified pair-exchange algorithm for the quadratic
   assignment problem.  Technical report, 1972 (DTIC; no DOI).
 * Brandfass, Alrutz & Gerhold: Rank reordering for MPI communication optimization.
