@@ -160,3 +160,37 @@ def test_sixteen_rank_simulation_scrambled_is_slower_and_hosts_follow_hostfile(
         assert [seen[str(r)] for r in range(16)] == want
         assert sorted(want) == sorted(block)
         assert (want == block) == (name == "block")
+
+
+def _fake_smpirun(tmp_path: Path, rc: int) -> Path:
+    """A stand-in smpirun that prints SMPI's time line and exits with ``rc``."""
+    script = tmp_path / "smpirun"
+    script.write_text(f"#!/bin/sh\necho 'Simulated time: 0.25 seconds.'\nexit {rc}\n")
+    script.chmod(0o755)
+    return script
+
+
+def _job(tmp_path: Path) -> list[str]:
+    conf = tmp_path / "topology.conf"
+    conf.write_text(TREE3)
+    return ["simulate", "--nodes", "a[0-7]", "--node-info", "Sockets=1 CoresPerSocket=2",
+            "--topology-conf", str(conf), "--profile", "npb-cg", "--json"]
+
+
+def test_skip_unguarded_and_ok_exit(tmp_path, capsys):
+    smpirun = _fake_smpirun(tmp_path, 1)
+    # a run that exits 1 is a failure unless that code is declared a success (NPB DT)
+    assert main([*_job(tmp_path), "--smpirun", str(smpirun), "--", "app"]) != 0
+    assert "exited with 1" in capsys.readouterr().err
+    rc = main([*_job(tmp_path), "--smpirun", str(smpirun), "--ok-exit", "1",
+               "--skip", "block", "--skip", "scrambled", "--unguarded", "--", "app"])
+    assert rc == 0
+    rows = {p["name"]: p for p in json.loads(capsys.readouterr().out)["placements"]}
+    assert list(rows) == ["block", "cyclic", "scrambled", "rankmap topdown+n10",
+                          "topdown+n10 unguarded"]
+    assert rows["block"]["seconds"] is None and rows["scrambled"]["seconds"] is None
+    assert rows["cyclic"]["seconds"] == 0.25
+    # no reference run: no ratios; links and J are computed for every placement
+    assert all(p["ratio_to_default"] is None for p in rows.values())
+    assert all(set(p["busiest_links"]) == {"node", "leaf switch", "switch level 1"}
+               for p in rows.values())

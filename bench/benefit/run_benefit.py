@@ -41,13 +41,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 from slurm_plugin.profiles.generators import near_factors  # noqa: E402
-from slurm_plugin.simulate.cli import parse_times, smpirun_command  # noqa: E402
 from slurm_plugin.topology import parse_node_shape  # noqa: E402
 
 
@@ -107,14 +105,13 @@ def lulesh_binary(path: str) -> Path:
     return exe
 
 
-def run_checked(cmd: list[str], what: str, with_stderr: bool = False) -> str:
-    """stdout of ``cmd`` (and stderr, where SMPI logs its simulated time, if
-    ``with_stderr``); exit with its output when it fails."""
+def run_checked(cmd: list[str], what: str) -> str:
+    """stdout of ``cmd``; exit with its output when it fails."""
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode:
         raise SystemExit(f"{what} failed ({proc.returncode}): {' '.join(cmd)}\n"
                          f"{(proc.stdout + proc.stderr)[-3000:]}")
-    return proc.stdout + proc.stderr if with_stderr else proc.stdout
+    return proc.stdout
 
 
 def lulesh_profile(base_cmd: list[str], case: Path, store: Path, ranks: int,
@@ -163,11 +160,9 @@ def app_args(app: str, ranks: int, exe: Path, nbytes: int, iters: int,
 def generator_row(base_cmd: list[str], case: Path, side: int, command: list[str],
                   rec: dict) -> dict:
     """Row of rankmap's placement for LULESH mapped with ``stencil3d:AxAxA`` (faces
-    only) instead of its trace; simulated unless it equals a placement already run.
-
-    ``rankmap simulate`` always runs block (its reference), which ``rec`` already has:
-    the placement comes from ``--platform-only`` (same platform) and is run here with
-    simulate's own smpirun command."""
+    only) instead of its trace; simulated unless it equals a placement already run
+    (``--platform-only`` gives the placement first; the run skips Slurm's, which
+    ``rec`` already has)."""
     spec = f"stencil3d:{side}x{side}x{side}"
     gdir = case / "stencil3d"
     gen = [*base_cmd, "--profile", spec, "--out", str(gdir), "--json"]
@@ -181,14 +176,9 @@ def generator_row(base_cmd: list[str], case: Path, side: int, command: list[str]
             seconds, note = p["seconds"], f"{note}; same placement as {p['name']}"
             break
     if seconds is None:
-        how = SimpleNamespace(smpirun="smpirun", measured_compute=False)
-        out = run_checked(smpirun_command(how, Path(planned["platform"]),
-                                          Path(mine["hostfile"]), planned["ranks"], command),
-                          "smpirun", with_stderr=True)
-        app_time, total = parse_times(out)
-        seconds = app_time if app_time is not None else total
-        if seconds is None:
-            raise SystemExit(f"smpirun printed no simulated time for {mine['hostfile']}")
+        skip = [x for name in ("block", "cyclic", "scrambled") for x in ("--skip", name)]
+        ran = json.loads(run_checked([*gen, *skip, "--", *command], "rankmap simulate"))
+        seconds = ran["placements"][3]["seconds"]
     block = rec["placements"][0]["seconds"]
     # J and link volumes of this row are in the generator's units: not comparable with
     # the trace profile's rows, so left out

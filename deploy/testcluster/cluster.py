@@ -24,8 +24,9 @@ which /usr/local/bin and /usr/local/sbin show the prefix's commands (plus what w
 there), so scripts they start that look for Slurm's commands without ``[slurm]
 bin_dir`` (it is the first place rankmap's commands are looked up when set; else PATH,
 which a slurmd prolog does not have, then /usr/local/bin) find that Slurm's scontrol,
-not Debian's; talk to it with ``PATH=PREFIX/bin:$PATH``.  ``--ctld-port``/``--slurmd-port`` (first of four) move the
-ports so that it runs beside the default cluster.  ``--topology-file yaml`` (25.05+)
+not Debian's; talk to it with ``PATH=PREFIX/bin:$PATH``.  ``--ctld-port`` and
+``--slurmd-port`` (first of four) move the ports so that it runs beside the default
+cluster.  ``--topology-file yaml`` (25.05+)
 writes a topology.yaml instead of topology.conf: ``tree`` (the ``--topology`` wiring,
 cluster default), ``blocks`` (blocks b1=n[1-2], b2=n[3-4], block_sizes 2,4; partition
 ``blocked``) and ``flat`` (partition ``flatp``); ``--topology-file block`` writes a

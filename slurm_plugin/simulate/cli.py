@@ -81,9 +81,10 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
                         f"config's, else {DEFAULT_ALGORITHM})")
     p.add_argument("--seed", type=int, default=0, help="solver and scrambled-placement seed")
     p.add_argument("--skip", action="append", default=[], metavar="PLACEMENT",
-                   choices=["cyclic", "scrambled"],
+                   choices=["block", "cyclic", "scrambled"],
                    help="do not simulate this placement (its J and links are still shown; "
-                        "repeatable): saves time at thousands of ranks")
+                        "repeatable): saves time at thousands of ranks; skipping block, "
+                        "the reference, leaves the ratios empty")
     p.add_argument("--unguarded", action="store_true",
                    help="also run each algorithm's own result, without the never-worse "
                         "comparison with Slurm's default (to measure that rule)")
