@@ -82,8 +82,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     with the baseline refuse a candidate that loads the heaviest link of any of those
     levels more than the baseline does (beyond ``LINK_TOLERANCE``), whatever its J
     (:mod:`mapper.congestion`: J does not see that a bulk-synchronous step waits for
-    its busiest link).  Refused
-    candidates are listed in ``result.rejected`` with the reason.
+    its busiest link).  Refused candidates are listed in ``result.rejected`` with the
+    reason.
     """
     if attempts < 1:
         raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
@@ -129,6 +129,9 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
     """The best of the algorithm's result, the baseline and the polished baseline,
     among those that do not load a shared link more than the baseline."""
+    levels = sorted(congestion_levels or [])
+    if levels and not isinstance(machine, Hierarchy):
+        raise MachineError("congestion levels need a hierarchical machine")
     spec = AlgorithmSpec.parse(algorithm)
     polish = algorithm.split("+", 1)[1] if spec.neighborhood else "n10"
     base_eval = evaluate(graph, machine, baseline)
@@ -139,9 +142,6 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
         polished = _map_once(graph, machine, f"identity+{polish}", seed, left, progress,
                              start_from=baseline)
         candidates[f"baseline+{polish}"] = polished.objective
-    levels = sorted(congestion_levels or [])
-    if levels and not isinstance(machine, Hierarchy):
-        raise MachineError("congestion levels need a hierarchical machine")
     regrouped = None
     if levels:
         regrouped = _regrouped(graph, machine, algorithm, seed, baseline, levels,
@@ -155,8 +155,10 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
                                    0.0, "baseline", seed), "baseline"
     base_loads = uplink_loads(graph, machine, baseline, levels) if levels else ()
     rejected: dict[str, str] = {}
-    for cand, name in ((best, "algorithm"), (polished, f"baseline+{polish}"),
-                       (regrouped, "baseline regrouped")):
+    # (candidate, its origin, its name in candidates/rejected)
+    for cand, name, key in ((best, "algorithm", algorithm),
+                            (polished, f"baseline+{polish}", f"baseline+{polish}"),
+                            (regrouped, "baseline regrouped", "baseline regrouped")):
         if cand is None or cand.objective >= base_eval.objective - tol:
             continue
         if levels:
@@ -165,7 +167,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
             if raised is not None:
                 ref = base_loads[levels.index(raised.level)].volume
                 ratio = f"{raised.volume / ref:.2f}x" if ref > 0 else "more than"
-                rejected[algorithm if name == "algorithm" else name] = (
+                rejected[key] = (
                     f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its "
                     f"busiest {raised.name} link carries {ratio} the baseline's busiest")
                 continue
