@@ -63,9 +63,8 @@ def uplink_loads(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
         groups = len(machine.bounds[level]) - 1
         cut = (np.bincount(gu[cross], weights=w[cross], minlength=groups)
                + np.bincount(gv[cross], weights=w[cross], minlength=groups))
-        g = int(np.argmax(cut)) if groups else 0
-        out.append(UplinkLoad(level, machine.level_names[level], float(cut[g]) if groups
-                              else 0.0, g))
+        g = int(np.argmax(cut))  # a level has at least one group
+        out.append(UplinkLoad(level, machine.level_names[level], float(cut[g]), g))
     return tuple(out)
 
 
