@@ -111,3 +111,33 @@ def slurm_block_cyclic(node_list: list[str], sockets_of_tasks: dict[str, dict[in
                     left[socket] -= 1
                     rank += 1
     return where
+
+
+def busiest_links(edges: list[tuple[int, int, float]], where: dict[int, tuple[str, int]],
+                  topology_conf: str) -> list[float]:
+    """Volume on the busiest node link, then on the busiest uplink of each switch level
+    (leaf first): for every node or switch, the volume of the edges with exactly one end
+    below it.  Switch levels are the padded paths of :func:`rank_distance`; a node
+    outside the tree is alone at every switch level."""
+    paths = switch_paths(topology_conf)
+    hosts = {h for h, _ in where.values()}
+    depth = max((len(paths.get(h, [])) for h in hosts), default=0)
+
+    def group(host: str, level: int):
+        if level < 0:
+            return host
+        p = paths.get(host)
+        if not p:
+            return ("alone", host)
+        return (p + [p[-1]] * (depth - len(p)))[level]
+
+    out = []
+    for level in range(-1, depth):
+        cut: dict = {}
+        for u, v, w in edges:
+            gu, gv = group(where[u][0], level), group(where[v][0], level)
+            if u != v and gu != gv:
+                cut[gu] = cut.get(gu, 0.0) + w
+                cut[gv] = cut.get(gv, 0.0) + w
+        out.append(max(cut.values(), default=0.0))
+    return out

@@ -155,6 +155,10 @@ def test_rendered_files_evaluate_to_the_reported_j(cluster, seed, algorithm):
     assert ours == pytest.approx(by_name["rankmap"]["objective"])
     assert ours == pytest.approx(plan.result.objective)
     assert ours <= by_name["block"]["objective"] * (1 + 1e-9)  # never worse than default
+    # and no node link or switch uplink busier than under the default (2 % tolerance)
+    for mine, theirs in zip(ie.busiest_links(edges, where, conf),
+                            ie.busiest_links(edges, default, conf), strict=True):
+        assert mine <= theirs * 1.02 + 1e-9
     assert not by_name["rankmap"]["saved_vs_default"].startswith("-")
 
 
