@@ -51,6 +51,7 @@ from .platform import (
     NetworkParams,
     build_platform,
     parse_bandwidth,
+    parse_host_speeds,
     parse_latency,
 )
 
@@ -109,6 +110,10 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
                      help="ranks on the same node (default %(default)s)")
     net.add_argument("--host-speed", default=f"{HOST_SPEED / 1e9:g}Gf",
                      help="flop rate of a core, for smpi_execute_flops (default %(default)s)")
+    net.add_argument("--host-speeds", metavar="FILE|HOSTLIST=SPEED,...",
+                     help="per-node core speeds overriding --host-speed, e.g. "
+                          "'n[0-3]=2Gf,n[4-7]=1Gf', or a file of such entries (one per "
+                          "line, '#' comments); nodes outside the job are ignored")
     p.add_argument("--measured-compute", action="store_true",
                    help="simulate the program's measured CPU bursts (not deterministic)")
     p.add_argument("--ok-exit", type=int, action="append", default=[0], metavar="CODE",
@@ -169,6 +174,23 @@ def network_params(args: argparse.Namespace) -> NetworkParams:
         loopback_bw=parse_bandwidth(args.loopback_bw, "--loopback-bw"),
         loopback_lat=parse_latency(args.loopback_lat, "--loopback-lat"),
         host_speed=parse_bandwidth(speed + "Bps", "--host-speed"))
+
+
+def host_speeds(args: argparse.Namespace) -> dict[str, float]:
+    """``--host-speeds``: a file's entries when it names an existing file, else the
+    option's own text; {} when not given."""
+    spec = getattr(args, "host_speeds", None)
+    if not spec:
+        return {}
+    path = Path(spec)
+    if path.is_file():
+        try:
+            return parse_host_speeds(path.read_text(), str(path))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TopologyError(f"--host-speeds {spec}: cannot read: {exc}") from None
+    if "=" not in spec:
+        raise TopologyError(f"--host-speeds {spec!r}: no such file, and not HOSTLIST=SPEED")
+    return parse_host_speeds(spec)
 
 
 def build_inputs(args: argparse.Namespace, cfg) -> tuple[Allocation, NodeShape, SwitchTree,
@@ -238,7 +260,7 @@ def _simulate(args: argparse.Namespace) -> int:
     alloc, shape, tree, layout, graph = build_inputs(args, cfg)
     net = network_params(args)
     algorithms = args.algorithm or [cfg.get("solver", "algorithm") or DEFAULT_ALGORITHM]
-    plat = build_platform(tree, alloc.nodes, shape, net)
+    plat = build_platform(tree, alloc.nodes, shape, net, host_speeds(args))
     places = placements(layout, graph, algorithms,
                         time_limit=args.time_limit or cfg.get("solver", "time_limit"),
                         seed=args.seed, distribution=parse_distribution(args.distribution),

@@ -18,6 +18,13 @@ Model (SimGrid 3.32, https://simgrid.org/doc/latest/Platform_describing.html):
   link bandwidth) to the root; several top switches (a forest) are joined by a
   virtual root, each with an uplink like any other switch.
 
+Per-node speeds (``speeds``, flop/s of one core): a ``<cluster>`` has one speed for all
+its hosts, so it gets the fastest of its nodes' speeds and every slower host a SPEED
+profile (``<trace>`` + ``<trace_connect kind="SPEED">``, SimGrid's availability
+scaling, https://simgrid.org/doc/latest/Platform_describing.html) holding the constant
+ratio of its speed to the cluster's.  One trace per host: SimGrid 3.32 keeps only the
+first element a trace is connected to.  The network is unchanged.
+
 SimGrid hosts are named generically, ``h0``, ``h1``, … consecutively over the clusters
 (a cluster's router is ``h<cluster id>_router``), so any Slurm node name works;
 :class:`Platform.host_of` translates.  Pure: no I/O.
@@ -33,6 +40,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..hostlist import HostlistError, expand_hostlist
 from ..topology import NodeShape, SwitchTree, TopologyError
 
 #: Defaults, documented in ``rankmap simulate --help`` and the README: a 100 Gb/s
@@ -189,11 +197,64 @@ def _nodes_below(tree: SwitchTree) -> dict[str, int]:
     return memo
 
 
+_TOP_COMMA = re.compile(r",(?![^\[]*\])")  # a comma outside host-list brackets
+
+
+def parse_speed(text: str, what: str = "speed") -> float:
+    """``2Gf``, ``500Mf``, ``1e9`` (flop/s) → flop/s."""
+    try:
+        value = parse_bandwidth(text.strip().removesuffix("f").removesuffix("F") + "Bps",
+                                what)
+    except TopologyError:
+        raise TopologyError(f"{what}: {text!r} is not a speed (e.g. 2Gf, 1.5e9)") from None
+    if not value > 0:
+        raise TopologyError(f"{what}: speed {text!r} must be positive")
+    return value
+
+
+def parse_host_speeds(text: str, source: str = "--host-speeds") -> dict[str, float]:
+    """Per-node core speeds from ``HOSTLIST=SPEED`` entries → {node: flop/s}.
+
+    Entries are separated by commas outside brackets or by new lines; ``#`` starts a
+    comment; ``HOSTLIST SPEED`` (blank instead of ``=``) is accepted on a line of its
+    own.  A node named twice keeps the last speed.  Errors name ``source``, and the line
+    when ``text`` has several (a file's).
+    O(entries + nodes).
+    """
+    out: dict[str, float] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{source}:{lineno}" if "\n" in text else source  # a file: say the line
+        entries = [e.strip() for e in _TOP_COMMA.split(line) if e.strip()]
+        if "=" not in line and len(line.split()) == 2:
+            entries = ["=".join(line.split())]
+        for entry in entries:
+            hosts, eq, speed = entry.partition("=")
+            if not eq or not hosts.strip() or not speed.strip():
+                raise TopologyError(f"{where}: {entry!r} is not HOSTLIST=SPEED")
+            try:
+                names = expand_hostlist(hosts)
+            except HostlistError as exc:
+                raise TopologyError(f"{where}: {exc}") from None
+            value = parse_speed(speed, f"{where}: speed of {hosts.strip()}")
+            out.update(dict.fromkeys(names, value))
+    return out
+
+
 def build_platform(tree: SwitchTree | None, nodes: Sequence[str],
                    shapes: Mapping[str, NodeShape] | NodeShape,
-                   net: NetworkParams | None = None) -> Platform:
-    """The platform of the job's ``nodes`` (see the module docstring for the model)."""
+                   net: NetworkParams | None = None,
+                   speeds: Mapping[str, float] | None = None) -> Platform:
+    """The platform of the job's ``nodes`` (see the module docstring for the model).
+
+    ``speeds``: flop/s of one core per node (nodes not named run at ``net.host_speed``;
+    names that are not job nodes are ignored, so a whole cluster's file works)."""
     net = net or NetworkParams()
+    speeds = speeds or {}
+    if any(not v > 0 for v in speeds.values()):
+        raise TopologyError("host speeds must be positive")
     tree = tree or SwitchTree()
     if len(set(nodes)) != len(nodes):
         raise TopologyError("node list names a node twice")
@@ -217,13 +278,18 @@ def build_platform(tree: SwitchTree | None, nodes: Sequence[str],
     world = ET.SubElement(root, "zone", id="world", routing="Full")
     host_of: dict[str, str] = {}
     cluster_of: dict[str, str] = {}
+    scale: dict[str, float] = {}  # SimGrid host -> its speed / its cluster's
     first = 0
     for i, (leaf, ns) in enumerate(members.items()):
         cid = f"c{i}"
         cores = max((shapes if isinstance(shapes, NodeShape) else _shape(shapes, n)).cores
                     for n in ns)
+        node_speed = [speeds.get(n, net.host_speed) for n in ns]
+        top = max(node_speed)
+        scale.update({f"h{first + k}": v / top for k, v in enumerate(node_speed)
+                      if v != top})
         ET.SubElement(world, "cluster", id=cid, prefix="h", suffix="",
-                      radical=f"{first}-{first + len(ns) - 1}", speed=f"{net.host_speed:.12g}f",
+                      radical=f"{first}-{first + len(ns) - 1}", speed=f"{top:.12g}f",
                       core=str(cores), bw=_bw(net.host_bw), lat=_lat(net.host_lat),
                       sharing_policy="SPLITDUPLEX",
                       bb_bw=_bw(net.host_bw * len(ns)), bb_lat=_lat(0.0),
@@ -258,6 +324,11 @@ def build_platform(tree: SwitchTree | None, nodes: Sequence[str],
                 ET.SubElement(route, "link_ctn", id=uplink_of[s], direction="UP")
             for s in down:
                 ET.SubElement(route, "link_ctn", id=uplink_of[s], direction="DOWN")
+    for host, ratio in scale.items():
+        trace = ET.SubElement(root, "trace", id=f"speed_{host}", periodicity="-1")
+        trace.text = f"0 {ratio:.12g}\n"
+        ET.SubElement(root, "trace_connect", kind="SPEED", trace=f"speed_{host}",
+                      element=host)
     ET.indent(root)
     text = ("<?xml version='1.0'?>\n"
             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
