@@ -1,7 +1,7 @@
 /* summa: heterogeneous SUMMA (C = A·B, N×N) on a column-based partition, for the
  * topology-aware arrangement of Malik, Rychkov, Lastovetsky, Quintin, "Topology-aware
  * optimization of communications for parallel matrix multiplication on hierarchical
- * heterogeneous HPC platforms", HCW/IPDPSW 2014, doi:10.1109/IPDPSW.2014.12
+ * heterogeneous HPC platforms", HCW/IPDPSW 2014, doi:10.1109/IPDPSW.2014.10
  * (shared/seeds/malik-et-al-topology-aware-summa.txt), communication flow "FPM-BR:
  * ring".
  *
@@ -86,8 +86,11 @@ static void die(const char *fmt, ...)
     va_end(ap);
     fflush(stderr);
   }
-  MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has printed before anyone aborts */
-  MPI_Abort(MPI_COMM_WORLD, 2);
+  /* every rank reaches the same verdict (they all read the same file), so all stop
+   * cleanly with status 2 (SMPI's MPI_Abort lets smpirun exit with 0), after rank 0
+   * has printed */
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
   exit(2);
 }
 
@@ -197,7 +200,7 @@ static void read_layout(const char *path, int size, Layout *L)
     if (first->col != next_col)
       die("%s:%d: column %d starts at matrix column %d, expected %d (the end of column %d)",
           path, first->line, c, first->col, next_col, c - 1);
-    int next_row = 0;
+    int next_row = 0, last_line = first->line;
     for (int p = 0; i < L->nranks && L->rect[L->by_col[i]].column == c; i++, p++) {
       const Rect *r = &L->rect[L->by_col[i]];
       if (r->position != p)
@@ -210,14 +213,17 @@ static void read_layout(const char *path, int size, Layout *L)
         die("%s:%d: column %d position %d starts at row %d, expected %d", path, r->line, c,
             p, r->row, next_row);
       next_row = r->row + r->height;
+      last_line = r->line;
     }
     if (next_row != L->n)
-      die("%s: column %d covers rows [0, %d), not all %d", path, c, next_row, L->n);
+      die("%s:%d: column %d covers rows [0, %d), not all %d (this is its last rectangle)",
+          path, last_line, c, next_row, L->n);
     next_col = first->col + first->width;
+    if (c == L->ncols - 1 && next_col != L->n)
+      die("%s:%d: the columns cover matrix columns [0, %d), not all %d (this is the last "
+          "column)", path, first->line, next_col, L->n);
   }
   L->col_start[L->ncols] = L->nranks;
-  if (next_col != L->n)
-    die("%s: the columns cover matrix columns [0, %d), not all %d", path, next_col, L->n);
 
   /* bands: rows cut at every rectangle's top; owner of each band in each column */
   int *tops = xcalloc(L->nranks + 1, sizeof(int));
