@@ -110,6 +110,12 @@ def test_cli_host_speeds_from_file_and_inline(tmp_path, capsys):
                      "--out", str(out)]) == 0
         got = _effective_speeds((out / "platform.xml").read_text())
         assert got == {"h0": 1e9, "h1": 2e9, "h2": 2e9, "h3": 4e9, "h4": 4e9, "h5": 4e9}
+    # an inline list longer than a file name may be is still a list
+    long = ",".join(f"n{i}={i + 1}Gf" for i in range(6)) + "," + ",".join(
+        f"other{i}=1Gf" for i in range(40))
+    assert main([*base, "--host-speeds", long, "--out", str(tmp_path / "long")]) == 0
+    got = _effective_speeds((tmp_path / "long" / "platform.xml").read_text())
+    assert got == pytest.approx({f"h{i}": (i + 1) * 1e9 for i in range(6)})
     capsys.readouterr()
     assert main([*base, "--host-speeds", str(tmp_path / "missing.txt")]) == 2
     assert "no such file" in capsys.readouterr().err

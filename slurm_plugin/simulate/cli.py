@@ -183,7 +183,11 @@ def host_speeds(args: argparse.Namespace) -> dict[str, float]:
     if not spec:
         return {}
     path = Path(spec)
-    if path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError:  # e.g. an inline list longer than a file name may be
+        is_file = False
+    if is_file:
         try:
             return parse_host_speeds(path.read_text(), str(path))
         except (OSError, UnicodeDecodeError) as exc:
