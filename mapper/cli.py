@@ -83,6 +83,10 @@ def _machine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distance-matrix", metavar="FILE",
                    help="instead of a hierarchy: an explicit n x n distance matrix (text, "
                         "one row per line, or .npy) for non-tree machines such as tori")
+    p.add_argument("--arity-file", metavar="FILE",
+                   help="instead of --hierarchy: a hardware information file (line 1 the "
+                        "number of levels, line 2 the arities, root first; 'rankmap "
+                        "hwinfo' writes one); --distances optional, tree hops by default")
 
 
 def read_distance_matrix(path: str) -> DistanceMatrix:
@@ -115,14 +119,20 @@ def read_distance_matrix(path: str) -> DistanceMatrix:
 def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
     from .graph_io import read_graph
 
-    if args.distance_matrix:
+    if args.arity_file:
+        if args.hierarchy or args.distance_matrix:
+            raise CliError("give either --arity-file or --hierarchy/--distance-matrix")
+        machine: Machine = _read_arity_file(args.arity_file, args.distances)
+        what = f"--arity-file {args.arity_file}"
+    elif args.distance_matrix:
         if args.hierarchy or args.distances:
             raise CliError("give either --distance-matrix or --hierarchy/--distances")
-        machine: Machine = read_distance_matrix(args.distance_matrix)
+        machine = read_distance_matrix(args.distance_matrix)
         what = f"--distance-matrix {args.distance_matrix}"
     else:
         if not (args.hierarchy and args.distances):
-            raise CliError("--hierarchy and --distances are required (or --distance-matrix)")
+            raise CliError("--hierarchy and --distances are required (or --distance-matrix, "
+                           "--arity-file)")
         machine = Hierarchy.parse(args.hierarchy, args.distances)
         what = f"--hierarchy {args.hierarchy}"
     graph = read_graph(args.graph)
@@ -130,6 +140,27 @@ def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
         raise CliError(f"{args.graph}: graph has {graph.n} ranks but {what} has {machine.n} "
                        f"PEs")
     return graph, machine
+
+
+def _read_arity_file(path: str, distances: str | None) -> Hierarchy:
+    from .arity_file import hierarchy_from_arities, parse_arity_file
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    arities = parse_arity_file(text, path)
+    if distances is None:
+        return hierarchy_from_arities(arities)
+    try:
+        dist = [float(x) for x in distances.split(":")]
+    except ValueError:
+        raise CliError(f"--distances {distances!r}: expected numbers separated by ':'"
+                       ) from None
+    if len(dist) != len(arities):
+        raise CliError(f"--distances {distances!r} has {len(dist)} levels but {path} has "
+                       f"{len(arities)}")
+    return hierarchy_from_arities(arities, dist)  # distances innermost first
 
 
 def read_mapping(path: str) -> np.ndarray:
