@@ -214,23 +214,47 @@ def _cmd_map(args: argparse.Namespace) -> int:
         "hit_time_limit": result.hit_time_limit,
         "traffic": _traffic_json(result.traffic),
     }
+    hops = _hop_bytes(graph, machine, result.mapping)
+    if hops is not None:
+        summary.update(hops.as_dict())
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"J = {result.objective:g}  ({result.algorithm}, {result.seconds:.3f} s, "
               f"n = {graph.n}, m = {graph.m}) -> {args.output}")
+        if hops is not None:
+            print(_hop_bytes_line(hops))
     return 0
+
+
+def _hop_bytes(graph: CommGraph, machine: Machine, mapping: np.ndarray):
+    """Hop-bytes when the machine is a hop matrix (explicit matrix), else None."""
+    from .hop_bytes import has_hops, hop_bytes
+
+    return hop_bytes(graph, machine, mapping) if has_hops(machine) else None
+
+
+def _hop_bytes_line(hops) -> str:
+    return (f"hop-bytes = {hops.total:g}  (max {hops.max_hops:g} hops, "
+            f"{hops.mean_hops_per_byte:.3f} hops per byte)")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     graph, machine = _load(args)
-    ev = evaluate(graph, machine, read_mapping(args.mapping))
+    mapping = read_mapping(args.mapping)
+    ev = evaluate(graph, machine, mapping)
+    hops = _hop_bytes(graph, machine, mapping)
     if args.json:
-        print(json.dumps({"objective": ev.objective, "n": graph.n, "m": graph.m,
-                          "traffic": _traffic_json(ev.traffic)}))
+        out = {"objective": ev.objective, "n": graph.n, "m": graph.m,
+               "traffic": _traffic_json(ev.traffic)}
+        if hops is not None:
+            out.update(hops.as_dict())
+        print(json.dumps(out))
     else:
         print(f"J = {ev.objective:g}")
         for t in ev.traffic:
             print(f"  {t.name:>10}  distance {t.distance:g}  volume {t.volume:g}")
+        if hops is not None:
+            print(_hop_bytes_line(hops))
     sys.stdout.flush()
     return 0

@@ -7,7 +7,7 @@ plugin (C) keeps its own copy of :data:`ALGORITHMS`; a test compares the two.
 Grammar, case-insensitive, normalised to lower case::
 
     CONSTRUCTION[+NEIGHBOURHOOD]
-    CONSTRUCTION  = identity | random | greedy | greedyallc | topdown | bottomup
+    CONSTRUCTION  = identity | random | greedy | greedyallc | topdown | bottomup | ohtma
     NEIGHBOURHOOD = n<d> (d >= 1) | nc<d> (d >= 1) | np | np<block> (block >= 2) | n2
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup")
+ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup", "ohtma")
 NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
 
 _NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")

@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import RankmapError
 from .graph import CommGraph
-from .machine import DistanceMatrix, Hierarchy, Machine
+from .machine import Hierarchy, Machine
 
 
 class MappingError(RankmapError, ValueError):
@@ -84,13 +84,12 @@ def evaluate(graph: CommGraph, machine: Machine, mapping: np.ndarray) -> Evaluat
         traffic = tuple(TrafficLevel(name, float(d), float(x))
                         for name, d, x in zip(machine.level_names, machine.distances, vol,
                                               strict=True))
-    elif isinstance(machine, DistanceMatrix):
+    else:
+        # explicit matrix or node hop machine: traffic per distinct distance value
         dist = machine.distance(pu, pv)
         j = float(np.dot(w, dist))
         values, inv = np.unique(dist, return_inverse=True)
         vol = np.bincount(inv, weights=w, minlength=len(values))
         traffic = tuple(TrafficLevel(f"distance {d:g}", float(d), float(x))
                         for d, x in zip(values, vol, strict=True))
-    else:  # pragma: no cover - the type annotation already says so
-        raise TypeError(f"unknown machine type {type(machine).__name__}")
     return Evaluation(j, traffic)
