@@ -71,7 +71,7 @@ def test_reorder_file_round_trip_and_errors():
     assert text == "1\n3\n0\n2\n"
     assert parse_reorder(text, 4).tolist() == [1, 3, 0, 2]
     assert parse_reorder("# header\n1\n\n0\n", 2, "r").tolist() == [1, 0]
-    for bad, n, msg in [("1\nx\n", None, "r:2: expected a rank"),
+    for bad, n, msg in [("1\nx\n", None, "r:2: expected a rank, got 'x'"),
                         ("1\n0\n", 3, "r: 2 ranks, the job has 3"),
                         ("0\n2\n", None, "r:2: rank 2 out of range 0..1"),
                         ("1\n# c\n0\n1\n", None, "r:4: rank 1 again (first on line 1)")]:
