@@ -21,6 +21,6 @@ def restrict_hops(hops: np.ndarray, slots: Sequence[int] | np.ndarray) -> np.nda
     if s.ndim != 1 or (len(s) and (s.min() < 0 or s.max() >= n)):
         raise MachineError(f"node slots must be integers in 0..{n - 1}")
     if len(np.unique(s)) != len(s):
-        dup = int(s[np.flatnonzero(np.bincount(s) > 1)[0]])
+        dup = int(np.flatnonzero(np.bincount(s) > 1)[0])
         raise MachineError(f"slot {dup} is given to more than one node")
     return np.ascontiguousarray(hops[np.ix_(s, s)])
