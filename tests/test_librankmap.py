@@ -1,0 +1,122 @@
+"""deploy/librankmap: rankmap_comm() under a real mpirun (4 ranks, oversubscribed).
+
+Builds the library with its Makefile, links a small program against it and checks the
+new rank of every process against the reorder file, and the no-op cases: variable
+unset, file unreadable, not a permutation, wrong size, different files per process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(not (shutil.which("mpicc") and shutil.which("mpirun")),
+                                reason="no MPI (mpicc, mpirun)")
+
+PROGRAM = r"""
+#include <stdio.h>
+#include <mpi.h>
+#include "rankmap.h"
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int old, new_rank, size;
+    MPI_Comm comm;
+    MPI_Comm_rank(MPI_COMM_WORLD, &old);
+    if (rankmap_comm(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) return 3;
+    MPI_Comm_rank(comm, &new_rank);
+    MPI_Comm_size(comm, &size);
+    int sum = 0;  /* the new communicator works: sum of its ranks */
+    MPI_Allreduce(&new_rank, &sum, 1, MPI_INT, MPI_SUM, comm);
+    printf("old %d new %d size %d sum %d\n", old, new_rank, size, sum);
+    MPI_Comm_free(&comm);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    build = tmp_path_factory.mktemp("librankmap")
+    subprocess.run(["make", "-s", "-C", str(ROOT / "deploy/librankmap"), f"OUT={build}",
+                    f"INCDIR={build}/include"], check=True, capture_output=True)
+    assert (build / "librankmap.so").is_file() and (build / "include/rankmap.h").is_file()
+    src = build / "demo.c"
+    src.write_text(PROGRAM)
+    exe = build / "demo"
+    subprocess.run(["mpicc", "-o", str(exe), str(src), f"-I{build}/include",
+                    str(build / "librankmap.a")], check=True, capture_output=True)
+    return exe
+
+
+def _run(exe: Path, reorder: str | None, *, mpmd: list[str] | None = None
+         ) -> tuple[dict[int, int], str]:
+    env = {k: v for k, v in os.environ.items() if k != "RANKMAP_REORDER"}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if reorder is not None:
+        env["RANKMAP_REORDER"] = reorder
+    argv = ["mpirun", "--oversubscribe"]
+    argv += mpmd if mpmd else ["-np", "4", str(exe)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ranks = {}
+    for old, new, size, total in re.findall(r"old (\d+) new (\d+) size (\d+) sum (\d+)",
+                                            proc.stdout):
+        assert (int(size), int(total)) == (4, 6)
+        ranks[int(old)] = int(new)
+    assert sorted(ranks) == [0, 1, 2, 3], proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if "rankmap" in line]
+    return ranks, "\n".join(warnings)
+
+
+def test_new_ranks_follow_the_reorder_file(program, tmp_path):
+    path = tmp_path / "reorder"
+    path.write_text("# launcher rank r -> new rank\n2\n0\n3\n1\n")
+    ranks, warnings = _run(program, str(path))
+    assert ranks == {0: 2, 1: 0, 2: 3, 3: 1}
+    assert warnings == ""
+
+
+def test_unset_or_empty_is_a_silent_duplicate(program):
+    for value in (None, ""):
+        ranks, warnings = _run(program, value)
+        assert ranks == {0: 0, 1: 1, 2: 2, 3: 3} and warnings == ""
+
+
+@pytest.mark.parametrize("text,message", [
+    (None, "cannot read: No such file or directory"),
+    ("0\n0\n1\n2\n", ":2: rank 0 appears twice"),
+    ("0\n1\n2\n", ":3: 3 ranks, the communicator has 4"),
+    ("0\n1\n2\n3\n4\n", ":5: more than 4 ranks"),
+    ("0\n1\n9\n2\n", ":3: rank 9 out of range 0..3"),
+    ("0\n1\ntwo\n3\n", ":3: expected a rank"),
+])
+def test_invalid_files_keep_the_order_with_one_warning(program, tmp_path, text, message):
+    path = tmp_path / "reorder"
+    if text is not None:
+        path.write_text(text)
+    ranks, warnings = _run(program, str(path))
+    assert ranks == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert len(warnings.splitlines()) == 1, warnings
+    assert warnings.startswith(f"rankmap: warning: {path}") and message in warnings
+    assert warnings.endswith("keeping the launcher's rank order")
+
+
+def test_processes_reading_different_files_keep_the_order(program, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("1\n0\n3\n2\n")
+    b.write_text("3\n2\n1\n0\n")
+    ranks, warnings = _run(program, None, mpmd=[
+        "-np", "2", "-x", f"RANKMAP_REORDER={a}", str(program), ":",
+        "-np", "2", "-x", f"RANKMAP_REORDER={b}", str(program)])
+    assert ranks == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert len(warnings.splitlines()) == 1 and "read different files" in warnings
