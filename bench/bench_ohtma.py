@@ -1,0 +1,80 @@
+"""Hop-bytes of OHTMA and the other placements on non-tree networks (run by hand).
+
+    .venv/bin/python bench/bench_ohtma.py [--sizes 64,256,1024] [--profiles npb-cg,...]
+
+Machines: nodes of 8 cores (2 sockets × 4, no hop inside a node) on (a) the Tianhe-3
+layout (2 nodes per chip, square grid of chips, hops 1/2/3, see
+:mod:`mapper.networks.tianhe3`) and (b) a 3D torus.  Distance = network hops, so J is
+hop-bytes.  Prints one markdown table per machine: hop-bytes normalised to block
+placement, and the seconds of each algorithm.  Profiles come from the existing
+generators (slurm_plugin.profiles.generators).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from mapper.api import map_processes
+from mapper.hop_bytes import hop_bytes
+from mapper.machine import Hierarchy
+from mapper.networks import NodeHopMachine, tianhe3_hops, torus_hops
+from slurm_plugin.profiles.generators import generate
+
+CORES = 8
+ALGORITHMS = ("greedy", "ohtma", "ohtma+n10", "greedyallc+n10")
+TORUS = {8: (2, 2, 2), 32: (4, 4, 2), 128: (8, 4, 4), 512: (8, 8, 8)}
+CHIPS = {8: (2, 2), 32: (4, 4), 128: (8, 8), 512: (16, 16)}
+
+
+def machines(ranks: int) -> dict[str, NodeHopMachine]:
+    nodes = ranks // CORES
+    node = Hierarchy.homogeneous([4, 2], [0.0, 0.0])
+    rows, cols = CHIPS[nodes]
+    return {"tianhe3": NodeHopMachine(tianhe3_hops(rows, cols, 2), node),
+            "torus3d": NodeHopMachine(torus_hops(TORUS[nodes]), node)}
+
+
+def baselines(n: int) -> dict[str, np.ndarray]:
+    nodes = n // CORES
+    r = np.arange(n)
+    return {"block": r, "cyclic": (r % nodes) * CORES + r // nodes,
+            "random": np.random.default_rng(0).permutation(n)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="64,256,1024")
+    ap.add_argument("--profiles", default="npb-bt,npb-cg,npb-lu,npb-sp,stencil3d")
+    args = ap.parse_args()
+    cols = ["block", "cyclic", "random", *ALGORITHMS]
+    rows: dict[str, list[str]] = {"tianhe3": [], "torus3d": []}
+    for n in (int(s) for s in args.sizes.split(",")):
+        for profile in args.profiles.split(","):
+            graph = generate(profile, n)
+            for name, machine in machines(n).items():
+                hb = {k: hop_bytes(graph, machine, pe).total
+                      for k, pe in baselines(n).items()}
+                secs = {}
+                for algorithm in ALGORITHMS:
+                    t = time.perf_counter()
+                    res = map_processes(graph, machine, algorithm)
+                    secs[algorithm] = time.perf_counter() - t
+                    hb[algorithm] = hop_bytes(graph, machine, res.mapping).total
+                ref = hb["block"] or 1.0
+                cells = [f"{hb[c] / ref:.3f}" for c in cols]
+                times = " / ".join(f"{secs[a]:.2f}" for a in ALGORITHMS)
+                rows[name].append(f"| {profile} | {n} | " + " | ".join(cells)
+                                  + f" | {times} |")
+                print(name, rows[name][-1], flush=True)
+    for name, lines in rows.items():
+        print(f"\n{name}: hop-bytes / block (seconds: {' / '.join(ALGORITHMS)})\n")
+        print("| profile | ranks | " + " | ".join(cols) + " | seconds |")
+        print("|---|---|" + "---|" * (len(cols) + 1))
+        print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
