@@ -5,7 +5,8 @@
 #
 #   PREFIX (/opt/rankmap)      a virtual environment of PYTHON (/usr/bin/python3) with
 #                              rankmap installed (not editable), world-readable
-#   PREFIX/lib                 the SPANK plugin, built against this node's Slurm headers
+#   PREFIX/lib                 the SPANK plugin, built against this node's Slurm headers,
+#                              and librankmap (PREFIX/include/rankmap.h) when mpicc exists
 #   /etc/rankmap               rankmap.toml (0644, only if there is none) and profiles/
 #   /var/log/rankmap           the prolog log (0750 root:adm, or 0700 root without adm)
 #   /run/rankmap               the output directory (0755 root), recreated at boot by
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
         --log-dir) logdir="$2"; shift 2 ;;
         --run-dir) rundir="$2"; shift 2 ;;
         --tmpfiles-dir) tmpfilesdir="$2"; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -90,6 +91,15 @@ say "installing rankmap into $prefix (compiles the solver's extension)"
 make -s -C "$here/slurm_plugin/spank" OUT="$libdir"
 chmod -R a+rX "$prefix" "$libdir"
 say "SPANK plugin $libdir/rankmap_spank.so"
+# 2b. librankmap (rankmap_comm: the reordered communicator for srun-launched jobs),
+#     built with the MPI's compiler wrapper when there is one
+if command -v mpicc >/dev/null; then
+    make -s -C "$here/deploy/librankmap" OUT="$libdir" INCDIR="$prefix/include"
+    chmod -R a+rX "$libdir" "$prefix/include"
+    say "librankmap $libdir/librankmap.so (.a), header $prefix/include/rankmap.h"
+else
+    say "no mpicc on PATH: librankmap not built (install MPI and rerun to get it)"
+fi
 
 # 3. configuration, log, output directory
 install -d -m 0755 "$etcdir" "$etcdir/profiles"
