@@ -1,4 +1,5 @@
-"""deploy/librankmap: rankmap_comm() under a real mpirun (4 ranks, oversubscribed).
+"""deploy/librankmap: rankmap_comm() under a real mpirun (4 ranks, oversubscribed);
+slurm_plugin.rankmap_mpi, its mpi4py twin, on a stand-in communicator.
 
 Builds the library with its Makefile, links a small program against it and checks the
 new rank of every process against the reorder file, and the no-op cases: variable
@@ -17,8 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.skipif(not (shutil.which("mpicc") and shutil.which("mpirun")),
-                                reason="no MPI (mpicc, mpirun)")
+needs_mpi = pytest.mark.skipif(not (shutil.which("mpicc") and shutil.which("mpirun")),
+                               reason="no MPI (mpicc, mpirun)")
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -78,6 +79,7 @@ def _run(exe: Path, reorder: str | None, *, mpmd: list[str] | None = None
     return ranks, "\n".join(warnings)
 
 
+@needs_mpi
 def test_new_ranks_follow_the_reorder_file(program, tmp_path):
     path = tmp_path / "reorder"
     path.write_text("# launcher rank r -> new rank\n2\n0\n3\n1\n")
@@ -86,12 +88,14 @@ def test_new_ranks_follow_the_reorder_file(program, tmp_path):
     assert warnings == ""
 
 
+@needs_mpi
 def test_unset_or_empty_is_a_silent_duplicate(program):
     for value in (None, ""):
         ranks, warnings = _run(program, value)
         assert ranks == {0: 0, 1: 1, 2: 2, 3: 3} and warnings == ""
 
 
+@needs_mpi
 @pytest.mark.parametrize("text,message", [
     (None, "cannot read: No such file or directory"),
     ("0\n0\n1\n2\n", ":2: rank 0 appears twice"),
@@ -111,6 +115,7 @@ def test_invalid_files_keep_the_order_with_one_warning(program, tmp_path, text, 
     assert warnings.endswith("keeping the launcher's rank order")
 
 
+@needs_mpi
 def test_processes_reading_different_files_keep_the_order(program, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_text("1\n0\n3\n2\n")
@@ -120,3 +125,79 @@ def test_processes_reading_different_files_keep_the_order(program, tmp_path):
         "-np", "2", "-x", f"RANKMAP_REORDER={b}", str(program)])
     assert ranks == {0: 0, 1: 1, 2: 2, 3: 3}
     assert len(warnings.splitlines()) == 1 and "read different files" in warnings
+
+
+class FakeComm:
+    """Rank ``rank`` of ``size``; allgather answers as if every process found what this
+    one found, except the entries given in ``others``."""
+
+    def __init__(self, rank, size, others=None):
+        self.rank, self.size, self.others = rank, size, others or {}
+        self.made = None
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return self.size
+
+    def allgather(self, value):
+        return [self.others.get(r, value) for r in range(self.size)]
+
+    def Dup(self):
+        self.made = ("dup",)
+        return self
+
+    def Split(self, color, key):
+        self.made = ("split", color, key)
+        return self
+
+
+def test_python_twin_splits_with_the_new_rank(tmp_path, capsys):
+    from slurm_plugin.rankmap_mpi import reordered_comm
+
+    path = tmp_path / "reorder"
+    path.write_text("2\n0\n3\n1\n")
+    for rank, new in enumerate([2, 0, 3, 1]):
+        comm = reordered_comm(FakeComm(rank, 4), {"RANKMAP_REORDER": str(path)})
+        assert comm.made == ("split", 0, new)
+    assert reordered_comm(FakeComm(0, 4), {}).made == ("dup",)
+    assert capsys.readouterr().err == ""
+
+
+def test_python_twin_falls_back_with_one_warning(tmp_path, capsys):
+    from slurm_plugin.rankmap_mpi import reordered_comm
+
+    path = tmp_path / "reorder"
+    path.write_text("0\n0\n1\n2\n")
+    env = {"RANKMAP_REORDER": str(path)}
+    assert reordered_comm(FakeComm(0, 4), env).made == ("dup",)
+    assert capsys.readouterr().err == (f"rankmap: warning: {path}:2: rank 0 again (first on "
+                                       f"line 1); keeping the launcher's rank order\n")
+    assert reordered_comm(FakeComm(1, 4), env).made == ("dup",)
+    assert capsys.readouterr().err == ""  # only the lowest failing rank reports
+    path.write_text("1\n0\n3\n2\n")
+    other = {3: (None, "another digest")}
+    assert reordered_comm(FakeComm(0, 4, other), env).made == ("dup",)
+    assert "the processes read different files" in capsys.readouterr().err
+    missing = {"RANKMAP_REORDER": str(tmp_path / "none")}
+    assert reordered_comm(FakeComm(0, 4), missing).made == ("dup",)
+    assert "none: cannot read" in capsys.readouterr().err
+
+
+@needs_mpi
+def test_python_twin_under_mpirun(tmp_path):
+    pytest.importorskip("mpi4py")
+    import sys
+
+    script = tmp_path / "demo.py"
+    script.write_text("from slurm_plugin.rankmap_mpi import reordered_comm\n"
+                      "from mpi4py import MPI\n"
+                      "c = reordered_comm()\n"
+                      "print('old', MPI.COMM_WORLD.Get_rank(), 'new', c.Get_rank(), 'size', "
+                      "c.Get_size(), 'sum', c.allreduce(c.Get_rank()))\n")
+    path = tmp_path / "reorder"
+    path.write_text("2\n0\n3\n1\n")
+    ranks, warnings = _run(Path(sys.executable), str(path), mpmd=["-np", "4", sys.executable,
+                                                                  str(script)])
+    assert ranks == {0: 2, 1: 0, 2: 3, 3: 1} and warnings == ""
