@@ -128,3 +128,17 @@ def test_limits():
         heuristic(layout, Grouping.two_level(np.arange(layout.n)), group_limit=1)
     with pytest.raises(ArrangeError):
         arrange(layout, g, "simulated-annealing")
+
+
+def test_two_level_lower_bound_below_every_arrangement():
+    from mapper.summa.cost import two_level_lower_bound
+    tight = 0
+    for seed in range(60):
+        layout, g = random_case(3000 + seed, p_range=(3, 8))
+        lb = two_level_lower_bound(layout, g)
+        costs = [cost(layout.with_columns(combo), g) for combo in
+                 itertools.product(*(itertools.permutations(c) for c in layout.columns()))]
+        assert lb.cost_a <= min(c.cost_a for c in costs)
+        assert lb.cost_b == min(c.cost_b for c in costs)  # reached by grouping
+        tight += lb.norm == min(c.norm for c in costs)
+    assert tight > 0  # and the norm bound is reached on some layouts

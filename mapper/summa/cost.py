@@ -211,3 +211,26 @@ def pair_cost_a(tops_a: np.ndarray, heights_a: np.ndarray, ranks_a: np.ndarray,
 def pair_cost_b(ranks: np.ndarray, width: float, grouping: Grouping) -> np.ndarray:
     """cost_B of one column for a batch of orders (last axis: top to bottom)."""
     return grouping.pair(ranks[..., :-1], ranks[..., 1:]).sum(axis=-1) * width
+
+
+def two_level_lower_bound(layout: ColumnLayout, grouping: Grouping) -> Cost:
+    """A lower bound on (cost_A, cost_B) over all in-column arrangements, for the
+    two-level model (weights 0 inside a cluster, 1 across; the cluster level).
+
+    cost_B >= Σ_j w_j (g_j - 1), g_j the clusters in column j (each needs one change
+    at least once it is entered).  cost_A >= Σ_j (N - Σ_g min(H_j(g), H_{j+1}(g))),
+    H_j(g) the total height of cluster g in column j: rows where neighbouring columns
+    are in the same cluster cannot exceed the shorter of the two clusters' heights.
+    Both bounds hold separately, so the norm of any arrangement is at least their
+    norm.  O(p + c · k) for c columns and k clusters.
+    """
+    _check(layout, grouping)
+    clusters = np.unique(grouping.clusters, return_inverse=True)[1]
+    k = int(clusters.max()) + 1
+    H = np.zeros((layout.ncolumns, k))
+    np.add.at(H, (layout.column, clusters), layout.height)
+    present = (H > 0).sum(axis=1)
+    cost_b = float(np.dot(layout.column_widths, present - 1))
+    same = np.minimum(H[:-1], H[1:]).sum(axis=1)
+    cost_a = float((layout.size - same).sum())
+    return Cost(cost_a, cost_b)

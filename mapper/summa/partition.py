@@ -30,9 +30,10 @@ rounds to 0 is raised to 1, taking one unit from the largest share of the same c
 (or the widest column) — only when N is close to the number of rectangles in a column
 or to the number of columns, which must not exceed N.
 
-Original order: columns left to right in the order of the sorted speeds (slowest
-first), rectangles top to bottom in rank order inside each column; this is the layout
-"as the partitioner gives it", before any topology-aware arrangement
+Original order: the partitioner's own, i.e. the sorted-speed order of the dynamic
+programme: columns left to right slowest first, and inside each column the rectangles
+top to bottom by non-decreasing speed (ties in rank order).  This is the layout "as the
+partitioner gives it", oblivious of the network, before any topology-aware arrangement
 (:mod:`mapper.summa.arrange`).
 
 References
@@ -247,8 +248,7 @@ def partition(speeds: Sequence[float], size: int) -> ColumnLayout:
     widths = apportion(part.widths, size)
     heights = np.zeros(len(s), dtype=np.int64)
     columns = []
-    for m in part.members:
-        ranks = np.sort(m)
+    for ranks in part.members:  # already in sorted-speed order
         heights[ranks] = apportion(s[ranks], size)
         columns.append(ranks)
     return build_layout(columns, heights, widths, size)
