@@ -13,10 +13,12 @@ from mapper.cli import add_commands as add_mapper_commands
 from mapper.errors import RankmapError
 
 from .config_cli import add_config_commands
+from .hwinfo_cli import add_hwinfo_command
 from .plan_cli import add_plan_command
 from .profiles.cli import add_profile_commands
 from .report_cli import add_report_command
 from .simulate.cli import add_simulate_command
+from .summa_cli import add_summa_command
 
 #: what the CLI reports as one line (exit 2); anything else is a bug and keeps its
 #: traceback (exit 1)
@@ -33,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_commands(sub)
     add_config_commands(sub)
     add_report_command(sub)
+    add_summa_command(sub)
+    add_hwinfo_command(sub)
     return parser
 
 
