@@ -9,6 +9,7 @@ the key; every effective value remembers where it came from, which
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -208,6 +209,204 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
     },
 }
 
+# -- [network]: a node-level hop matrix for non-tree interconnects ---------------------
+
+#: Default algorithm for a hop-matrix machine when the site sets no ``[solver] algorithm``
+#: (Top-Down and Bottom-Up need a switch tree).
+NETWORK_ALGORITHM = "ohtma+n10"
+
+#: The generators' hop matrices are built for the whole network (N² entries, several
+#: N² temporaries inside the generators) in the prolog's worker, which has
+#: ``worker_memory_bytes`` (4 GiB) of address space: 8192 slots is 512 MiB per matrix.
+MAX_NETWORK_SLOTS = 8192
+
+NETWORK_KINDS = ("file", "mesh", "torus", "tianhe3", "dragonfly")
+_GENERATORS = NETWORK_KINDS[1:]
+
+
+def _positive_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"must be a positive integer, got {v!r}")
+    return v
+
+
+def _non_negative_number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+        raise ValueError(f"must be a non-negative number, got {v!r}")
+    return float(v)
+
+
+def _dims(v: Any) -> list[int]:
+    if not isinstance(v, list) or not v:
+        raise ValueError(f"must be a non-empty list of positive integers, got {v!r}")
+    for x in v:
+        try:
+            _positive_int(x)
+        except ValueError:
+            raise ValueError(f"must be a list of positive integers, got {v!r}") from None
+    return list(v)
+
+
+def _chip_hops(v: Any) -> list[int]:
+    if (not isinstance(v, list) or len(v) != 3
+            or any(isinstance(x, bool) or not isinstance(x, int) for x in v)
+            or not 0 <= v[0] <= v[1] <= v[2]):
+        raise ValueError(f"must be three integers 0 <= same chip <= same row or column <= "
+                         f"other, got {v!r}")
+    return list(v)
+
+
+def _node_names(v: Any) -> list[str]:
+    from .hostlist import HostlistError, expand_hostlist
+
+    v = _string(v)
+    try:
+        names = expand_hostlist(v)
+    except HostlistError as exc:
+        raise ValueError(str(exc)) from None
+    if not names:
+        raise ValueError("names no node")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"node {name} is listed twice")
+        seen.add(name)
+    return names
+
+
+#: Every [network] key: (checker, the kinds it belongs to (None: all), documentation).
+NETWORK_KEYS: dict[str, tuple[Callable[[Any], Any], tuple[str, ...] | None, str]] = {
+    "kind": (_choice(*NETWORK_KINDS), None,
+             "file (hop_file) or a generator: mesh, torus, tianhe3, dragonfly"),
+    "hop_file": (_abs_path, ("file",),
+                 "node-level hop (or cost) matrix: line 1 the node names, then the rows"),
+    "dims": (_dims, ("mesh", "torus"), "routers per dimension, e.g. [4, 4, 4]"),
+    "rows": (_positive_int, ("tianhe3",), "rows of chips"),
+    "cols": (_positive_int, ("tianhe3",), "columns of chips"),
+    "nodes_per_chip": (_positive_int, ("tianhe3",), "compute nodes per chip"),
+    "chip_hops": (_chip_hops, ("tianhe3",),
+                  "hops for same chip, same row or column, otherwise (default [1, 2, 3])"),
+    "groups": (_positive_int, ("dragonfly",), "dragonfly groups"),
+    "routers": (_positive_int, ("dragonfly",), "routers per group"),
+    "nodes_per_router": (_positive_int, ("dragonfly",), "compute nodes per router"),
+    "nodes": (_node_names, _GENERATORS, "host list; its i-th node sits at slot i"),
+    "node_order": (_abs_path, _GENERATORS, "file, one node name per line: line i = slot i"),
+    "per_hop": (_non_negative_number, None, "cost per byte and network hop"),
+    "base": (_non_negative_number, None, "cost per byte of leaving a node"),
+}
+
+_NETWORK_REQUIRED = {"file": ("hop_file",), "mesh": ("dims",), "torus": ("dims",),
+                     "tianhe3": ("rows", "cols", "nodes_per_chip"),
+                     "dragonfly": ("groups", "routers", "nodes_per_router")}
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """The checked ``[network]`` table (no file read yet: :mod:`slurm_plugin.network_source`
+    reads the hop file or node order and builds the matrix)."""
+
+    kind: str
+    params: dict[str, Any]  # the generator's keys (dims, rows, …) as given
+    hop_file: str = ""
+    nodes: tuple[str, ...] = ()  # from ``nodes``: slot i holds nodes[i]
+    node_order: str = ""
+    per_hop: float = 100.0
+    base: float = 0.0
+    path: str = ""  # the config file, for messages
+    given: tuple[str, ...] = ()  # the keys the file sets (the others are defaults)
+
+    @property
+    def slots(self) -> int | None:
+        """Number of slots a generator builds (None for a hop file)."""
+        p = self.params
+        if self.kind in ("mesh", "torus"):
+            return math.prod(p["dims"])
+        if self.kind == "tianhe3":
+            return p["rows"] * p["cols"] * p["nodes_per_chip"]
+        if self.kind == "dragonfly":
+            return p["groups"] * p["routers"] * p["nodes_per_router"]
+        return None
+
+    def describe(self) -> str:
+        """``torus [4, 4, 4]``, ``hop file /etc/rankmap/hops.txt``."""
+        if self.kind == "file":
+            return f"hop file {self.hop_file}"
+        shown = {k: v for k, v in self.params.items() if k != "chip_hops"}
+        if self.kind in ("mesh", "torus"):
+            return f"{self.kind} {shown['dims']}"
+        text = f"{self.kind} " + ", ".join(f"{k}={v}" for k, v in shown.items())
+        if "chip_hops" in self.params:
+            text += f", chip_hops={self.params['chip_hops']}"
+        return text
+
+    def as_table(self) -> dict[str, Any]:
+        """The effective keys, for ``rankmap config check``."""
+        table: dict[str, Any] = {"kind": self.kind}
+        if self.hop_file:
+            table["hop_file"] = self.hop_file
+        table.update(self.params)
+        if self.nodes:
+            table["nodes"] = self._folded_nodes
+        if self.node_order:
+            table["node_order"] = self.node_order
+        table["per_hop"], table["base"] = self.per_hop, self.base
+        return table
+
+    @property
+    def _folded_nodes(self) -> str:
+        from .hostlist import expand_hostlist, fold_hostlist
+
+        folded = fold_hostlist(list(self.nodes))
+        # folding sorts: the expanded order is shown when folding would change it
+        return folded if expand_hostlist(folded) == list(self.nodes) else ",".join(self.nodes)
+
+
+def _parse_network(body: Any, path: str) -> NetworkConfig:
+    where = f"{path}: [network]"
+    if not isinstance(body, dict):
+        raise ConfigError(f"{path}: network: must be a [network] table")
+    for key in body:
+        if key not in NETWORK_KEYS:
+            raise ConfigError(f"{where} unknown key {key!r} (known: {', '.join(NETWORK_KEYS)})")
+    if "kind" not in body:
+        raise ConfigError(f"{where} kind: required (one of {', '.join(NETWORK_KINDS)})")
+    values: dict[str, Any] = {}
+    for key, value in body.items():
+        try:
+            values[key] = NETWORK_KEYS[key][0](value)
+        except ValueError as exc:
+            raise ConfigError(f"{where} {key}: {exc}") from None
+    kind = values["kind"]
+    for key in values:
+        kinds = NETWORK_KEYS[key][1]
+        if kinds is not None and kind not in kinds:
+            raise ConfigError(f"{where} {key}: only for kind = "
+                              f"{' or '.join(repr(k) for k in kinds)} (kind is {kind!r})")
+    for key in _NETWORK_REQUIRED[kind]:
+        if key not in values:
+            raise ConfigError(f"{where} {key}: required for kind = {kind!r}")
+    if kind != "file" and ("nodes" in values) == ("node_order" in values):
+        raise ConfigError(f"{where} nodes: give exactly one of nodes (a host list in slot "
+                          f"order) and node_order (a file, one node per line) for kind = "
+                          f"{kind!r}")
+    params = {k: v for k, v in values.items()
+              if k not in ("kind", "hop_file", "nodes", "node_order", "per_hop", "base")}
+    net = NetworkConfig(kind, params, values.get("hop_file", ""),
+                        tuple(values.get("nodes", ())), values.get("node_order", ""),
+                        values.get("per_hop", NetworkConfig.per_hop),
+                        values.get("base", NetworkConfig.base), path, tuple(values))
+    slots = net.slots
+    if slots is not None and slots > MAX_NETWORK_SLOTS:
+        first = _NETWORK_REQUIRED[kind][0]
+        raise ConfigError(f"{where} {first}: {net.describe()} has {slots} slots, more than "
+                          f"the {MAX_NETWORK_SLOTS} whose hop matrix (slots² entries) fits "
+                          f"the prolog's worker; use a hop_file of the nodes that run jobs")
+    if slots is not None and len(net.nodes) > slots:
+        raise ConfigError(f"{where} nodes: {len(net.nodes)} nodes but {net.describe()} has "
+                          f"only {slots} slots")
+    return net
+
+
 RULE_KEYS: dict[str, Callable[[Any], Any]] = {
     "partition": _string, "account": _string, "job_name": _string,
     "profile": _string, "algorithm": _algorithm, "time_limit": _positive_number,
@@ -240,6 +439,7 @@ class Config:
     rules: tuple[Rule, ...] = ()
     path: str | None = None
     notes: tuple[str, ...] = field(default=())
+    network: NetworkConfig | None = None  # [network]; None: the switch tree as before
 
     def get(self, section: str, key: str) -> Any:
         return self.values[section][key]
@@ -266,7 +466,11 @@ def parse_config(text: str, path: str) -> Config:
     values = {s: {k: d[0] for k, d in keys.items()} for s, keys in DEFAULTS.items()}
     sources = {s: dict.fromkeys(keys, "default") for s, keys in DEFAULTS.items()}
     rules: list[Rule] = []
+    network = None
     for section, body in data.items():
+        if section == "network":
+            network = _parse_network(body, path)
+            continue
         if section == "rules":
             if not isinstance(body, list):
                 raise ConfigError(f"{path}: rules: must be [[rules]] tables")
@@ -275,7 +479,7 @@ def parse_config(text: str, path: str) -> Config:
             continue
         if section not in DEFAULTS:
             raise ConfigError(f"{path}: unknown section [{section}] (known: "
-                              f"{', '.join(list(DEFAULTS) + ['rules'])})")
+                              f"{', '.join(list(DEFAULTS) + ['network', 'rules'])})")
         if not isinstance(body, dict):
             raise ConfigError(f"{path}: {section}: must be a [{section}] table")
         for key, value in body.items():
@@ -290,7 +494,10 @@ def parse_config(text: str, path: str) -> Config:
     if values["solver"]["time_limit"] > values["solver"]["max_time_limit"]:
         raise ConfigError(f"{path}: [solver] time_limit: must not exceed max_time_limit "
                           f"({values['solver']['max_time_limit']:g})")
-    return Config(values, sources, tuple(rules), path)
+    if network is not None and sources["solver"]["algorithm"] == "default":
+        values["solver"]["algorithm"] = NETWORK_ALGORITHM
+        sources["solver"]["algorithm"] = "default for [network]"
+    return Config(values, sources, tuple(rules), path, network=network)
 
 
 def _parse_rule(table: Any, where: str) -> Rule:
@@ -339,6 +546,12 @@ def format_effective(config: Config) -> str:
         lines.append(f"[{section}]")
         for key, value in keys.items():
             lines.append(f"{key} = {_toml_value(value)}    # {config.sources[section][key]}")
+    if config.network is not None:
+        lines.append("[network]")
+        net = config.network
+        for key, value in net.as_table().items():
+            source = net.path if key in net.given else "default"
+            lines.append(f"{key} = {_toml_value(value)}    # {source}")
     for rule in config.rules:
         lines.append("[[rules]]")
         for key in RULE_KEYS:

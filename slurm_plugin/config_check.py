@@ -5,7 +5,9 @@ rankmap, its packages, the config file and the output directory must be usable b
 users other than root; the output directory must exist when jobs start or be creatable
 by the prolog (``/run`` is emptied at boot; install.sh adds a tmpfiles.d entry).  Each
 function takes paths and returns warning strings; nothing here fails a check, the
-command only prints them.
+command only prints them.  A ``[network]`` is loaded as the prolog loads it (hop file or
+node order read, matrix generated): a summary line, or the error every job would fall
+back with.
 """
 
 from __future__ import annotations
@@ -167,6 +169,42 @@ def config_file_warnings(path: str | os.PathLike | None) -> list[str]:
     return []
 
 
+def network_check(config: Config) -> tuple[list[str], list[str]]:
+    """``[network]``: (summary lines, warnings).  Nothing without a ``[network]``.
+
+    Warns when the network cannot be loaded (every job would fall back, with that
+    message) and when one hop between nodes costs less than two PEs of one node (the
+    solver would then spread communicating ranks over nodes).
+    """
+    if config.network is None:
+        return [], []
+    import numpy as np
+
+    from mapper.errors import RankmapError
+
+    from .network_source import load_network
+
+    try:
+        net = load_network(config)
+    except RankmapError as exc:
+        return [], [f"[network] cannot be used, every job keeps Slurm's placement: {exc}"]
+    assert net is not None
+    off = net.hops[~np.eye(len(net.hops), dtype=bool)]
+    low, high = (float(off.min()), float(off.max())) if len(off) else (0.0, 0.0)
+    lines = [f"# [network] {net.description}: {len(net.hops)} slots, {len(net.names)} nodes "
+             f"named ({net.where}), {low:g} to {high:g} hops between nodes; cost between "
+             f"nodes {net.base:g} + {net.per_hop:g} x hops"]
+    warnings = []
+    levels = config.get("solver", "level_distances")
+    node = levels[1] if len(levels) > 1 else None
+    cheapest = net.base + net.per_hop * low
+    if node is not None and len(off) and cheapest < node:
+        warnings.append(f"[network] base + per_hop x {low:g} hops = {cheapest:g} is below the "
+                        f"same-node distance {node:g} ([solver] level_distances[1]): ranks on "
+                        f"two nodes would look closer than on one; raise per_hop or base")
+    return lines, warnings
+
+
 def site_warnings(config: Config, executable: str | None = None,
                   tmpfiles_dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS) -> list[str]:
     """Every warning for this configuration on this machine."""
@@ -179,6 +217,9 @@ def check_command(args) -> int:
     """``rankmap config check``: the effective values, then the site warnings (stderr)."""
     config = load_config(args.config)
     print(format_effective(config), end="")
-    for warning in site_warnings(config):
+    lines, network_warnings = network_check(config)
+    for line in lines:
+        print(line)
+    for warning in site_warnings(config) + network_warnings:
         print(f"rankmap config check: warning: {warning}", file=sys.stderr)
     return 0
