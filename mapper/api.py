@@ -6,7 +6,9 @@ constructions
     ``identity``, ``random``, ``greedy`` (Müller-Merbach), ``greedyallc`` (GreedyAllC),
     ``topdown``, ``bottomup`` (the last two need a hierarchical machine), ``ohtma``
     (Li et al.'s greedy + locked pair-exchange pass, :mod:`mapper.construction.ohtma`;
-    ``ohtma+n10`` polishes its result with N_C^10).
+    ``ohtma+n10`` polishes its result with N_C^10), ``matching`` (Sudhakar et al.'s
+    bottom-up Hungarian pairing per tree level, :mod:`mapper.construction.matching`; needs
+    a hierarchical machine).
 neighbourhoods
     ``n<d>`` — N_C^d, ranks within d hops of the communication graph (``n10`` is the
     paper's default); ``nc<d>`` says the same explicitly (``nc2`` = N_C^2, because
@@ -212,7 +214,8 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
     if graph.n != machine.n:
         raise GraphError(f"{graph.source}: graph has {graph.n} ranks but the machine has "
                          f"{machine.n} PEs; they must be equal")
-    if spec.construction in ("topdown", "bottomup") and not isinstance(machine, Hierarchy):
+    if spec.construction in ("topdown", "bottomup", "matching") and not isinstance(
+            machine, Hierarchy):
         raise MachineError(f"{spec.construction} needs a hierarchical machine, not "
                            f"{machine.describe()}")
     start = time.perf_counter()
@@ -243,6 +246,8 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
         pe, timed_out = construction.greedy_allc(graph, kernel_machine, remaining())
     elif spec.construction == "ohtma":
         pe, timed_out = construction.ohtma(graph, machine, time_limit=remaining())
+    elif spec.construction == "matching":
+        pe = construction.matching(graph, machine)
     elif spec.construction == "topdown":
         pe = construction.top_down(graph, machine, seed)
     else:

@@ -8,6 +8,7 @@ Grammar, case-insensitive, normalised to lower case::
 
     CONSTRUCTION[+NEIGHBOURHOOD]
     CONSTRUCTION  = identity | random | greedy | greedyallc | topdown | bottomup | ohtma
+                  | matching
     NEIGHBOURHOOD = n<d> (d >= 1) | nc<d> (d >= 1) | np | np<block> (block >= 2) | n2
 """
 
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup", "ohtma")
+ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup", "ohtma",
+              "matching")
 NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
 
 _NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")

@@ -189,3 +189,23 @@ def test_uneven_tree_keeps_the_layout():
     pe = matching(CommGraph.from_matrix(w, directed=False), machine)
     assert sorted(pe[[1, 3]].tolist()) == [0, 1]
     assert sorted(pe[[0, 2, 4]].tolist()) == [2, 3, 4]
+
+
+def test_matching_is_an_algorithm_name():
+    """``matching`` and ``matching+n10`` run through map_processes; the search only
+    improves the construction, and a non-hierarchical machine is refused by name."""
+    from mapper import map_processes
+    from mapper.machine import DistanceMatrix, MachineError
+
+    rng = np.random.default_rng(5)
+    w = rng.integers(0, 9, (16, 16)).astype(float)
+    w = np.triu(w, 1) + np.triu(w, 1).T
+    graph = CommGraph.from_matrix(w, directed=False)
+    machine = Hierarchy.homogeneous([2, 2, 4], [1, 10, 100])
+    plain = map_processes(graph, machine, "matching")
+    assert plain.objective == evaluate(graph, machine, matching(graph, machine)).objective
+    polished = map_processes(graph, machine, "matching+n10")
+    assert sorted(polished.mapping.tolist()) == list(range(16))
+    assert polished.objective <= plain.objective
+    with pytest.raises(MachineError, match="matching needs a hierarchical machine"):
+        map_processes(graph, DistanceMatrix(np.ones((16, 16)) - np.eye(16)), "matching")

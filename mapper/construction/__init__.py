@@ -2,10 +2,11 @@
 
 from .bottomup import bottom_up
 from .greedy import greedy_allc, muller_merbach
+from .matching import matching
 from .ohtma import ohtma
 from .regroup import regroup
 from .topdown import top_down
 from .trivial import identity, random_mapping
 
-__all__ = ["bottom_up", "greedy_allc", "identity", "muller_merbach", "ohtma", "random_mapping",
-           "regroup", "top_down"]
+__all__ = ["bottom_up", "greedy_allc", "identity", "matching", "muller_merbach", "ohtma",
+           "random_mapping", "regroup", "top_down"]

@@ -35,7 +35,7 @@ static double max_time = 0.0; /* 0: no site maximum given here */
 
 /* the algorithm grammar of mapper/names.py (case-insensitive); a test compares the lists */
 static const char *constructions[] = {"identity", "random", "greedy", "greedyallc",
-                                      "topdown", "bottomup", "ohtma", NULL};
+                                      "topdown", "bottomup", "ohtma", "matching", NULL};
 
 /* Store names and generator specs; "file:/abs/path" only for a user's own file, which
  * the prolog reads with the user's identity when the site allows it. */
@@ -120,7 +120,8 @@ static int opt_mode(int val, const char *optarg, int remote)
     if (!optarg || !valid_mode(optarg)) {
         slurm_error("rankmap: --rankmap=%s: expected auto, off or an algorithm "
                     "CONSTRUCTION[+NEIGHBOURHOOD] (identity, random, greedy, greedyallc, "
-                    "topdown, bottomup, ohtma; n<d>, nc<d>, np, np<block>, n2), e.g. topdown+n10",
+                    "topdown, bottomup, ohtma, matching; n<d>, nc<d>, np, np<block>, n2), "
+                    "e.g. topdown+n10",
                     optarg ? optarg : "");
         return ESPANK_BAD_ARG;
     }
