@@ -12,10 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mapper import CommGraph, MappingResult, map_processes
+from mapper.names import parse_algorithm
 
 from . import render, report
 from .distribution import DEFAULT, Distribution, default_placements, dist_label
 from .layout import Layout
+from .network_source import HopNetwork, NetworkError, hop_machine
 
 #: Launcher files by name, with the renderer that produces each.
 RENDERERS = {
@@ -24,6 +26,10 @@ RENDERERS = {
     "machinefile": render.render_machinefile,
     "slurm_hostfile": render.render_slurm_hostfile,
 }
+
+#: Constructions that need a switch tree (a :class:`mapper.Hierarchy`): on a hop-matrix
+#: network their place is taken by OHTMA.
+TREE_CONSTRUCTIONS = ("topdown", "bottomup", "matching")
 
 #: Share of the time budget given to the solver; the rest absorbs the overshoot of its
 #: own stop check, so a result that arrives is within the budget.
@@ -55,7 +61,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               fallback_reason: str | None = None, templates_dir: str | None = None,
               progress: Callable[[str], None] | None = None,
               distribution: Distribution = DEFAULT,
-              distribution_assumed: bool = True, units: str = "bytes") -> JobPlan:
+              distribution_assumed: bool = True, units: str = "bytes",
+              network: HopNetwork | None = None) -> JobPlan:
     """Map, compare with Slurm's default, render; any reason not to apply becomes a fallback.
 
     ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
@@ -67,20 +74,38 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     ``--distribution`` was not known (the prolog is not told it) and the default was
     taken for it.  ``units`` name the profile's volumes in the report (bytes,
     messages).
+
+    ``network`` (the site's ``[network]``, :func:`slurm_plugin.network_source.load_network`)
+    replaces the switch tree: the machine is the job's nodes on the hop matrix, each
+    with its own socket/core levels; a tree-only algorithm (Top-Down, Bottom-Up) is
+    replaced by OHTMA with the same neighbourhood; the congestion check, which needs
+    switch uplinks, is skipped; the report adds hop-bytes.  A job node the network
+    does not name is a fallback.
     """
     result = None
     defaults = default_placements(layout, distribution)
     default_name = dist_label(distribution)
+    machine, congestion_levels, notes = layout.hierarchy, layout.network_levels, []
+    if network is not None:
+        notes.append(f"network: {network.description} (per hop {network.per_hop:g}, "
+                     f"base {network.base:g}); switch levels not used")
+        try:
+            machine, congestion_levels = hop_machine(layout, network), None
+        except NetworkError as exc:
+            fallback_reason = fallback_reason or str(exc)
+        algorithm, swapped = hop_algorithm(algorithm)
+        if swapped:
+            notes.append(swapped)
     if fallback_reason is None and graph is None:
         fallback_reason = "no communication profile"
     if fallback_reason is None and graph.n != layout.n:
         fallback_reason = (f"profile {profile or graph.source!r} has {graph.n} ranks but the "
                            f"job has {layout.n} tasks")
     if fallback_reason is None:
-        result = map_processes(graph, layout.hierarchy, algorithm, seed,
+        result = map_processes(graph, machine, algorithm, seed,
                                time_limit * SOLVER_SHARE, progress=progress,
                                baseline=defaults[default_name],
-                               congestion_levels=layout.network_levels)
+                               congestion_levels=congestion_levels)
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")
@@ -96,7 +121,22 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     rep = report.build_report(layout, usable_graph, result, defaults, default_name,
                               job_id=job_id, profile=profile,
                               fallback_reason=fallback_reason,
-                              default_assumed=distribution_assumed, units=units)
+                              default_assumed=distribution_assumed, units=units,
+                              machine=machine, extra_notes=notes)
     return JobPlan(rendered, report.render_report_text(rep, templates_dir=templates_dir),
-                   report.report_json(rep), result, fallback_reason, list(layout.notes),
-                   kept_default, rep.summary)
+                   report.report_json(rep), result, fallback_reason,
+                   list(layout.notes) + notes, kept_default, rep.summary)
+
+
+def hop_algorithm(algorithm: str) -> tuple[str, str | None]:
+    """The algorithm to run on a hop-matrix machine, and a note when it was changed:
+    a tree-only construction becomes ``ohtma`` with the same neighbourhood (the site's
+    default for a network is ``ohtma+n10``, :data:`slurm_plugin.config.NETWORK_ALGORITHM`;
+    this covers rules and users asking for a tree algorithm by name)."""
+    construction = parse_algorithm(algorithm)[0]
+    if construction not in TREE_CONSTRUCTIONS:
+        return algorithm, None
+    rest = algorithm.split("+", 1)[1] if "+" in algorithm else None
+    replaced = f"ohtma+{rest}" if rest else "ohtma"
+    return replaced, (f"{algorithm} needs a switch tree: {replaced} used on the [network] "
+                      f"hop matrix")

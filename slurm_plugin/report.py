@@ -2,7 +2,10 @@
 
 The numbers come from :func:`mapper.evaluate`, so the report shows exactly the J and
 per-level traffic the solver optimized.  J counts each undirected edge once.  The
-first lines say in words which placement the job runs with and why.
+first lines say in words which placement the job runs with and why.  On a hop-matrix
+machine (``[network]``) every placement also gets its hop-bytes, the largest hop count
+any communicating pair crosses and the mean hops per byte (:mod:`mapper.hop_bytes`),
+in the JSON record (``placements[].hops``) and in a table after the template's text.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mapper import CommGraph, MappingResult, evaluate
+from mapper.hop_bytes import has_hops, hop_bytes
+from mapper.machine import Hierarchy
 
 from .hostlist import fold_hostlist
 from .layout import Layout
@@ -28,6 +33,8 @@ class PlacementCost:
     saved_vs_default: str = ""  # "12.3%": J below the job's default placement
     applied: bool = False  # the job runs with this placement
     default: bool = False  # the placement Slurm gives the job without rankmap
+    # hop-matrix machines: hop_bytes, max_hops, mean_hops_per_byte (mapper.hop_bytes)
+    hops: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class Report:
     candidates: dict[str, float] = field(default_factory=dict)
     units: str = "bytes"
     rejected: dict[str, str] = field(default_factory=dict)  # candidate → why refused
+    hop_metrics: bool = False  # the machine is a hop matrix: placements carry ``hops``
 
 
 def _saved(base: float, value: float) -> str:
@@ -68,15 +76,22 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
                  defaults: Mapping[str, np.ndarray] | None = None,
                  default_name: str = "block", *, job_id: str | None = None,
                  profile: str | None = None, fallback_reason: str | None = None,
-                 default_assumed: bool = True, units: str = "bytes") -> Report:
+                 default_assumed: bool = True, units: str = "bytes",
+                 machine=None, extra_notes: list[str] | None = None) -> Report:
     """Report data; without a usable graph only the reason and the job are shown.
 
     ``defaults`` are Slurm's placements by name (the job's default first, as
-    :func:`slurm_plugin.distribution.default_placements` returns them).
+    :func:`slurm_plugin.distribution.default_placements` returns them).  ``machine``
+    is the one the solver used (default: the layout's hierarchy; a
+    :class:`~mapper.networks.NodeHopMachine` for a ``[network]``), ``extra_notes``
+    are the plan's notes beside the layout's.
     """
+    machine = layout.hierarchy if machine is None else machine
+    with_hops = has_hops(machine)
     placements: list[PlacementCost] = []
-    distances = {name: float(d) for name, d in zip(layout.hierarchy.level_names,
-                                                     layout.hierarchy.distances, strict=True)}
+    distances = ({name: float(d) for name, d in zip(machine.level_names, machine.distances,
+                                                    strict=True)}
+                 if isinstance(machine, Hierarchy) else {})
     ours = result is not None and fallback_reason is None and result.origin != "baseline"
     summary = ""
     if graph is not None and graph.n == layout.n:
@@ -88,27 +103,32 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
         candidates = dict(defaults)
         if ours:
             candidates = {"rankmap": result.mapping, **candidates}
-        evals = {name: evaluate(graph, layout.hierarchy, m) for name, m in candidates.items()}
+        evals = {name: evaluate(graph, machine, m) for name, m in candidates.items()}
         default_j = evals[default_name].objective
+        if not isinstance(machine, Hierarchy):
+            # traffic per distinct distance, every value any placement reaches
+            found = {t.name: t.distance for ev in evals.values() for t in ev.traffic}
+            distances = dict(sorted(found.items(), key=lambda item: item[1]))
         for name, ev in evals.items():
             applied = name == "rankmap" if ours else name == default_name
             placements.append(PlacementCost(
                 name, ev.objective, {t.name: t.volume for t in ev.traffic},
                 "" if name == default_name else _saved(default_j, ev.objective),
-                applied, name == default_name))
+                applied, name == default_name,
+                hop_bytes(graph, machine, candidates[name]).as_dict() if with_hops else {}))
         summary = _summary(result, fallback_reason, default_name, default_j,
                            evals["rankmap"].objective if ours else None)
     elif fallback_reason:
         summary = f"rankmap was NOT applied: {fallback_reason}"
     hosts = layout.hosts()
     return Report(job_id, profile, layout.n, fold_hostlist(hosts), len(hosts),
-                  layout.hierarchy.describe(),
+                  machine.describe(),
                   ours, result.algorithm if result else None,
                   result.seconds if result else None, fallback_reason, placements,
-                  distances, list(layout.notes), default_name,
+                  distances, list(layout.notes) + list(extra_notes or ()), default_name,
                   default_assumed, summary, result.origin if result else None,
                   dict(result.candidates) if result else {}, units,
-                  dict(result.rejected) if result else {})
+                  dict(result.rejected) if result else {}, with_hops)
 
 
 def _summary(result: MappingResult | None, fallback_reason: str | None, default_name: str,
@@ -168,7 +188,7 @@ def render_report_text(report: Report, templates_dir: str | None = None) -> str:
                    "objective": human(p.objective),
                    "saved": p.saved_vs_default or "-", "applied": p.applied,
                    "default": p.default} for p in report.placements]
-    return render_template("report.txt.j2", templates_dir, job_id=report.job_id,
+    text = render_template("report.txt.j2", templates_dir, job_id=report.job_id,
                            profile=report.profile, n=report.n, nodes=report.nodes,
                            node_count=report.node_count, units=report.units,
                            machine=report.machine, notes=report.notes,
@@ -179,6 +199,27 @@ def render_report_text(report: Report, templates_dir: str | None = None) -> str:
                             if report.default_assumed else " (the job's --distribution)"),
                            placements=placements, traffic_rows=rows,
                            names=[p.name for p in report.placements])
+    return text + hop_table(report)
+
+
+def hop_table(report: Report) -> str:
+    """Hop-bytes per placement as text; empty unless the machine is a hop matrix.
+
+    Appended after the template's text so that site templates written before
+    ``[network]`` existed still show it.
+    """
+    rows = [p for p in report.placements if p.hops]
+    if not report.hop_metrics or not rows:
+        return ""
+    unit = "byte" if report.units == "bytes" else report.units.rstrip("s")
+    lines = ["", f"  network hops ({report.units} x hops between nodes; 0 inside a node):",
+             f"  {'placement':36s} {'hop-bytes':>12s} {'max hops':>9s} "
+             f"{'mean hops/' + unit:>16s}"]
+    for p in rows:
+        lines.append(f"  {p.name + (' *' if p.applied else ''):36s} "
+                     f"{human(p.hops['hop_bytes']):>12s} {p.hops['max_hops']:>9g} "
+                     f"{p.hops['mean_hops_per_byte']:>16.3f}")
+    return "\n".join(lines) + "\n"
 
 
 def report_json(report: Report) -> str:
