@@ -1,0 +1,229 @@
+"""The job's reorder files (slurm_plugin.reorder_job): for generated allocations, the
+process Slurm starts as rank r — placed by a step-by-step replay of Slurm's block/cyclic
+distributions written here, not by slurm_plugin.distribution — runs on the slot the
+rendered rankfile gives rank reorder[r]; the TaskProlog's choice of file; the writes."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import independent_eval as ie
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mapper import CommGraph
+from mapper.reorder import parse_reorder
+from slurm_plugin import names
+from slurm_plugin.allocation import Allocation
+from slurm_plugin.distribution import Distribution, DistributionError, parse_distribution
+from slurm_plugin.layout import build_layout
+from slurm_plugin.render import render_rankfile
+from slurm_plugin.reorder_job import (
+    ALL_FILES,
+    DIST_GRAPH_FILE,
+    MPIRUN_FILE,
+    REORDER_FILES,
+    distribution_methods,
+    reorder_exports,
+    reorder_files,
+    step_reorder_file,
+    write_reorder_files,
+)
+from slurm_plugin.topology import NodeShape, parse_topology_conf
+
+DISTANCES = [1.0, 10.0, 100.0, 1000.0, 1e4]
+
+
+def slurm_replay(nodes: list[str], shapes: dict[str, NodeShape],
+                 cpu_ids: dict[str, tuple[int, ...]], cpt: int, node_method: str,
+                 socket_method: str) -> list[tuple[str, int, tuple[int, ...]]]:
+    """Launcher rank → (host, socket, cores in the socket), Slurm's way: on each node the
+    task slots are chunks of ``cpt`` allocated cores of one socket; a node hands them to
+    its tasks socket after socket (``block``) or one socket after the other, skipping
+    sockets with none left (``cyclic``); ranks fill node after node in node-list order
+    (``block``) or are dealt round-robin over nodes with slots left (``cyclic``)."""
+    per_node = {}
+    for node in nodes:
+        shape = shapes[node]
+        cores = sorted({c // shape.threads_per_core for c in cpu_ids[node]})
+        by_socket: dict[int, list[int]] = {}
+        for core in cores:
+            by_socket.setdefault(core // shape.cores_per_socket, []).append(
+                core % shape.cores_per_socket)
+        chunks = {s: [tuple(cs[i:i + cpt]) for i in range(0, len(cs), cpt)]
+                  for s, cs in sorted(by_socket.items())}
+        order = []
+        if socket_method == "block":
+            for s, chs in chunks.items():
+                order += [(node, s, ch) for ch in chs]
+        else:
+            while any(chunks.values()):
+                for s, chs in chunks.items():
+                    if chs:
+                        order.append((node, s, chs.pop(0)))
+        per_node[node] = order
+    ranks = []
+    if node_method == "block":
+        for node in nodes:
+            ranks += per_node[node]
+    else:
+        while any(per_node.values()):
+            for node in nodes:
+                if per_node[node]:
+                    ranks.append(per_node[node].pop(0))
+    return ranks
+
+
+@st.composite
+def jobs(draw):
+    """(allocation, shapes, topology.conf text): nodes ``p0…`` in node-table order,
+    dealt to two leaf switches at random (so the PE order is not the node order),
+    uneven shapes, partial nodes, 1 or 2 cores per task."""
+    n_nodes = draw(st.integers(1, 5))
+    names_ = [f"p{i}" for i in range(n_nodes)]
+    dealt = draw(st.permutations(names_))
+    cut = draw(st.integers(0, n_nodes))
+    groups = [g for g in (dealt[:cut], dealt[cut:]) if g]
+    conf = "".join(f"SwitchName=s{i} Nodes={','.join(g)}\n" for i, g in enumerate(groups))
+    if len(groups) == 2:
+        conf += "SwitchName=top Switches=s0,s1\n"
+    cpt = draw(st.integers(1, 2))
+    shapes, cpu_ids, tasks = {}, {}, []
+    for node in names_:
+        shape = NodeShape(draw(st.integers(1, 3)), draw(st.integers(cpt, 5)),
+                          draw(st.integers(1, 2)))
+        chosen: list[int] = []
+        for s in range(shape.sockets):
+            cores = range(s * shape.cores_per_socket, (s + 1) * shape.cores_per_socket)
+            least = 1 if s == shape.sockets - 1 and not chosen else 0
+            chunks = len(cores) // cpt - draw(st.integers(0, len(cores) // cpt - least))
+            chosen += sorted(draw(st.permutations(list(cores)))[:chunks * cpt])
+        shapes[node] = shape
+        cpu_ids[node] = tuple(c * shape.threads_per_core + t for c in sorted(chosen)
+                              for t in range(shape.threads_per_core))
+        tasks.append(len(chosen) // cpt)
+    alloc = Allocation("7", tuple(names_), tuple(tasks), cpt, cpu_ids=cpu_ids)
+    return alloc, shapes, conf
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+@given(jobs(), st.integers(0, 2**32 - 1))
+def test_every_new_rank_runs_where_the_rankfile_puts_it(job, seed):
+    alloc, shapes, conf = job
+    layout = build_layout(alloc, shapes, parse_topology_conf(conf), DISTANCES)
+    mapping = np.random.default_rng(seed).permutation(layout.n)
+    rankfile = ie.parse_rankfile(render_rankfile(layout, mapping))
+    files = reorder_files(layout, mapping, None)
+    assert set(files) == set(REORDER_FILES.values())
+    for (node_method, socket_method), name in REORDER_FILES.items():
+        slurm = slurm_replay(list(alloc.nodes), shapes, dict(alloc.cpu_ids), alloc.cpus_per_task,
+                             node_method, socket_method)
+        reorder = parse_reorder(files[name], layout.n, name)
+        assert len(slurm) == layout.n
+        for r, where in enumerate(slurm):
+            assert rankfile[int(reorder[r])] == where, (name, r)
+
+
+def test_hand_example_cyclic_over_two_nodes():
+    # two nodes of one socket with two cores; the mapping puts rank k on PE k (block)
+    layout = build_layout(Allocation("1", ("a", "b"), (2, 2), 1), NodeShape(1, 2),
+                          parse_topology_conf(""), DISTANCES)
+    files = reorder_files(layout, np.arange(4), None)
+    assert files["reorder.block"] == "0\n1\n2\n3\n"
+    # cyclic starts ranks 0..3 on a0, b0, a1, b1 = PEs 0, 2, 1, 3
+    assert files["reorder.cyclic"] == "0\n2\n1\n3\n"
+
+
+def test_dist_graph_is_numbered_by_new_rank():
+    layout = build_layout(Allocation("1", ("a",), (3,), 1), NodeShape(1, 3),
+                          parse_topology_conf(""), DISTANCES)
+    # new rank 0 talks to 1 and 2, nothing else
+    graph = CommGraph.from_edges(np.array([0, 0]), np.array([1, 2]), np.array([5.0, 1.0]), n=3)
+    files = reorder_files(layout, np.array([2, 0, 1]), graph)
+    assert files[DIST_GRAPH_FILE] == "3\n2 1 2\n1 0\n1 0\n"
+    assert files["reorder.block"] == "1\n2\n0\n"  # PE 0 holds new rank 1, …
+
+
+def test_plane_and_arbitrary_have_no_file():
+    layout = build_layout(Allocation("1", ("a",), (2,), 1), NodeShape(1, 2),
+                          parse_topology_conf(""), DISTANCES)
+    with pytest.raises(ValueError, match="plane=2"):
+        reorder_files(layout, np.arange(2), None, [Distribution("plane", "cyclic", 2)])
+
+
+VALID = ["block", "cyclic", "block:block", "cyclic:block", "block:cyclic", "cyclic:cyclic",
+         "block:fcyclic", "*:block", "*", "cyclic:*", "BLOCK:Cyclic", "block:cyclic:cyclic",
+         "cyclic:block,Pack", "block,nopack", "plane=4", "plane=2:block", "arbitrary", ""]
+
+
+@pytest.mark.parametrize("text", VALID)
+def test_task_side_parse_agrees_with_parse_distribution(text):
+    dist = parse_distribution(text)
+    expected = None if dist.nodes in ("plane", "arbitrary") else \
+        (dist.nodes, "cyclic" if dist.sockets == "fcyclic" else dist.sockets)
+    assert distribution_methods(text) == expected
+
+
+@pytest.mark.parametrize("text", ["blocky", "round:robin", "block:diagonal"])
+def test_task_side_parse_refuses_what_slurm_would(text):
+    with pytest.raises(DistributionError):
+        parse_distribution(text)
+    assert distribution_methods(text) is None
+
+
+STEP = {"SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "16"}
+
+
+@pytest.mark.parametrize("env,expected", [
+    (STEP, "reorder.block"),  # srun without --distribution: Slurm's block:cyclic
+    ({**STEP, "SLURM_DISTRIBUTION": "cyclic"}, "reorder.cyclic"),
+    ({**STEP, "SLURM_DISTRIBUTION": "block:block"}, "reorder.block-block"),
+    ({**STEP, "SLURM_DISTRIBUTION": "cyclic:block,pack"}, "reorder.cyclic-block"),
+    ({**STEP, "SLURM_DISTRIBUTION": "arbitrary"}, None),
+    ({**STEP, "SLURM_DISTRIBUTION": "plane"}, None),
+    # the batch script (mpirun's own placement, whatever sbatch --distribution says)
+    ({"SLURM_NTASKS": "16", "SLURM_DISTRIBUTION": "cyclic"}, MPIRUN_FILE),
+    # Open MPI's orted step: one task per node
+    ({"SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_DISTRIBUTION": "cyclic"},
+     MPIRUN_FILE),
+])
+def test_the_task_gets_the_file_of_its_step(env, expected):
+    assert step_reorder_file(env, 16) == expected
+
+
+def test_exports_name_an_existing_file_only(tmp_path):
+    env = {**STEP, "SLURM_DISTRIBUTION": "cyclic"}
+    assert reorder_exports(tmp_path, env, 16) == []
+    (tmp_path / "reorder.cyclic").write_text("0\n")
+    assert reorder_exports(tmp_path, env, 16) == [
+        f"export RANKMAP_REORDER={tmp_path / 'reorder.cyclic'}"]
+    # a record without a task count: the step cannot be matched, mpirun's file
+    assert reorder_exports(tmp_path, env, None) == []
+    (tmp_path / MPIRUN_FILE).write_text("0\n")
+    assert reorder_exports(tmp_path, env, "16") == [
+        f"export RANKMAP_REORDER={tmp_path / MPIRUN_FILE}"]
+
+
+def test_writes_every_file_0600_replacing_a_planted_symlink(tmp_path, monkeypatch):
+    for name in ALL_FILES:  # until slurm_plugin.names lists them (the lead's hook)
+        monkeypatch.setitem(names.FILE_NAMES, name, name)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    job_dir = tmp_path / "job.7"
+    job_dir.mkdir()
+    (job_dir / "reorder.cyclic").symlink_to(victim)
+    layout = build_layout(Allocation("7", ("a", "b"), (2, 2), 1), NodeShape(1, 2),
+                          parse_topology_conf(""), DISTANCES)
+    graph = CommGraph.from_edges(np.array([0, 1, 2]), np.array([1, 2, 3]), np.ones(3), n=4)
+    write_reorder_files(job_dir, layout, np.array([3, 1, 2, 0]), graph)
+    assert sorted(os.listdir(job_dir)) == sorted(ALL_FILES)
+    assert victim.read_text() == "keep\n"
+    for name in ALL_FILES:
+        st_ = os.lstat(job_dir / name)
+        assert stat.S_ISREG(st_.st_mode) and stat.S_IMODE(st_.st_mode) == 0o600
+    assert (job_dir / "reorder.block").read_text() == "3\n1\n2\n0\n"
+    assert (job_dir / DIST_GRAPH_FILE).read_text().startswith("4\n1 1\n2 0 2\n")
