@@ -2,8 +2,16 @@
 """Compiled hot loops of the mapper: swap local search and the greedy constructions.
 
 Everything here works on the communication graph's CSR arrays and on one distance
-oracle: either the hierarchy's per-PE group ids (``gid``, n x k, row-major) with level
-distances, or an explicit n x n matrix.  The Python modules that call these functions
+oracle, given as ``(gid, dist, mat)``:
+
+* a hierarchy: per-PE group ids ``gid`` (n x k, row-major) with level distances
+  ``dist``, ``mat`` None;
+* an explicit n x n matrix: ``mat``, ``gid`` and ``dist`` None;
+* nodes on a non-tree network (:class:`mapper.networks.NodeHopMachine`): ``gid`` and
+  ``dist`` describe the levels inside the nodes, the last column of ``gid`` being the
+  node, and ``mat`` is the N x N between-node cost (``base + per_hop * hops``).  Two
+  PEs of one node are at their node-level distance, PEs of nodes a != b at
+  ``mat[a, b]``: O(N² + n k) memory, never n x n.  The Python modules that call these functions
 hold the documentation, the complexities and the references; this file only makes their
 inner loops fast:
 
@@ -13,13 +21,17 @@ inner loops fast:
   the cut refinement of :mod:`mapper.partition`;
 * ``greedy_construct`` -- :mod:`mapper.construction.greedy` (Müller-Merbach,
   GreedyAllC);
+* ``ohtma_greedy``, ``ohtma_exchange`` -- :mod:`mapper.construction.ohtma` (Li et al.'s
+  greedy and its locked best-pair exchange pass);
 * ``swap_delta`` -- the same gain, exposed for the tests.
 """
 
 import numpy as np
 
 cimport numpy as cnp
+from libc.math cimport INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.string cimport memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 cnp.import_array()
@@ -39,11 +51,13 @@ def search_modes():
 
 
 cdef struct Oracle:
-    const int32_t* gid
+    const int32_t* gid    # NULL: explicit matrix
     const double* dist
-    const double* mat
+    const double* mat     # n x n (gid NULL) or, with hop, N x N between nodes
     int k
     int64_t n
+    int64_t nodes         # hop: N
+    bint hop              # node hop machine: gid/dist inside nodes, mat between them
 
 
 cdef inline double _dist(const Oracle* o, int64_t p, int64_t q) noexcept nogil:
@@ -52,14 +66,41 @@ cdef inline double _dist(const Oracle* o, int64_t p, int64_t q) noexcept nogil:
     cdef const int32_t* gq
     if p == q:
         return 0.0
-    if o.mat != NULL:
+    if o.gid == NULL:
         return o.mat[p * o.n + q]
     gp = o.gid + p * o.k
     gq = o.gid + q * o.k
+    if o.hop and gp[o.k - 1] != gq[o.k - 1]:
+        return o.mat[gp[o.k - 1] * o.nodes + gq[o.k - 1]]
     for i in range(o.k):
         if gp[i] == gq[i]:
             return o.dist[i]
     return o.dist[o.k - 1]
+
+
+cdef void _dist_row_add(const Oracle* o, int64_t p, double coef, double* out) noexcept nogil:
+    """out[q] += coef * D(p, q) for every PE q: O(n) look-ups (O(n k) for a hierarchy)."""
+    cdef int64_t q, a, b
+    cdef const double* row
+    if o.gid == NULL:
+        row = o.mat + p * o.n
+        for q in range(o.n):
+            if q != p:
+                out[q] += coef * row[q]
+    elif o.hop:
+        # one row of the between-node table, the own node's PEs by their levels
+        a = o.gid[p * o.k + o.k - 1]
+        row = o.mat + a * o.nodes
+        for q in range(o.n):
+            b = o.gid[q * o.k + o.k - 1]
+            if b != a:
+                out[q] += coef * row[b]
+            elif q != p:
+                out[q] += coef * _dist(o, p, q)
+    else:
+        for q in range(o.n):
+            if q != p:
+                out[q] += coef * _dist(o, p, q)
 
 
 cdef inline bint _equivalent(const Oracle* o, int64_t p, int64_t q) noexcept nogil:
@@ -71,8 +112,9 @@ cdef inline bint _equivalent(const Oracle* o, int64_t p, int64_t q) noexcept nog
     """
     if p == q:
         return True
-    if o.mat != NULL:
+    if o.gid == NULL:
         return False
+    # also true on a node hop machine: one innermost group lies inside one node
     return o.gid[p * o.k] == o.gid[q * o.k]
 
 
@@ -128,7 +170,9 @@ cdef inline double _swap_delta(const Graph* g, const Oracle* o, const int64_t* p
     return delta
 
 
-cdef Oracle _make_oracle(object gid, object dist, object mat, int64_t n):
+cdef Oracle _make_oracle(object gid, object dist, object mat, int64_t n) except *:
+    """The oracle over the caller's arrays (they must outlive it); see the module
+    docstring for the three cases.  Shapes are checked, O(n)."""
     cdef Oracle o
     cdef cnp.ndarray[int32_t, ndim=2, mode="c"] g
     cdef cnp.ndarray[double, ndim=1, mode="c"] d
@@ -138,15 +182,31 @@ cdef Oracle _make_oracle(object gid, object dist, object mat, int64_t n):
     o.dist = NULL
     o.mat = NULL
     o.k = 0
+    o.nodes = 0
+    o.hop = False
+    if gid is None:
+        m = mat
+        if m.shape[0] != n or m.shape[1] != n:
+            raise ValueError(f"distance matrix is {m.shape[0]} x {m.shape[1]}, need {n} x {n}")
+        o.mat = &m[0, 0]
+        return o
+    g = gid
+    d = dist
+    if g.shape[0] != n or g.shape[1] != d.shape[0] or g.shape[1] == 0:
+        raise ValueError(f"group ids {g.shape[0]} x {g.shape[1]} do not fit {n} PEs and "
+                         f"{d.shape[0]} level distances")
+    o.gid = &g[0, 0]
+    o.dist = &d[0]
+    o.k = g.shape[1]
     if mat is not None:
         m = mat
+        if m.shape[0] != m.shape[1] or (n and (np.min(gid[:, o.k - 1]) < 0
+                                               or np.max(gid[:, o.k - 1]) >= m.shape[0])):
+            raise ValueError(f"node ids (last group-id column) must index the "
+                             f"{m.shape[0]} x {m.shape[1]} between-node table")
         o.mat = &m[0, 0]
-    else:
-        g = gid
-        d = dist
-        o.gid = &g[0, 0]
-        o.dist = &d[0]
-        o.k = g.shape[1]
+        o.nodes = m.shape[0]
+        o.hop = True
     return o
 
 
@@ -187,12 +247,15 @@ cdef inline double _gamma_group(const Graph* g, const Oracle* o, const int64_t* 
     cdef double s = 0.0
     cdef const int32_t* gp
     cdef const int32_t* gq
-    if o.mat != NULL:
+    if o.gid == NULL:
         return _gamma(g, o, pe, u, p)
     gp = o.gid + p * o.k
     for e in range(g.indptr[u], g.indptr[u + 1]):
         q = pe[g.indices[e]]
         gq = o.gid + q * o.k
+        if o.hop and gp[o.k - 1] != gq[o.k - 1]:
+            s += g.weights[e] * o.mat[gp[o.k - 1] * o.nodes + gq[o.k - 1]]
+            continue
         for i in range(o.k):
             if gp[i] == gq[i]:
                 s += g.weights[e] * o.dist[i]
@@ -212,6 +275,9 @@ cdef inline double _gamma_from_level(const Graph* g, const Oracle* o, const int6
     for e in range(g.indptr[u], g.indptr[u + 1]):
         q = pe[g.indices[e]]
         gq = o.gid + q * o.k
+        if o.hop and gp[o.k - 1] != gq[o.k - 1]:
+            s += g.weights[e] * o.mat[gp[o.k - 1] * o.nodes + gq[o.k - 1]]
+            continue
         for i in range(level, o.k):
             if gp[i] == gq[i]:
                 s += g.weights[e] * o.dist[i]
@@ -221,7 +287,8 @@ cdef inline double _gamma_from_level(const Graph* g, const Oracle* o, const int6
 
 cdef inline double _best_gamma_bound(const Graph* g, const Oracle* o, const int64_t* pe,
                                      int64_t u) noexcept nogil:
-    """Lower bound on Γ_u over all PEs, O(deg(u)² k²): hierarchies only.
+    """Lower bound on Γ_u over all PEs, O(deg(u)² k²): hierarchies only (on a node
+    hop machine a node holding none of u's neighbours may be closer to all of them).
 
     Any PE's innermost group either holds one of u's neighbours (exact value), or its
     first group holding one is the level-L group of some neighbour, L >= 1 (value with
@@ -300,7 +367,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int64_t n = len(pe)
     cdef Graph g
     cdef Oracle o = _make_oracle(gid, dist, mat, n)
-    cdef int64_t nkeys = n if mat is not None or n == 0 else int(np.max(gid[:, 0])) + 1
+    cdef int64_t nkeys = n if gid is None or n == 0 else int(np.max(gid[:, 0])) + 1
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] order = np.arange(n, dtype=np.int64)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] rank_of = np.empty(n, dtype=np.int64)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] queue = np.empty(max(n, 1), dtype=np.int64)
@@ -326,7 +393,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int64_t* MST = &memo_stamp[0]
     # Innermost groups holding none of u's neighbours share one bound per level-1 group:
     # every neighbour is then at a level >= 1 distance that is the same for all of them.
-    cdef bint by_node = mat is None and n > 0 and gid.shape[1] >= 2
+    cdef bint by_node = gid is not None and n > 0 and gid.shape[1] >= 2
     cdef int64_t nnodes = int(np.max(gid[:, 1])) + 1 if by_node else 1
     cdef cnp.ndarray[double, ndim=1, mode="c"] memo1 = np.zeros(nnodes, dtype=np.float64)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] memo1_stamp = np.full(nnodes, -1, dtype=np.int64)
@@ -370,7 +437,8 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                         break
                     u = ORD[i]
                     gu = _gamma(&g, &o, P, u, P[u])
-                    if o.mat == NULL and gu - _best_gamma_bound(&g, &o, P, u) <= eps:
+                    if (o.gid != NULL and not o.hop
+                            and gu - _best_gamma_bound(&g, &o, P, u) <= eps):
                         # u sits in its best group: it cannot gain from any swap, and a
                         # swap that gains on its partner's side is seen from there
                         continue
@@ -397,11 +465,11 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     if by_node:
                         for e in range(g.indptr[u], g.indptr[u + 1]):
                             NBS[o.gid[P[g.indices[e]] * o.k]] = memo_epoch
-                    pu0 = P[u] if o.mat != NULL else o.gid[P[u] * o.k]
+                    pu0 = P[u] if o.gid == NULL else o.gid[P[u] * o.k]
                     for j in range(1, tail):
                         v = Q[j]
-                        key = P[v] if o.mat != NULL else o.gid[P[v] * o.k]
-                        if key == pu0 and o.mat == NULL:
+                        key = P[v] if o.gid == NULL else o.gid[P[v] * o.k]
+                        if key == pu0 and o.gid != NULL:
                             continue  # same innermost group: the swap cannot change J
                         if by_node and NBS[key] != memo_epoch:
                             key = o.gid[P[v] * o.k + 1]
@@ -435,7 +503,7 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                 for e in range(g.indptr[u], g.indptr[u + 1]):
                                     NBS[o.gid[P[g.indices[e]] * o.k]] = memo_epoch
                             gu = _gamma(&g, &o, P, u, P[u])
-                            pu0 = P[u] if o.mat != NULL else o.gid[P[u] * o.k]
+                            pu0 = P[u] if o.gid == NULL else o.gid[P[u] * o.k]
                         if (evals & 1023) == 0 and time_limit > 0 and _now() - start > time_limit:
                             timed_out = True
                             break
@@ -569,3 +637,242 @@ def greedy_construct(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     P[u] = q
                     U[q] = 1
     return pe, bool(timed_out)
+
+
+def ohtma_greedy(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
+                 cnp.ndarray[int32_t, ndim=1, mode="c"] indices,
+                 cnp.ndarray[double, ndim=1, mode="c"] weights,
+                 cnp.ndarray[double, ndim=1, mode="c"] volume,
+                 cnp.ndarray[double, ndim=1, mode="c"] pe_total_distance,
+                 object gid, object dist, object mat):
+    """OHTMA's greedy (lines 1-21): the free rank of largest blended comm_p onto the free
+    PE of smallest blended hops_n, lowest index on ties.  The sums over the selected
+    sets grow by one CSR row and one distance row a step: O(n² + m) look-ups, O(n)
+    memory.  Returns rank → PE."""
+    cdef int64_t n = len(volume)
+    cdef Oracle o = _make_oracle(gid, dist, mat, n)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] pe = np.full(n, -1, dtype=np.int64)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] comm_sel = np.zeros(max(n, 1))
+    cdef cnp.ndarray[double, ndim=1, mode="c"] hops_sel = np.zeros(max(n, 1))
+    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] used = np.zeros(max(n, 1), dtype=np.uint8)
+    cdef int64_t* P = &pe[0] if n else NULL
+    cdef double* CS = &comm_sel[0]
+    cdef double* HS = &hops_sel[0]
+    cdef cnp.uint8_t* U = &used[0]
+    cdef const double* VOL = &volume[0] if n else NULL
+    cdef const double* TD = &pe_total_distance[0] if n else NULL
+    cdef const int64_t* IP = &indptr[0]
+    cdef const int32_t* IX = &indices[0] if len(indices) else NULL
+    cdef const double* W = &weights[0] if len(weights) else NULL
+    cdef int64_t k, x, p, q, e
+    cdef double div, val, best
+    with nogil:
+        for k in range(n):
+            div = <double>(1 + k)
+            # the same expressions as comm_sel + (volume - comm_sel) / (1 + k) in numpy,
+            # so ties break alike
+            p = -1
+            best = 0.0
+            for x in range(n):
+                if P[x] < 0:
+                    val = CS[x] + (VOL[x] - CS[x]) / div
+                    if p < 0 or val > best:
+                        best = val
+                        p = x
+            q = -1
+            for x in range(n):
+                if not U[x]:
+                    val = HS[x] + (TD[x] - HS[x]) / div
+                    if q < 0 or val < best:
+                        best = val
+                        q = x
+            P[p] = q
+            U[q] = 1
+            for e in range(IP[p], IP[p + 1]):
+                CS[IX[e]] += W[e]
+            _dist_row_add(&o, q, 1.0, HS)
+    return pe
+
+
+cdef double _ohtma_row(const Graph* g, const Oracle* o, const int64_t* F, int64_t c,
+                       const double* SD, const cnp.uint8_t* LOCK, double* GC, double* DC,
+                       double* out, int64_t* arg) noexcept nogil:
+    """out[i] = gain of exchanging ranks c and i, for every rank i (-inf where i is
+    locked or i == c); returns the largest, its rank in arg[0] (lowest on ties, -1 when
+    every entry is -inf).
+
+    gain(c, i) = S_c(f_c) - S_c(f_i) + S_i(f_i) - S_i(f_c) - 2 A_ci B(f_c, f_i) with
+    S_x(q) = Σ_l A_xl B(q, f_l) and SD[x] = S_x(f_x).  S_c at every PE is the sum of
+    deg(c) distance rows (GC), S_i(f_c) for every i one pass over the edges with the
+    distance row of f_c (DC): O((deg c + 1) n + m) look-ups, nothing n x n.
+    """
+    cdef int64_t n = o.n, e, i, l
+    cdef double s, best = -INFINITY
+    memset(GC, 0, n * sizeof(double))
+    memset(DC, 0, n * sizeof(double))
+    for e in range(g.indptr[c], g.indptr[c + 1]):
+        _dist_row_add(o, F[g.indices[e]], g.weights[e], GC)
+    _dist_row_add(o, F[c], 1.0, DC)
+    for i in range(n):
+        if LOCK[i] or i == c:
+            out[i] = -INFINITY
+            continue
+        s = 0.0
+        for e in range(g.indptr[i], g.indptr[i + 1]):
+            s += g.weights[e] * DC[F[g.indices[e]]]
+        out[i] = SD[c] - GC[F[i]] + SD[i] - s
+    for e in range(g.indptr[c], g.indptr[c + 1]):
+        l = g.indices[e]
+        if l != c and not LOCK[l]:
+            out[l] -= 2.0 * g.weights[e] * DC[F[l]]
+    arg[0] = -1
+    for i in range(n):
+        if out[i] > best:
+            best = out[i]
+            arg[0] = i
+    return best
+
+
+def ohtma_exchange(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
+                   cnp.ndarray[int32_t, ndim=1, mode="c"] indices,
+                   cnp.ndarray[double, ndim=1, mode="c"] weights,
+                   cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
+                   object gid, object dist, object mat, int64_t loop, double time_limit):
+    """OHTMA's exchange pass (lines 20-39) without the backtracking: ``loop`` times, the
+    pair of unlocked ranks whose exchange lowers J most (even when negative), exchanged
+    and locked.  ``pe`` is not modified.
+
+    Every unlocked rank keeps its best partner and gain (exact, or an upper bound when
+    marked dirty).  An exchange of m and n' changes gain(i, j) only when i or j is in
+    K = N(m) ∪ N(n') ∪ {m, n'}; by symmetry the |K| rows recomputed for K also give
+    every other row its new values in the columns K, and a row whose best partner was
+    in K keeps its old best as an upper bound until it reaches the top.  A step costs
+    O(|K| (d n + m)) look-ups plus the recomputed dirty rows, the start n rows; memory
+    O(n).  Returns (pairs (s x 2), gains (s), timed_out) for the s exchanges made.
+    """
+    cdef int64_t n = len(pe)
+    cdef Graph g
+    cdef Oracle o = _make_oracle(gid, dist, mat, n)
+    loop = max(0, min(loop, n // 2))
+    cdef cnp.ndarray[int64_t, ndim=2, mode="c"] pairs = np.zeros((max(loop, 1), 2),
+                                                                 dtype=np.int64)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] gains = np.zeros(max(loop, 1))
+    cdef int64_t size = max(n, 1)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] f = np.array(pe, dtype=np.int64)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] sd = np.zeros(size)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] best = np.full(size, -np.inf)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] arg = np.full(size, -1, dtype=np.int64)
+    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] dirty = np.zeros(size, dtype=np.uint8)
+    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] locked = np.zeros(size, dtype=np.uint8)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] row = np.zeros(size)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] gc = np.zeros(size)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] dc = np.zeros(size)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] colbest = np.zeros(size)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] colarg = np.zeros(size, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] kstamp = np.full(size, -1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] klist = np.zeros(size, dtype=np.int64)
+    cdef int64_t* F = &f[0] if n else NULL
+    cdef double* SD = &sd[0]
+    cdef double* BEST = &best[0]
+    cdef int64_t* ARG = &arg[0]
+    cdef cnp.uint8_t* DIRTY = &dirty[0]
+    cdef cnp.uint8_t* LOCK = &locked[0]
+    cdef double* ROW = &row[0]
+    cdef double* GC = &gc[0]
+    cdef double* DC = &dc[0]
+    cdef double* CB = &colbest[0]
+    cdef int64_t* CA = &colarg[0]
+    cdef int64_t* KST = &kstamp[0]
+    cdef int64_t* KL = &klist[0]
+    cdef int64_t* PAIRS = &pairs[0, 0]
+    cdef double* GAINS = &gains[0]
+    cdef int64_t steps = 0, i, j, x, c, e, t, kn, epoch = 0
+    cdef double v, start = _now()
+    cdef bint timed_out = False
+    if n < 2 or loop == 0:
+        return pairs[:0], gains[:0], False
+    g.indptr = &indptr[0]
+    g.indices = &indices[0]
+    g.weights = &weights[0]
+    with nogil:
+        for x in range(n):
+            SD[x] = _gamma(&g, &o, F, x, F[x])
+        for c in range(n):
+            if time_limit > 0 and (c & 63) == 0 and _now() - start > time_limit:
+                timed_out = True
+                break
+            BEST[c] = _ohtma_row(&g, &o, F, c, SD, LOCK, GC, DC, ROW, &ARG[c])
+        while steps < loop and not timed_out:
+            if time_limit > 0 and _now() - start > time_limit:
+                timed_out = True
+                break
+            # select: the top row, recomputed while it only holds an upper bound
+            while True:
+                i = -1
+                v = -INFINITY
+                for x in range(n):
+                    if BEST[x] > v:
+                        v = BEST[x]
+                        i = x
+                if i < 0 or not DIRTY[i]:
+                    break
+                BEST[i] = _ohtma_row(&g, &o, F, i, SD, LOCK, GC, DC, ROW, &ARG[i])
+                DIRTY[i] = 0
+            if i < 0:
+                break  # no free pair left
+            j = ARG[i]
+            PAIRS[2 * steps] = i
+            PAIRS[2 * steps + 1] = j
+            GAINS[steps] = v
+            steps += 1
+            # exchange and lock
+            t = F[i]
+            F[i] = F[j]
+            F[j] = t
+            LOCK[i] = 1
+            LOCK[j] = 1
+            BEST[i] = -INFINITY
+            BEST[j] = -INFINITY
+            DIRTY[i] = 0
+            DIRTY[j] = 0
+            epoch += 1
+            KST[i] = epoch
+            KST[j] = epoch
+            KL[0] = i
+            KL[1] = j
+            kn = 2
+            for t in range(2):
+                for e in range(g.indptr[KL[t]], g.indptr[KL[t] + 1]):
+                    c = g.indices[e]
+                    if KST[c] != epoch:
+                        KST[c] = epoch
+                        KL[kn] = c
+                        kn += 1
+            for x in range(kn):
+                SD[KL[x]] = _gamma(&g, &o, F, KL[x], F[KL[x]])
+            for x in range(n):
+                CB[x] = -INFINITY
+                CA[x] = -1
+            # rows in K: exact again; their entries are the other rows' columns K
+            for t in range(kn):
+                c = KL[t]
+                if LOCK[c]:
+                    continue
+                BEST[c] = _ohtma_row(&g, &o, F, c, SD, LOCK, GC, DC, ROW, &ARG[c])
+                DIRTY[c] = 0
+                for x in range(n):
+                    if ROW[x] > CB[x] or (ROW[x] == CB[x] and CA[x] >= 0 and c < CA[x]):
+                        CB[x] = ROW[x]
+                        CA[x] = c
+            for x in range(n):
+                if LOCK[x] or KST[x] == epoch:
+                    continue
+                # the old best stays an upper bound of the columns outside K
+                if not DIRTY[x] and ARG[x] >= 0 and KST[ARG[x]] == epoch:
+                    DIRTY[x] = 1
+                if CB[x] > BEST[x]:
+                    # above every other column: the exact maximum
+                    BEST[x] = CB[x]
+                    ARG[x] = CA[x]
+                    DIRTY[x] = 0
+    return pairs[:steps].copy(), gains[:steps].copy(), bool(timed_out)

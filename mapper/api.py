@@ -30,7 +30,6 @@ from .errors import RankmapError
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
 from .names import parse_algorithm
-from .networks import NodeHopMachine
 from .objective import check_mapping, evaluate
 from .result import MappingResult
 
@@ -226,13 +225,6 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
             return None
         return max(time_limit - (time.perf_counter() - start), 1e-6)
 
-    # the compiled kernels read a hierarchy or an explicit matrix: a node hop machine
-    # is expanded to its n x n matrix for them (O(n²) memory, only when they run)
-    kernel_machine = machine
-    if isinstance(machine, NodeHopMachine) and (
-            spec.neighborhood or spec.construction in ("greedy", "greedyallc")):
-        kernel_machine = machine.dense()
-
     report(f"construction {spec.construction} (seed {seed})")
     if start_from is not None:
         pe = np.array(start_from, dtype=np.int64)
@@ -241,9 +233,9 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
     elif spec.construction == "random":
         pe = construction.random_mapping(graph.n, seed)
     elif spec.construction == "greedy":
-        pe, timed_out = construction.muller_merbach(graph, kernel_machine, remaining())
+        pe, timed_out = construction.muller_merbach(graph, machine, remaining())
     elif spec.construction == "greedyallc":
-        pe, timed_out = construction.greedy_allc(graph, kernel_machine, remaining())
+        pe, timed_out = construction.greedy_allc(graph, machine, remaining())
     elif spec.construction == "ohtma":
         pe, timed_out = construction.ohtma(graph, machine, time_limit=remaining())
     elif spec.construction == "matching":
@@ -257,13 +249,13 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
     if spec.neighborhood and not timed_out:
         report(f"local search {algorithm.split('+', 1)[1]}")
         if spec.neighborhood == "nc":
-            stats = search.communication_neighborhood(graph, kernel_machine, pe, spec.param,
+            stats = search.communication_neighborhood(graph, machine, pe, spec.param,
                                                       seed, remaining())
         elif spec.neighborhood == "np":
-            stats = search.pruned_neighborhood(graph, kernel_machine, pe, spec.param, seed,
+            stats = search.pruned_neighborhood(graph, machine, pe, spec.param, seed,
                                                remaining())
         else:
-            stats = search.quadratic_neighborhood(graph, kernel_machine, pe, seed,
+            stats = search.quadratic_neighborhood(graph, machine, pe, seed,
                                                   remaining())
         timed_out = stats.hit_time_limit
     seconds = time.perf_counter() - start

@@ -11,8 +11,11 @@ two distinct PEs p and q is
   hop count, the hop-bytes metric of Li et al.).
 
 Memory is O(N² + n k) for N nodes, n PEs and k levels inside a node — never n × n.  A
-vectorized query costs O(k) per pair.  The compiled searches read an explicit matrix;
-:meth:`NodeHopMachine.dense` builds one (O(n²), on request only).
+vectorized query costs O(k) per pair.  The compiled kernels read the same arrays
+(:class:`mapper.oracle.KernelOracle`: the group ids, whose last column is the node, the
+level distances and :attr:`NodeHopMachine.between`) and answer a query in O(1) between
+nodes, O(k) inside one.  :meth:`NodeHopMachine.dense` builds the explicit n × n matrix
+(O(n²)) for tests and small cases only; no algorithm uses it.
 """
 
 from __future__ import annotations
@@ -101,6 +104,12 @@ class NodeHopMachine:
     def node_count(self) -> int:
         return self.hops.shape[0]
 
+    @property
+    def between(self) -> np.ndarray:
+        """N × N cost between PEs of two distinct nodes, ``base + per_hop × hops`` (its
+        diagonal is not a distance: PEs of one node use the node's levels)."""
+        return self._between
+
     def hop_count(self, p, q) -> np.ndarray:
         """Network hops between the nodes of PE pairs (0 inside a node)."""
         return self.hops[self.pe_node[np.asarray(p, dtype=np.int64)],
@@ -147,7 +156,8 @@ class NodeHopMachine:
         return total + off[self.pe_node]
 
     def dense(self) -> DistanceMatrix:
-        """The explicit n × n matrix (O(n²) memory) for the compiled searches."""
+        """The explicit n × n matrix (O(n²) memory): a reference for tests and small
+        cases; the algorithms read the machine itself."""
         return DistanceMatrix(self.rows(np.arange(self.n)))
 
     def describe(self) -> str:
