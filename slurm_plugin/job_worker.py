@@ -21,16 +21,18 @@ from mapper.errors import RankmapError
 
 from . import pyslurm_backend
 from .allocation import read_allocation, read_node_shapes, resolve_backend
-from .config import load_config
+from .config import Config, load_config
 from .distribution import parse_distribution
 from .files import write_files
 from .hostlist import expand_hostlist
 from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
 from .limits import apply_worker_limits
+from .names import SUMMA_MODE
 from .plan import make_plan
 from .profiles.store import ProfileError, ProfileStore, bundled_store, resolve_profile
 from .slurm_commands import with_bin_dir
+from .summa_job import load_summa_input, plan_summa
 from .topology import SwitchTree
 from .topology_yaml import read_topology_source
 
@@ -124,6 +126,8 @@ def _compute(env: dict[str, str]) -> dict:
                           read_core_groups(cfg.get("hwloc", "files"), alloc.nodes),
                           cfg.get("hwloc", "cache_distance"))
     stores = cfg.get("profiles", "stores") + [str(bundled_store())]
+    if env["RANKMAP_ALGORITHM"] == SUMMA_MODE:
+        return _compute_summa(env, cfg, layout, alloc.distribution, stores, backend)
     graph, reason, units = None, env.get("RANKMAP_REFUSAL") or None, "bytes"
     if reason is None:
         try:
@@ -150,6 +154,48 @@ def _compute(env: dict[str, str]) -> dict:
     result["notes"] = [f"Slurm backend: {backend}", *layout.notes]
     result["kept_default"] = plan.kept_default
     return result
+
+
+def _compute_summa(env: dict[str, str], cfg: Config, layout: Layout, distribution: str | None,
+                   stores: list[str], backend: str) -> dict:
+    """``--rankmap=summa``: the arrangement file, the default placement written out and
+    the report (slurm_plugin.summa_job); a failure is a report without files."""
+    job_id, profile = env.get("SLURM_JOB_ID"), env["RANKMAP_PROFILE"]
+    reason, data = env.get("RANKMAP_REFUSAL") or None, None
+    if reason is None:
+        try:
+            data = load_summa_input(profile, layout.n, stores,
+                                    cfg.get("profiles", "allow_user_files"),
+                                    cfg.get("profiles", "max_file_bytes"))
+        except USER_FACING as exc:
+            reason = str(exc)
+    plan = plan_summa(layout, data, job_id=job_id, profile=profile, fallback_reason=reason,
+                      distribution=parse_distribution(distribution),
+                      distribution_assumed=distribution is None,
+                      files=cfg.get("render", "files"),
+                      templates_dir=cfg.get("render", "templates_dir") or None,
+                      level=summa_setting(cfg, "level", "auto"),
+                      weighted=summa_setting(cfg, "weighted", False))
+    # launcher files (and the arrangement) first, the report last, as for other jobs
+    job_dir = env["RANKMAP_JOB_DIR"]
+    write_files(job_dir, plan.files)
+    write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
+    arranged = plan.arrangement
+    result = status(plan.applied, plan.fallback_reason, layout,
+                    arranged.after.norm if arranged else None, None)
+    result["notes"] = [f"Slurm backend: {backend}", *layout.notes,
+                       *([plan.summary] if plan.applied else [])]
+    result["kept_default"] = False
+    return result
+
+
+def summa_setting(cfg: Config, key: str, default: object) -> object:
+    """``[summa] KEY`` once the site configuration has that section, else ``default``
+    (the defaults documented in slurm_plugin.summa_job)."""
+    try:
+        return cfg.get("summa", key)
+    except KeyError:
+        return default
 
 
 def status(applied: bool, reason: str | None, layout: Layout | None = None,

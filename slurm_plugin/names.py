@@ -10,8 +10,13 @@ import re
 #: the files launchers read; none may survive a failed computation
 LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
 
+#: the SUMMA arrangement (``--rankmap=summa``; format: slurm_plugin.summa_io), written
+#: beside the rankfile; like a launcher file, it must not survive a failed computation
+ARRANGEMENT_FILE = "arrangement"
+
 #: per-job files by role → file name in the job directory
 FILE_NAMES = {**{name: name for name in LAUNCHER_FILES},
+              ARRANGEMENT_FILE: "arrangement",
               "report": "report.txt", "record": "report.json"}
 
 #: job directory of job ID: ``OUTPUT_DIR/job.<ID>``
@@ -30,9 +35,17 @@ SPANK_PROFILE = "SPANK_RANKMAP_COMM_PROFILE"
 SPANK_MODE = "SPANK_RANKMAP_MODE"
 SPANK_TIME = "SPANK_RANKMAP_TIME"
 
+#: --rankmap values that are not algorithms (the SPANK plugin's ``modes[]``; a test
+#: compares): ``summa`` arranges a heterogeneous SUMMA's partition
+#: (slurm_plugin.summa_job) instead of mapping a communication graph
+MODES = ("auto", "off", "summa")
+SUMMA_MODE = "summa"
+#: --comm-profile of a SUMMA job: ``summa-fpm`` (equal speeds) or ``summa-fpm:FILE``
+SUMMA_PROFILE = "summa-fpm"
+
 #: launcher file → the variable the TaskProlog exports for it
 EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
-           "machinefile": "RANKMAP_MACHINEFILE"}
+           "machinefile": "RANKMAP_MACHINEFILE", ARRANGEMENT_FILE: "RANKMAP_ARRANGEMENT"}
 #: Open MPI 4.1 reads rmaps_rank_file_path (alias orte_rankfile); the spelling
 #: without the underscore is exported too for tools that document it (mpirun ignores it)
 OMPI_RANKFILE_VARS = ("OMPI_MCA_rmaps_rank_file_path", "OMPI_MCA_rmaps_rankfile_path")

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .config import Config
-from .names import SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+from .names import SPANK_MODE, SPANK_PROFILE, SPANK_TIME, SUMMA_MODE, SUMMA_PROFILE
 
 
 @dataclass(frozen=True)
@@ -32,15 +32,40 @@ def wants_rules(config: Config) -> bool:
     return bool(config.rules)
 
 
+def is_summa_profile(profile: str) -> bool:
+    """``summa-fpm`` or ``summa-fpm:FILE``."""
+    return profile.strip().partition(":")[0] == SUMMA_PROFILE
+
+
+def summa_refusal(profile: str, algorithm: str) -> str | None:
+    """Why a SUMMA request cannot run: a SUMMA profile needs the summa mode and the
+    summa mode needs a SUMMA profile (its speeds are not a communication graph)."""
+    if algorithm == SUMMA_MODE and not is_summa_profile(profile):
+        return (f"--rankmap=summa needs --comm-profile={SUMMA_PROFILE}[:FILE], got "
+                f"profile {profile!r}")
+    if algorithm != SUMMA_MODE and is_summa_profile(profile):
+        return (f"profile {profile!r} is a SUMMA partition, not a communication graph: use "
+                f"--rankmap=summa (or auto), not {algorithm!r}")
+    return None
+
+
 def decide(config: Config, env: Mapping[str, str], partition: str | None,
            account: str | None = None, job_name: str | None = None
            ) -> MappingRequest | None:
-    """The mapping to compute for this job, or None to leave it untouched."""
+    """The mapping to compute for this job, or None to leave it untouched.
+
+    SUMMA jobs: ``--rankmap=summa`` without a profile means ``summa-fpm`` (equal
+    speeds; a site rule's graph profile is not taken for it); a ``summa-fpm`` profile
+    under ``auto`` (or no ``--rankmap``) means the summa mode; any other pairing of the
+    two is refused (:func:`summa_refusal`), which the prolog turns into a fallback.
+    """
     profile, mode, time_text = spank_values(env)
     if mode == "off":
         return None
     rule = config.rule_for(partition, account, job_name)
     origin = "user"
+    if profile is None and mode == SUMMA_MODE:
+        profile = SUMMA_PROFILE
     if profile is None and rule is not None and rule.profile:
         profile, origin = rule.profile, "rule"
     if profile is None:
@@ -50,17 +75,19 @@ def decide(config: Config, env: Mapping[str, str], partition: str | None,
         algorithm = rule.algorithm
     if mode not in (None, "auto"):
         algorithm = mode
+    elif is_summa_profile(profile):
+        algorithm = SUMMA_MODE
     time_limit = config.get("solver", "time_limit")
     if rule is not None and rule.time_limit:
         time_limit = rule.time_limit
-    refusal = None
+    refusal = summa_refusal(profile, algorithm)
     if time_text is not None:
         try:
             time_limit = float(time_text)
             if not time_limit > 0:
                 raise ValueError
         except ValueError:
-            refusal = f"--rankmap-time={time_text!r} is not a positive number"
+            refusal = refusal or f"--rankmap-time={time_text!r} is not a positive number"
             time_limit = config.get("solver", "time_limit")
     time_limit = min(time_limit, config.get("solver", "max_time_limit"))
     if not config.partition_enabled(partition):

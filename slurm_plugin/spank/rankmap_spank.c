@@ -2,15 +2,17 @@
  * rankmap SPANK plugin: the sbatch/srun/salloc options users set.
  *
  *   --comm-profile=NAME      communication profile: a store name or a generator spec
- *                            such as stencil3d or stencil3d:4x4x4
- *   --rankmap=auto|off|ALG   mapping mode, or an algorithm such as topdown+n10
+ *                            such as stencil3d or stencil3d:4x4x4; summa-fpm[:FILE]
+ *                            for --rankmap=summa
+ *   --rankmap=auto|off|summa|ALG   mapping mode, or an algorithm such as topdown+n10
  *   --rankmap-time=SECONDS   solver time budget (rejected above the site maximum)
  *
  * Values are checked at submission (local/allocator context) and passed to the job's
  * prolog, epilog and PrologSlurmctld with spank_job_control_setenv() as
  * SPANK_RANKMAP_COMM_PROFILE, SPANK_RANKMAP_MODE and SPANK_RANKMAP_TIME (Slurm adds
  * the SPANK_ prefix; tasks see SLURM_SPANK_RANKMAP_*).  "file:/PATH" names a user's own
- * profile file; "/" is accepted only there, ".." nowhere.
+ * profile file and "summa-fpm:/PATH" a user's own speeds file; "/" is accepted only
+ * there, ".." nowhere.
  *
  * plugstack.conf:  optional /usr/lib/x86_64-linux-gnu/slurm/rankmap_spank.so [max_time=60]
  * Build against the running Slurm's headers (SPANK plugins are tied to a Slurm major
@@ -37,12 +39,17 @@ static double max_time = 0.0; /* 0: no site maximum given here */
 static const char *constructions[] = {"identity", "random", "greedy", "greedyallc",
                                       "topdown", "bottomup", "ohtma", "matching", NULL};
 
-/* Store names and generator specs; "file:/abs/path" only for a user's own file, which
- * the prolog reads with the user's identity when the site allows it. */
+/* --rankmap values that are not algorithms (slurm_plugin/names.py MODES; a test
+ * compares the lists) */
+static const char *modes[] = {"auto", "off", "summa", NULL};
+
+/* Store names and generator specs; "file:/abs/path" and "summa-fpm:/abs/path" only for
+ * a user's own file, which the prolog reads with the user's identity when the site
+ * allows it. */
 static int valid_profile(const char *v)
 {
     size_t n = strlen(v);
-    int is_file = strncmp(v, "file:/", 6) == 0;
+    int is_file = strncmp(v, "file:/", 6) == 0 || strncmp(v, "summa-fpm:/", 11) == 0;
     if (n == 0 || n > MAX_VALUE)
         return 0;
     if (strstr(v, "..") || v[0] == '.')
@@ -82,8 +89,9 @@ static int valid_neighbourhood(const char *s)
 static int valid_mode(const char *v)
 {
     char buf[MAX_VALUE + 1];
-    if (strcmp(v, "auto") == 0 || strcmp(v, "off") == 0)
-        return 1;
+    for (int i = 0; modes[i]; i++)
+        if (strcmp(v, modes[i]) == 0)
+            return 1;
     if (strlen(v) > MAX_VALUE)
         return 0;
     strcpy(buf, v);
@@ -105,8 +113,9 @@ static int opt_profile(int val, const char *optarg, int remote)
     (void)remote;
     if (!optarg || !valid_profile(optarg)) {
         slurm_error("rankmap: --comm-profile=%s: a profile name or generator spec "
-                    "(letters, digits and . _ : , + - =; no '/' or '..'; at most %d "
-                    "characters)", optarg ? optarg : "", MAX_VALUE);
+                    "(letters, digits and . _ : , + - =; '/' only in file:/PATH and "
+                    "summa-fpm:/PATH; no '..'; at most %d characters)",
+                    optarg ? optarg : "", MAX_VALUE);
         return ESPANK_BAD_ARG;
     }
     strcpy(profile, optarg);
@@ -118,7 +127,7 @@ static int opt_mode(int val, const char *optarg, int remote)
     (void)val;
     (void)remote;
     if (!optarg || !valid_mode(optarg)) {
-        slurm_error("rankmap: --rankmap=%s: expected auto, off or an algorithm "
+        slurm_error("rankmap: --rankmap=%s: expected auto, off, summa or an algorithm "
                     "CONSTRUCTION[+NEIGHBOURHOOD] (identity, random, greedy, greedyallc, "
                     "topdown, bottomup, ohtma, matching; n<d>, nc<d>, np, np<block>, n2), "
                     "e.g. topdown+n10",
@@ -153,9 +162,10 @@ static int opt_time(int val, const char *optarg, int remote)
 
 struct spank_option spank_options[] = {
     {"comm-profile", "NAME",
-     "rankmap: communication profile (store name or generator, e.g. stencil3d)", 1, 0,
+     "rankmap: communication profile (store name or generator, e.g. stencil3d; "
+     "summa-fpm[:FILE] with --rankmap=summa)", 1, 0,
      (spank_opt_cb_f)opt_profile},
-    {"rankmap", "MODE", "rankmap: auto, off, or an algorithm such as topdown+n10", 1, 0,
+    {"rankmap", "MODE", "rankmap: auto, off, summa, or an algorithm such as topdown+n10", 1, 0,
      (spank_opt_cb_f)opt_mode},
     {"rankmap-time", "SECONDS", "rankmap: solver time budget (capped by the site)", 1, 0,
      (spank_opt_cb_f)opt_time},
