@@ -151,3 +151,17 @@ def test_cli_with_a_distance_matrix(tmp_path, capsys):
                      str(tmp_path / "torus.txt"), "--mapping", str(out)]) == 0
         assert f"hop-bytes = {summary['hop_bytes']:g}" in capsys.readouterr().out
     assert results["ohtma+n10"] <= results["ohtma"]
+
+
+def test_4096_ranks_within_the_default_budget():
+    # the prolog's default [solver] time_limit is 5 s; the compiled pass needs well under
+    # a second here (the n x n Python version took about 9 s)
+    machine = NodeHopMachine(tianhe3_hops(16, 16, 2), Hierarchy.homogeneous([4, 2], [0, 0]))
+    from slurm_plugin.profiles.generators import generate
+
+    g = generate("stencil3d", machine.n)
+    assert machine.n == 4096
+    start = ohtma_greedy(g, machine)
+    pe, timed_out = ohtma(g, machine, time_limit=5.0)
+    assert not timed_out and sorted(pe.tolist()) == list(range(4096))
+    assert hop_bytes(g, machine, pe).total < hop_bytes(g, machine, start).total
