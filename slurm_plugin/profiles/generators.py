@@ -292,10 +292,59 @@ def summa(spec: Spec, n: int) -> CommGraph:
     return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
 
 
+def _count(spec: Spec, key: str) -> int:
+    """A positive integer option (default 1)."""
+    raw = spec.options.get(key, "1")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise GeneratorError(f"{spec.name}: {key}={raw!r} is not an integer") from None
+    if value < 1:
+        raise GeneratorError(f"{spec.name}: {key} must be at least 1, got {value}")
+    return value
+
+
+def _kba(spec: Spec, n: int, messages: int) -> CommGraph:
+    """KBA sweep on a PX x PY process grid (near-square, or the given PXxPY).
+
+    The 8 octants start from the grid's 4 corners, two per corner (+z and -z); in each
+    sweep every rank sends ``messages`` messages of ``bytes`` to its downstream x and
+    y neighbours.  Every grid edge is downstream in one direction or the other for
+    each of the 4 corners, so over a full iteration each undirected edge of the
+    non-periodic 2D mesh carries 8 x messages x bytes, whatever its position (corner
+    ranks only lack neighbours).  Pipeline order matters for time, not for J.
+    """
+    dims = _dims(spec, n, 2)
+    s, d = _grid_edges(dims, periodic=False)
+    return _graph(s, d, np.full(len(s), 8.0 * messages * _volume(spec)), n, spec)
+
+
+def sweep3d(spec: Spec, n: int) -> CommGraph:
+    """Sweep3D-like wavefront (LANL's discrete-ordinates kernel, KBA decomposition of
+    the i-j plane, k on the rank): ``sweep3d:PXxPY,angles=A,blocks=K``.  Per octant a
+    rank sends its outgoing angular flux to the downstream x and y neighbour once per
+    pipelined block — ``angles`` angle blocks (mmi) times ``blocks`` k-plane blocks
+    (mk) — each message ``bytes``: 8 A K bytes per mesh edge (see :func:`_kba`)."""
+    return _kba(spec, n, _count(spec, "angles") * _count(spec, "blocks"))
+
+
+def snap(spec: Spec, n: int) -> CommGraph:
+    """SNAP-like sweep (LANL's SN proxy, KBA over its y-z plane, x on the rank):
+    ``snap:PYxPZ,angles=A,groups=G,chunks=C``.  The difference from Sweep3D modelled
+    here: one message carries every energy group and every angle of the octant (A G x
+    ``bytes``, ``bytes`` being one angle of one group on one chunk face), and an
+    octant is pipelined in ``chunks`` x-chunks (ichunk), so a mesh edge carries
+    8 C A G bytes.  Multi-group problems thus weigh the same mesh by the number of
+    groups; the graph's shape is Sweep3D's."""
+    return _kba(spec, n, _count(spec, "chunks") * _count(spec, "angles")
+                * _count(spec, "groups"))
+
+
 GENERATORS: dict[str, Callable[[Spec, int], CommGraph]] = {
     "stencil2d": stencil2d, "stencil3d": stencil3d, "ring": ring, "alltoall": alltoall,
     "recursive-doubling": recursive_doubling, "npb-cg": npb_cg, "npb-bt": npb_bt,
     "npb-sp": npb_bt, "npb-lu": npb_lu, "npb-mg": npb_mg, "npb-ft": npb_ft, "summa": summa,
+    "sweep3d": sweep3d, "snap": snap,
 }
 
 
