@@ -21,7 +21,7 @@ from mapper.api import map_processes
 from mapper.hop_bytes import hop_bytes
 from mapper.machine import Hierarchy
 from mapper.networks import NodeHopMachine, tianhe3_hops, torus_hops
-from slurm_plugin.profiles.generators import generate
+from slurm_plugin.profiles.generators import generate, is_generator_spec
 
 CORES = 8
 ALGORITHMS = ("greedy", "ohtma", "ohtma+n10", "greedyallc+n10")
@@ -44,15 +44,28 @@ def baselines(n: int) -> dict[str, np.ndarray]:
             "random": np.random.default_rng(0).permutation(n)}
 
 
+def split_profiles(text: str) -> list[str]:
+    """``npb-cg,snap:angles=4,groups=4`` → ``["npb-cg", "snap:angles=4,groups=4"]``: a
+    piece that names no generator continues the spec before it."""
+    specs: list[str] = []
+    for piece in text.split(","):
+        if specs and not is_generator_spec(piece):
+            specs[-1] += "," + piece
+        else:
+            specs.append(piece)
+    return specs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="64,256,1024")
-    ap.add_argument("--profiles", default="npb-bt,npb-cg,npb-lu,npb-sp,stencil3d")
+    ap.add_argument("--profiles",
+                    default="npb-bt,npb-cg,npb-lu,npb-sp,sweep3d,snap:angles=4,groups=4,stencil3d")
     args = ap.parse_args()
     cols = ["block", "cyclic", "random", *ALGORITHMS]
     rows: dict[str, list[str]] = {"tianhe3": [], "torus3d": []}
     for n in (int(s) for s in args.sizes.split(",")):
-        for profile in args.profiles.split(","):
+        for profile in split_profiles(args.profiles):
             graph = generate(profile, n)
             for name, machine in machines(n).items():
                 hb = {k: hop_bytes(graph, machine, pe).total
