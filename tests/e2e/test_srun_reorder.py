@@ -1,0 +1,169 @@
+"""End-to-end: jobs whose launcher places the ranks itself (srun, mpirun without the
+rankfile) get rankmap's placement through librankmap's reordered communicator.
+
+The program (tests/data/mpi/reorderinfo.c, linked with the librankmap that
+deploy/install.sh built into the test cluster's prefix) prints, per process, its
+launcher rank, its rank in ``rankmap_comm``'s communicator, its host, CPU,
+``SLURM_LOCALID`` and ``RANKMAP_REORDER``.  Every new rank k must run where the job's
+rankfile puts rank k:
+
+* ``mpirun --map-by socket --bind-to core`` (the rankfile variables unset): Open MPI
+  binds on the emulated 2x4 layout, so host and core are checked with sched_getcpu and
+  --report-bindings, as tests/e2e/test_jobs.py does;
+* ``srun --mpi=pmix --distribution=block`` and ``=cyclic``: this cluster runs
+  TaskPlugin=task/none on 2 real cores, so Slurm binds nothing; the host is checked,
+  and the core is the one Slurm gives the node's m-th task (m = SLURM_LOCALID) under the
+  step's socket distribution (block:cyclic: task m on socket m % 2, its m // 2-th core)
+  — the core task/affinity would bind it to.  srun --mpi=pmix segfaults about one run
+  in ten here (shared/docs/slurm-lab.md), so the job tries up to three times.
+
+Without the prolog's reorder files and the TaskProlog's RANKMAP_REORDER, rankmap_comm
+keeps the launcher's order and these tests fail.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+NODES, PER_NODE, SOCKETS, CORES = 4, 8, 2, 4  # full emulated 2x4 nodes
+N = NODES * PER_NODE
+
+HEADER = """
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+echo "RANKMAP_REORDER=$RANKMAP_REORDER"
+[ -n "$OMPI_MCA_rmaps_rank_file_path" ] && sed 's/^/RF: /' "$OMPI_MCA_rmaps_rank_file_path"
+[ -n "$RANKMAP_REPORT" ] && sed 's/^/REPORT: /' "$RANKMAP_REPORT"
+# the launcher places the ranks itself: no rankfile
+unset OMPI_MCA_rmaps_rank_file_path OMPI_MCA_rmaps_rankfile_path
+"""
+
+MPIRUN_JOB = HEADER + """
+export OMPI_MCA_hwloc_base_topo_file={state}/topo-2x4.xml
+mpirun --map-by socket --bind-to core:if-supported --report-bindings {prog} 2>&1
+echo "LAUNCH_RC=$?"
+"""
+
+SRUN_JOB = HEADER + """
+for attempt in 1 2 3; do
+    srun --mpi=pmix --distribution={dist} -n {n} {prog} > srun.$SLURM_JOB_ID.out 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && break
+    echo "SRUN attempt $attempt failed (rc=$rc)"; sed 's/^/FAILED: /' srun.$SLURM_JOB_ID.out
+done
+cat srun.$SLURM_JOB_ID.out; rm -f srun.$SLURM_JOB_ID.out
+echo "LAUNCH_RC=$rc"
+"""
+
+
+@pytest.fixture(scope="module")
+def reorder_setup(slurm_cluster):
+    """The program, built against the installed librankmap, and a profile numbered at
+    random (Slurm's block and cyclic are poor for it: rankmap's placement is applied)."""
+    from mapper import CommGraph
+    from mapper.graph_io import write_mtx
+    from slurm_plugin.profiles.generators import generate
+
+    state = slurm_cluster.state
+    opt = state / "opt"
+    assert (opt / "lib/librankmap.so").is_file(), "deploy/install.sh did not build librankmap"
+    prog = state / "bin/reorderinfo"
+    subprocess.run(["mpicc", "-O2", f"-I{opt / 'include'}", "-o", str(prog),
+                    str(ROOT / "tests/data/mpi/reorderinfo.c"), f"-L{opt / 'lib'}",
+                    "-lrankmap", f"-Wl,-rpath,{opt / 'lib'}"], check=True)
+    u, v, w = generate("stencil3d", N).edges()
+    perm = np.random.default_rng(N).permutation(N)
+    store = state / "profiles"
+    write_mtx(CommGraph.from_edges(perm[u], perm[v], w, n=N), store / f"scrambled{N}.mtx")
+    (store / f"scrambled{N}.toml").write_text(f'ranks = {N}\nfile = "scrambled{N}.mtx"\n')
+    return prog
+
+
+def run_job(c, script: str):
+    return c.wait(c.submit(script, f"-N{NODES}", f"--ntasks-per-node={PER_NODE}",
+                           f"--comm-profile=scrambled{N}"), timeout=180)
+
+
+def rankfile_of(output: str) -> dict[int, tuple[str, int, int]]:
+    """new rank -> (host, socket, core in the socket) from the RF: lines."""
+    return {int(r): (h, int(s), int(k)) for r, h, s, k in
+            re.findall(r"^RF: rank (\d+)=(\S+) slot=(\d+):(\d+)$", output, re.M)}
+
+
+def processes_of(output: str) -> dict[int, tuple[int, str, int, int, str]]:
+    """launcher rank -> (new rank, host, cpu, SLURM_LOCALID, RANKMAP_REORDER) from the
+    program's lines."""
+    return {int(o): (int(k), h, int(c), int(loc), f) for o, k, h, c, loc, f in
+            re.findall(r"^old (\d+) new (\d+) host (\S+) cpu (-?\d+) local (-?\d+) "
+                       r"file (\S+)$", output, re.M)}
+
+
+def check_job(job) -> tuple[dict, dict]:
+    """The job ran every process, rankmap's placement was applied and exported, the new
+    ranks are a permutation that is not the launcher's order; (rankfile, processes)."""
+    assert job.state == "COMPLETED", job.output
+    assert "LAUNCH_RC=0" in job.output, job.output
+    rankfile, procs = rankfile_of(job.output), processes_of(job.output)
+    assert all(re.fullmatch(r"/\S+/job\.\d+/reorder\.\S+", p[4]) for p in procs.values()), \
+        "the TaskProlog exported no RANKMAP_REORDER:\n" + job.output
+    assert sorted(rankfile) == list(range(N)), job.output
+    assert sorted(procs) == list(range(N)), job.output
+    assert sorted(k for k, *_ in procs.values()) == list(range(N))
+    assert any(k != old for old, (k, *_) in procs.items()), "rankmap_comm kept the order"
+    assert f"reorder sum {N * (N - 1) // 2}" in job.output, job.output
+    return rankfile, procs
+
+
+def test_mpirun_without_rankfile_new_ranks_are_bound_where_the_rankfile_says(
+        slurm_cluster, reorder_setup):
+    c = slurm_cluster
+    job = run_job(c, MPIRUN_JOB.format(state=c.state, prog=reorder_setup))
+    rankfile, procs = check_job(job)
+    bound = {int(r): (h, b.strip()) for h, r, b in
+             re.findall(r"\[(\w+):\d+\] MCW rank (\d+) bound to (.*)$", job.output, re.M)}
+    assert sorted(bound) == list(range(N)), job.output
+    for old, (new, host, cpu, _, _) in procs.items():
+        want_host, socket, core = rankfile[new]
+        global_core = socket * CORES + core
+        assert host == want_host == bound[old][0], \
+            f"new rank {new} (launcher rank {old}) ran on {host}, rankfile: {want_host}"
+        if bound[old][1] == ":":  # cores 0 and 1 exist here: bound for real
+            assert cpu == global_core, f"new rank {new} on cpu {cpu}, rankfile: {global_core}"
+        else:
+            assert bound[old][1].startswith(f"SK{socket}:CR{global_core}:"), \
+                (new, old, bound[old], rankfile[new])
+
+
+def slot_of_local_task(local_id: int, socket_method: str) -> tuple[int, int]:
+    """(socket, core in the socket) Slurm gives a full 2x4 node's task ``local_id``."""
+    if socket_method == "block":
+        return divmod(local_id, CORES)
+    return local_id % SOCKETS, local_id // SOCKETS
+
+
+@pytest.mark.parametrize("dist", ["block", "cyclic"])
+def test_srun_new_ranks_run_where_the_rankfile_says(slurm_cluster, reorder_setup, dist):
+    c = slurm_cluster
+    job = run_job(c, SRUN_JOB.format(dist=dist, n=N, prog=reorder_setup))
+    rankfile, procs = check_job(job)
+    # the step's own file, not the batch script's (mpirun's block:cyclic)
+    assert {p[4].rsplit("/", 1)[1] for p in procs.values()} == {f"reorder.{dist}"}
+    nodes = [f"n{i}" for i in range(1, NODES + 1)]
+    for old, (new, host, _, local, _) in procs.items():
+        # Slurm's own placement of launcher rank `old`, replayed: the host and local id
+        want_node = nodes[old // PER_NODE] if dist == "block" else nodes[old % NODES]
+        want_local = old % PER_NODE if dist == "block" else old // NODES
+        assert (host, local) == (want_node, want_local), (dist, old, host, local)
+        want_host, socket, core = rankfile[new]
+        assert host == want_host, \
+            f"{dist}: new rank {new} (launcher rank {old}) ran on {host}, rankfile: {want_host}"
+        assert slot_of_local_task(local, "cyclic") == (socket, core), \
+            f"{dist}: new rank {new} is task {local} of {host}, rankfile: {socket}:{core}"
