@@ -18,6 +18,7 @@ from .files import write_files
 from .hostlist import expand_counts, expand_hostlist
 from .hwloc import parse_hwloc_xml
 from .layout import Layout, build_layout
+from .network_source import load_network
 from .plan import make_plan
 from .profiles.cli import store_dirs
 from .profiles.store import resolve_profile
@@ -117,7 +118,8 @@ def _plan(args: argparse.Namespace) -> int:
                      templates_dir=cfg.get("render", "templates_dir") or None,
                      progress=terminal_progress(),
                      distribution=parse_distribution(args.distribution),
-                     distribution_assumed=args.distribution is None)
+                     distribution_assumed=args.distribution is None,
+                     network=load_network(cfg))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = write_files(out, {**plan.files, "report": plan.report_text,
