@@ -112,13 +112,14 @@ def step_reorder_file(env: Mapping[str, str], n: int | None) -> str | None:
 
 
 def reorder_exports(job_dir: Path, env: Mapping[str, str], n: object) -> list[str]:
-    """The TaskProlog's ``export RANKMAP_REORDER=…`` line for this task (none when no
-    file fits or the file is missing); call it only when rankmap's placement was applied.
-    Standard library only."""
+    """The TaskProlog's line for this task: ``export RANKMAP_REORDER=…``, or ``unset
+    RANKMAP_REORDER`` when no file fits or it is missing (a step's tasks inherit the
+    batch script's value, which is mpirun's file: wrong for, e.g., ``arbitrary``).  Call
+    it only when rankmap's placement was applied.  Standard library only."""
     name = step_reorder_file(env, n if isinstance(n, int) and not isinstance(n, bool)
                              else None)
     if name is None or not (job_dir / name).is_file():
-        return []
+        return [f"unset {ENV}"]
     return [f"export {ENV}={job_dir / name}"]
 
 

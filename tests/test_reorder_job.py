@@ -197,12 +197,14 @@ def test_the_task_gets_the_file_of_its_step(env, expected):
 
 def test_exports_name_an_existing_file_only(tmp_path):
     env = {**STEP, "SLURM_DISTRIBUTION": "cyclic"}
-    assert reorder_exports(tmp_path, env, 16) == []
+    unset = ["unset RANKMAP_REORDER"]  # not the batch script's value, inherited
+    assert reorder_exports(tmp_path, env, 16) == unset
     (tmp_path / "reorder.cyclic").write_text("0\n")
     assert reorder_exports(tmp_path, env, 16) == [
         f"export RANKMAP_REORDER={tmp_path / 'reorder.cyclic'}"]
+    assert reorder_exports(tmp_path, {**STEP, "SLURM_DISTRIBUTION": "arbitrary"}, 16) == unset
     # a record without a task count: the step cannot be matched, mpirun's file
-    assert reorder_exports(tmp_path, env, None) == []
+    assert reorder_exports(tmp_path, env, None) == unset
     (tmp_path / MPIRUN_FILE).write_text("0\n")
     assert reorder_exports(tmp_path, env, "16") == [
         f"export RANKMAP_REORDER={tmp_path / MPIRUN_FILE}"]
@@ -227,3 +229,13 @@ def test_writes_every_file_0600_replacing_a_planted_symlink(tmp_path, monkeypatc
         assert stat.S_ISREG(st_.st_mode) and stat.S_IMODE(st_.st_mode) == 0o600
     assert (job_dir / "reorder.block").read_text() == "3\n1\n2\n0\n"
     assert (job_dir / DIST_GRAPH_FILE).read_text().startswith("4\n1 1\n2 0 2\n")
+
+
+def test_the_task_prolog_part_imports_no_numpy():
+    # the TaskProlog runs once per task; numpy would cost ~0.2 s each
+    import subprocess
+    import sys
+
+    code = ("import sys; from slurm_plugin.reorder_job import reorder_exports; "
+            "assert 'numpy' not in sys.modules, 'numpy imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
