@@ -88,6 +88,11 @@ def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: SearchMode, pa
 
 
 def _max_distance(machine: Machine) -> float:
+    # a node hop machine's ``distances`` are only its inside-node levels; the largest
+    # distance is between nodes
+    between = getattr(machine, "between", None)
+    if between is not None:
+        return float(max(machine.distances.max(), between.max()))
     dist = getattr(machine, "distances", None)
     return float(dist.max()) if dist is not None else float(machine.matrix.max())
 
