@@ -29,6 +29,7 @@ from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
 from .limits import apply_worker_limits
 from .names import SUMMA_MODE
+from .network_source import load_network
 from .plan import make_plan
 from .profiles.store import ProfileError, ProfileStore, bundled_store, resolve_profile
 from .slurm_commands import with_bin_dir
@@ -137,13 +138,20 @@ def _compute(env: dict[str, str]) -> dict:
             units = profile_units(profile, stores, cfg.get("profiles", "max_file_bytes"))
         except USER_FACING as exc:
             reason = str(exc)
+    network = None
+    if reason is None:
+        try:
+            network = load_network(cfg)
+        except USER_FACING as exc:
+            reason = str(exc)
     plan = make_plan(layout, graph, algorithm=env["RANKMAP_ALGORITHM"],
                      time_limit=float(env["RANKMAP_TIME_LIMIT"]), seed=cfg.get("solver", "seed"),
                      files=cfg.get("render", "files"), job_id=job_id, profile=profile,
                      fallback_reason=reason,
                      templates_dir=cfg.get("render", "templates_dir") or None,
                      distribution=parse_distribution(alloc.distribution),
-                     distribution_assumed=alloc.distribution is None, units=units)
+                     distribution_assumed=alloc.distribution is None, units=units,
+                     network=network)
     # launcher files first, the report last: a report saying "applied" implies the files
     write_files(job_dir, plan.files)
     write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
