@@ -318,9 +318,10 @@ def plan_summa(layout: Layout, data: SummaInput | None, *, job_id: str | None = 
 def _summary(result: Arrangement | None, reason: str | None, placement: str) -> str:
     if result is None:
         return f"rankmap was NOT applied: {reason}"
-    if result.kept_original:
+    if result.kept_original or result.after.norm >= result.before.norm:
         return (f"SUMMA arrangement written: the partitioner's original layout (nothing "
-                f"cheaper found); ranks at Slurm's {placement} placement")
+                f"cheaper found, norm {result.before.norm:.2f}); ranks at Slurm's "
+                f"{placement} placement")
     return (f"SUMMA arrangement applied: norm {100 * result.reduction:.1f}% below the "
             f"partitioner's original layout; ranks at Slurm's {placement} placement")
 

@@ -7,7 +7,8 @@ a plain ``mpirun ./app`` picks the placement up:
 
 * ``OMPI_MCA_rmaps_rank_file_path`` (what Open MPI 4.1's mpirun reads) and
   ``OMPI_MCA_rmaps_rankfile_path``, ``RANKMAP_HOSTFILE``,
-  ``RANKMAP_MACHINEFILE``, ``RANKMAP_RANKFILE``, ``RANKMAP_REPORT``;
+  ``RANKMAP_MACHINEFILE``, ``RANKMAP_RANKFILE``, ``RANKMAP_REPORT``, and for
+  ``--rankmap=summa`` jobs ``RANKMAP_ARRANGEMENT`` (names.EXPORTS);
 * with ``[render] export_slurm_hostfile = true``, ``SLURM_HOSTFILE`` and
   ``SLURM_DISTRIBUTION=arbitrary`` for ``srun`` (not together with mpirun, whose own
   srun call would inherit them).
