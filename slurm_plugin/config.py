@@ -206,6 +206,14 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "worker_memory_bytes": (4 << 30, _non_negative_int,
                                 "address-space limit (RLIMIT_AS) of the worker that reads "
                                 "the profile and solves, in bytes; 0: no limit"),
+    },    "summa": {
+        "level": ("auto", _choice("auto", "switch", "node", "socket"),
+                  "--rankmap=summa jobs: the level whose groups are the clusters of the "
+                  "SUMMA cost model (auto: leaf switches when the job spans several, else "
+                  "nodes, else sockets)"),
+        "weighted": (False, _bool,
+                     "--rankmap=summa jobs: weight each transfer by the level distances "
+                     "instead of counting inter-group transfers"),
     },
 }
 

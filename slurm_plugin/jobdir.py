@@ -22,7 +22,7 @@ from pathlib import Path
 from mapper.errors import RankmapError
 
 from .files import write_files_at
-from .names import FILE_NAMES, JOB_DIR_PREFIX, LAUNCHER_FILES, valid_job_id
+from .names import COMPUTED_FILES, FILE_NAMES, JOB_DIR_PREFIX, valid_job_id
 
 
 class JobDirError(RankmapError, OSError):
@@ -300,7 +300,9 @@ class JobDir:
             remove_entry(self.fd, FILE_NAMES.get(name, name))
 
     def remove_launcher_files(self) -> None:
-        self.remove(*LAUNCHER_FILES)
+        """Remove every file a computation writes besides the report (launcher files,
+        the SUMMA arrangement): none may outlive a failed computation."""
+        self.remove(*COMPUTED_FILES)
 
     def lstat(self, name: str) -> os.stat_result | None:
         try:

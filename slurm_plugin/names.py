@@ -14,6 +14,9 @@ LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
 ARRANGEMENT_FILE = "arrangement"
 
+#: every file a computation writes besides the report: removed together when it fails
+COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE)
+
 #: per-job files by role → file name in the job directory
 FILE_NAMES = {**{name: name for name in LAUNCHER_FILES},
               ARRANGEMENT_FILE: "arrangement",

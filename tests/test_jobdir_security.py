@@ -140,6 +140,19 @@ def test_job_dir_operations_go_through_the_descriptor(tmp_path):
     assert not any((out / "real" / name).exists() for name in LAUNCHERS)
 
 
+def test_removing_launcher_files_removes_every_computed_file(tmp_path):
+    """A failed computation leaves no launcher file and no SUMMA arrangement behind."""
+    from slurm_plugin.names import ARRANGEMENT_FILE, COMPUTED_FILES
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with create_job_dir(out, "43") as jd:
+        jd.write({name: "partial" for name in COMPUTED_FILES})
+        assert jd.is_file(ARRANGEMENT_FILE)
+        jd.remove_launcher_files()
+        assert not any(jd.is_file(name) for name in COMPUTED_FILES)
+
+
 def test_output_dir_and_job_dir_symlinks_are_refused_or_replaced(tmp_path):
     victim = victim_dir(tmp_path)
     (tmp_path / "link").symlink_to(victim)
