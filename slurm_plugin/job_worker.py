@@ -32,6 +32,7 @@ from .names import SUMMA_MODE
 from .network_source import load_network
 from .plan import make_plan
 from .profiles.store import ProfileError, ProfileStore, bundled_store, resolve_profile
+from .reorder_job import write_reorder_files
 from .slurm_commands import with_bin_dir
 from .summa_job import load_summa_input, plan_summa
 from .topology import SwitchTree
@@ -154,6 +155,8 @@ def _compute(env: dict[str, str]) -> dict:
                      network=network)
     # launcher files first, the report last: a report saying "applied" implies the files
     write_files(job_dir, plan.files)
+    if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
+        write_reorder_files(job_dir, layout, plan.result.mapping, graph)
     write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
     result = status(plan.applied, plan.fallback_reason or
                     (plan.summary if plan.kept_default else None), layout,

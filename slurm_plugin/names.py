@@ -14,12 +14,19 @@ LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
 ARRANGEMENT_FILE = "arrangement"
 
+#: rank reordering for launchers that place the ranks themselves (srun, mpirun without
+#: the rankfile; slurm_plugin.reorder_job): one reorder file per block/cyclic
+#: distribution and the seed's Dist_graph file
+REORDER_FILES = ("reorder.block", "reorder.cyclic", "reorder.block-block",
+                 "reorder.cyclic-block", "dist_graph")
+
 #: every file a computation writes besides the report: removed together when it fails
-COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE)
+COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE, *REORDER_FILES)
 
 #: per-job files by role → file name in the job directory
 FILE_NAMES = {**{name: name for name in LAUNCHER_FILES},
               ARRANGEMENT_FILE: "arrangement",
+              **{name: name for name in REORDER_FILES},
               "report": "report.txt", "record": "report.json"}
 
 #: job directory of job ID: ``OUTPUT_DIR/job.<ID>``

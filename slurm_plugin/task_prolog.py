@@ -29,6 +29,7 @@ from pathlib import Path
 def exports(env: dict[str, str]) -> list[str]:
     from .config import DEFAULTS, ConfigError, load_config
     from .names import EXPORTS, FILE_NAMES, JOB_DIR_PREFIX, OMPI_RANKFILE_VARS, valid_job_id
+    from .reorder_job import reorder_exports  # standard library only
     from .safe_text import safe_text
 
     job_id = env.get("SLURM_JOB_ID", "")
@@ -59,6 +60,7 @@ def exports(env: dict[str, str]) -> list[str]:
             if (job_dir / FILE_NAMES["rankfile"]).is_file():
                 for var in OMPI_RANKFILE_VARS:
                     lines.append(f"export {var}={job_dir / FILE_NAMES['rankfile']}")
+            lines += reorder_exports(job_dir, env, record.get("n"))
             if export_slurm_hostfile and \
                     (job_dir / "slurm_hostfile").is_file():
                 lines.append(f"export SLURM_HOSTFILE={job_dir / 'slurm_hostfile'}")

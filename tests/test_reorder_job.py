@@ -239,3 +239,12 @@ def test_the_task_prolog_part_imports_no_numpy():
     code = ("import sys; from slurm_plugin.reorder_job import reorder_exports; "
             "assert 'numpy' not in sys.modules, 'numpy imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_names_list_the_reorder_files():
+    """The job directory knows every reorder file (so a failed computation removes
+    them with the launcher files)."""
+    from slurm_plugin import names
+
+    assert set(names.REORDER_FILES) == set(ALL_FILES)
+    assert set(ALL_FILES) <= set(names.FILE_NAMES) and set(ALL_FILES) <= set(names.COMPUTED_FILES)
