@@ -30,14 +30,17 @@ class SummaFileError(RankmapError, ValueError):
     """A speeds, groups or arrangement file that cannot be used (names file:line)."""
 
 
-def _data_lines(path: str | Path) -> list[tuple[int, str]]:
-    """(line number, text without comment) of the non-blank lines."""
+def _read(path: str | Path) -> str:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SummaFileError(f"{path}: no such file", source=str(path)) from None
     except UnicodeDecodeError:
         raise SummaFileError(f"{path}: not a UTF-8 text file", source=str(path)) from None
+
+
+def _text_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, text without comment) of the non-blank lines."""
     out = []
     for no, line in enumerate(text.splitlines(), 1):
         body = line.split("#", 1)[0].strip()
@@ -46,27 +49,38 @@ def _data_lines(path: str | Path) -> list[tuple[int, str]]:
     return out
 
 
+def _data_lines(path: str | Path) -> list[tuple[int, str]]:
+    return _text_lines(_read(path))
+
+
 def _fail(path, no: int, msg: str) -> SummaFileError:
     return SummaFileError(f"{path}:{no}: {msg}", source=str(path), line=no)
 
 
-def read_speeds(path: str | Path) -> np.ndarray:
-    """Relative speed per rank (float64, all finite and > 0)."""
+def parse_speeds(text: str, source: str) -> np.ndarray:
+    """Relative speed per rank (float64, all finite and > 0) from the speeds format:
+    line r the speed of rank r, ``#`` comments and blank lines skipped.  Errors name
+    ``source:line``."""
     values = []
-    for no, body in _data_lines(path):
+    for no, body in _text_lines(text):
         try:
             (token,) = body.split()
             v = float(token)
         except ValueError:
-            raise _fail(path, no, f"expected one number (the speed of rank {len(values)}), "
-                                  f"got {body!r}") from None
+            raise _fail(source, no, f"expected one number (the speed of rank "
+                                    f"{len(values)}), got {body!r}") from None
         if not np.isfinite(v) or v <= 0:
-            raise _fail(path, no, f"speed of rank {len(values)} must be positive, got {body}")
+            raise _fail(source, no, f"speed of rank {len(values)} must be positive, got {body}")
         values.append(v)
     if not values:
-        raise SummaFileError(f"{path}: no speeds (one number per line, rank 0 first)",
-                             source=str(path))
+        raise SummaFileError(f"{source}: no speeds (one number per line, rank 0 first)",
+                             source=str(source))
     return np.array(values)
+
+
+def read_speeds(path: str | Path) -> np.ndarray:
+    """:func:`parse_speeds` of a file."""
+    return parse_speeds(_read(path), str(path))
 
 
 def read_groups(path: str | Path, nranks: int | None = None) -> np.ndarray:

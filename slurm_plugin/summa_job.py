@@ -61,7 +61,7 @@ from .layout import Layout
 from .names import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE
 from .plan import RENDERERS
 from .profiles.store import NAME, _inside
-from .summa_io import format_arrangement
+from .summa_io import format_arrangement, parse_speeds
 
 #: the matrix size N when the spec does not give ``size=N``
 DEFAULT_SIZE = 4096
@@ -135,32 +135,6 @@ def parse_summa_spec(spec: str) -> SummaSpec:
         else:
             raise SummaJobError(f"{spec!r}: unknown option {key.strip()!r} (known: size=N)")
     return SummaSpec(source, size)
-
-
-def parse_speeds(text: str, source: str) -> np.ndarray:
-    """The ``rankmap summa --speeds`` format: line r the relative speed of rank r (a
-    positive finite number), ``#`` comments and blank lines skipped.  Errors name
-    ``source:line``."""
-    values: list[float] = []
-    for no, line in enumerate(text.splitlines(), 1):
-        body = line.split("#", 1)[0].strip()
-        if not body:
-            continue
-        try:
-            (token,) = body.split()
-            value = float(token)
-        except ValueError:
-            raise SummaJobError(f"{source}:{no}: expected one number (the speed of rank "
-                                f"{len(values)}), got {body!r}", source=source,
-                                line=no) from None
-        if not np.isfinite(value) or value <= 0:
-            raise SummaJobError(f"{source}:{no}: speed of rank {len(values)} must be "
-                                f"positive, got {body}", source=source, line=no)
-        values.append(value)
-    if not values:
-        raise SummaJobError(f"{source}: no speeds (one number per line, rank 0 first)",
-                            source=source)
-    return np.array(values)
 
 
 def speeds_path(source: str, stores: Sequence[str | Path], allow_user_files: bool) -> Path:

@@ -28,7 +28,7 @@ from slurm_plugin.distribution import parse_distribution
 from slurm_plugin.layout import build_layout
 from slurm_plugin.names import EXPORTS, FILE_NAMES, MODES, SUMMA_MODE
 from slurm_plugin.request import decide
-from slurm_plugin.summa_io import read_arrangement
+from slurm_plugin.summa_io import SummaFileError, parse_speeds, read_arrangement
 from slurm_plugin.summa_job import (
     DEFAULT_SIZE,
     SummaInput,
@@ -36,7 +36,6 @@ from slurm_plugin.summa_job import (
     SummaSpec,
     grouping_level,
     load_summa_input,
-    parse_speeds,
     parse_summa_spec,
     plan_summa,
     read_text_file,
@@ -160,14 +159,14 @@ def test_spec_grammar():
 
 def test_speeds_errors_name_file_and_line():
     assert parse_speeds("# speeds\n1\n\n2.5  # fast\n", "f").tolist() == [1.0, 2.5]
-    with pytest.raises(SummaJobError, match=r"^f:3: expected one number \(the speed of rank "
+    with pytest.raises(SummaFileError, match=r"^f:3: expected one number \(the speed of rank "
                                             r"1\), got '2 3'"):
         parse_speeds("1\n# x\n2 3\n", "f")
-    with pytest.raises(SummaJobError, match=r"^f:2: speed of rank 1 must be positive"):
+    with pytest.raises(SummaFileError, match=r"^f:2: speed of rank 1 must be positive"):
         parse_speeds("1\n-1\n", "f")
-    with pytest.raises(SummaJobError, match=r"^f:1: .*nan|^f:1: speed of rank 0"):
+    with pytest.raises(SummaFileError, match=r"^f:1: .*nan|^f:1: speed of rank 0"):
         parse_speeds("nan\n", "f")
-    with pytest.raises(SummaJobError, match="no speeds"):
+    with pytest.raises(SummaFileError, match="no speeds"):
         parse_speeds("# nothing\n", "f")
 
 
