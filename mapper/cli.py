@@ -20,6 +20,7 @@ from .errors import RankmapError
 from .graph import CommGraph
 from .machine import DistanceMatrix, Hierarchy, Machine, MachineError
 from .objective import evaluate
+from .text_lines import content_lines
 
 
 class CliError(RankmapError, ValueError):
@@ -166,14 +167,11 @@ def _read_arity_file(path: str, distances: str | None) -> Hierarchy:
 def read_mapping(path: str) -> np.ndarray:
     """Read a mapping file (one PE index per line); errors name the line."""
     try:
-        lines = Path(path).read_text().split("\n")
+        lines = Path(path).read_text()
     except OSError as exc:
         raise CliError(f"{path}: cannot read mapping: {exc.strerror}") from None
     values = []
-    for no, line in enumerate(lines, 1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
+    for no, text in content_lines(lines):
         try:
             values.append(int(text))
         except ValueError:

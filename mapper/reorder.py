@@ -32,6 +32,7 @@ import numpy as np
 
 from .errors import RankmapError
 from .graph import CommGraph
+from .text_lines import content_lines
 
 
 class ReorderError(RankmapError, ValueError):
@@ -71,10 +72,7 @@ def parse_reorder(text: str, n: int | None = None, source: str = "<reorder>") ->
     errors name ``source:line``."""
     values: list[int] = []
     line_of: list[int] = []
-    for no, line in enumerate(text.splitlines(), 1):
-        word = line.split("#", 1)[0].strip()
-        if not word:
-            continue
+    for no, word in content_lines(text):
         try:
             values.append(int(word))
         except ValueError:

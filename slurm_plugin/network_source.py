@@ -40,6 +40,7 @@ from mapper.networks import (
     tianhe3_hops,
     torus_hops,
 )
+from mapper.text_lines import content_lines
 
 from .config import Config, NetworkConfig
 from .hostlist import HostlistError, expand_hostlist, fold_hostlist
@@ -83,16 +84,6 @@ class HopNetwork:
 
 # -- reading -------------------------------------------------------------------------
 
-def _content_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, text without comment) of the lines that say something."""
-    out = []
-    for no, line in enumerate(text.splitlines(), 1):
-        body = line.split("#", 1)[0].strip()
-        if body:
-            out.append((no, body))
-    return out
-
-
 def _names(items: Sequence[str], where: str) -> list[str]:
     names: list[str] = []
     for item in items:
@@ -119,7 +110,7 @@ def parse_hop_file(text: str, path: str) -> tuple[tuple[str, ...], np.ndarray]:
     row that is not numbers or has the wrong length, a negative or non-finite entry, a
     non-zero diagonal, too few or too many rows, an asymmetric pair.  O(N²).
     """
-    lines = _content_lines(text)
+    lines = content_lines(text)
     if not lines:
         raise NetworkError(f"{path}:1: empty hop file: the first line must name the nodes")
     head_no, head = lines[0]
@@ -170,7 +161,7 @@ def parse_node_order(text: str, path: str, slots: int) -> tuple[str, ...]:
     """
     names: list[str] = []
     lines: list[int] = []
-    for no, body in _content_lines(text):
+    for no, body in content_lines(text):
         got = _names(body.split(), f"{path}:{no}")
         names.extend(got)
         lines.extend([no] * len(got))

@@ -22,6 +22,7 @@ import numpy as np
 
 from mapper.errors import RankmapError
 from mapper.summa.partition import ColumnLayout, PartitionError, build_layout
+from mapper.text_lines import content_lines
 
 FIELDS = ("rank", "column", "position", "row_offset", "col_offset", "height", "width")
 
@@ -39,18 +40,8 @@ def _read(path: str | Path) -> str:
         raise SummaFileError(f"{path}: not a UTF-8 text file", source=str(path)) from None
 
 
-def _text_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, text without comment) of the non-blank lines."""
-    out = []
-    for no, line in enumerate(text.splitlines(), 1):
-        body = line.split("#", 1)[0].strip()
-        if body:
-            out.append((no, body))
-    return out
-
-
 def _data_lines(path: str | Path) -> list[tuple[int, str]]:
-    return _text_lines(_read(path))
+    return content_lines(_read(path))
 
 
 def _fail(path, no: int, msg: str) -> SummaFileError:
@@ -62,7 +53,7 @@ def parse_speeds(text: str, source: str) -> np.ndarray:
     line r the speed of rank r, ``#`` comments and blank lines skipped.  Errors name
     ``source:line``."""
     values = []
-    for no, body in _text_lines(text):
+    for no, body in content_lines(text):
         try:
             (token,) = body.split()
             v = float(token)
