@@ -29,7 +29,7 @@ from .congestion import raised_uplink, uplink_loads
 from .errors import RankmapError
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
-from .names import parse_algorithm
+from .names import TREE_CONSTRUCTIONS, parse_algorithm
 from .objective import check_mapping, evaluate
 from .result import MappingResult
 
@@ -213,8 +213,7 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
     if graph.n != machine.n:
         raise GraphError(f"{graph.source}: graph has {graph.n} ranks but the machine has "
                          f"{machine.n} PEs; they must be equal")
-    if spec.construction in ("topdown", "bottomup", "matching") and not isinstance(
-            machine, Hierarchy):
+    if spec.construction in TREE_CONSTRUCTIONS and not isinstance(machine, Hierarchy):
         raise MachineError(f"{spec.construction} needs a hierarchical machine, not "
                            f"{machine.describe()}")
     start = time.perf_counter()

@@ -19,6 +19,8 @@ import re
 ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup", "ohtma",
               "matching")
 NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
+#: constructions that need a switch tree (a :class:`mapper.machine.Hierarchy`)
+TREE_CONSTRUCTIONS = ("topdown", "bottomup", "matching")
 
 _NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mapper import CommGraph, MappingResult, map_processes
-from mapper.names import parse_algorithm
+from mapper.names import TREE_CONSTRUCTIONS, parse_algorithm
 
 from . import render, report
 from .distribution import DEFAULT, Distribution, default_placements, dist_label
@@ -26,10 +26,6 @@ RENDERERS = {
     "machinefile": render.render_machinefile,
     "slurm_hostfile": render.render_slurm_hostfile,
 }
-
-#: Constructions that need a switch tree (a :class:`mapper.Hierarchy`): on a hop-matrix
-#: network their place is taken by OHTMA.
-TREE_CONSTRUCTIONS = ("topdown", "bottomup", "matching")
 
 #: Share of the time budget given to the solver; the rest absorbs the overshoot of its
 #: own stop check, so a result that arrives is within the budget.
