@@ -14,11 +14,15 @@ LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
 ARRANGEMENT_FILE = "arrangement"
 
-#: rank reordering for launchers that place the ranks themselves (srun, mpirun without
-#: the rankfile; slurm_plugin.reorder_job): one reorder file per block/cyclic
-#: distribution and the seed's Dist_graph file
-REORDER_FILES = ("reorder.block", "reorder.cyclic", "reorder.block-block",
-                 "reorder.cyclic-block", "dist_graph")
+#: rank reordering for launchers that place the ranks themselves (srun;
+#: slurm_plugin.reorder_job): one reorder file per (node, socket) method of Slurm's
+#: block/cyclic distributions, and the seed's Dist_graph file
+REORDER_FILE_BY_METHOD = {("block", "cyclic"): "reorder.block",
+                          ("cyclic", "cyclic"): "reorder.cyclic",
+                          ("block", "block"): "reorder.block-block",
+                          ("cyclic", "block"): "reorder.cyclic-block"}
+DIST_GRAPH_FILE = "dist_graph"
+REORDER_FILES = (*REORDER_FILE_BY_METHOD.values(), DIST_GRAPH_FILE)
 
 #: every file a computation writes besides the report: removed together when it fails
 COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE, *REORDER_FILES)

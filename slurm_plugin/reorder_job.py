@@ -1,7 +1,6 @@
 """The job's rank reordering: rankmap's mapping for launchers that place the ranks.
 
-``srun`` (and ``mpirun`` without rankmap's rankfile) starts rank r where Slurm's
-``--distribution`` (or mpirun's own mapping) puts it.  The placement rankmap chose is
+``srun`` starts rank r where Slurm's ``--distribution`` puts it.  The placement rankmap chose is
 still honoured when the application renumbers its ranks with librankmap's
 ``rankmap_comm`` (or :func:`slurm_plugin.rankmap_mpi.reordered_comm`): the process that
 the launcher started as rank r takes rank ``reorder[r]``, so that new rank k runs on the
@@ -22,9 +21,10 @@ every task on the same socket) or ``block``: ``reorder.block``, ``reorder.cyclic
   get none (plane sizes vary; ``arbitrary`` follows ``SLURM_HOSTFILE``, which with
   ``export_slurm_hostfile`` is rankmap's own placement);
 * any other task (the batch script, Open MPI's orted step with one task per node):
-  ``reorder.block``, the placement ``mpirun`` makes without a rankfile (nodes in
+  ``reorder.block``, the placement ``mpirun`` would make without a rankfile (nodes in
   node-list order, ranks round-robin over a node's sockets: Slurm's block:cyclic;
-  :mod:`slurm_plugin.distribution`).
+  :mod:`slurm_plugin.distribution`).  mpirun with the rankfile variables unset does
+  not start here, though: the TaskProlog exports them again to its daemons' step.
 
 The TaskProlog runs once per task: the part it calls imports only the standard
 library; the solver stack (numpy) is imported by the functions the worker calls.
@@ -38,6 +38,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .names import DIST_GRAPH_FILE, REORDER_FILE_BY_METHOD
+from .names import REORDER_FILES as NAMED_REORDER_FILES
+
 if TYPE_CHECKING:  # the TaskProlog imports this module: no numpy at import time
     import numpy as np
 
@@ -50,13 +53,9 @@ if TYPE_CHECKING:  # the TaskProlog imports this module: no numpy at import time
 ENV = "RANKMAP_REORDER"
 
 #: (node method, socket method) → reorder file name, one per placement a launcher makes
-REORDER_FILES = {("block", "cyclic"): "reorder.block", ("cyclic", "cyclic"): "reorder.cyclic",
-                 ("block", "block"): "reorder.block-block",
-                 ("cyclic", "block"): "reorder.cyclic-block"}
-#: the seed's Dist_graph file: n, then "degree neighbours…" per new rank
-DIST_GRAPH_FILE = "dist_graph"
+REORDER_FILES = REORDER_FILE_BY_METHOD
 #: every file the worker writes (FILE_NAMES roles = file names)
-ALL_FILES = (*REORDER_FILES.values(), DIST_GRAPH_FILE)
+ALL_FILES = NAMED_REORDER_FILES
 #: the file for tasks that do not say how they were placed: mpirun's default mapping
 MPIRUN_FILE = REORDER_FILES[("block", "cyclic")]
 

@@ -210,9 +210,7 @@ def test_exports_name_an_existing_file_only(tmp_path):
         f"export RANKMAP_REORDER={tmp_path / MPIRUN_FILE}"]
 
 
-def test_writes_every_file_0600_replacing_a_planted_symlink(tmp_path, monkeypatch):
-    for name in ALL_FILES:  # until slurm_plugin.names lists them (the lead's hook)
-        monkeypatch.setitem(names.FILE_NAMES, name, name)
+def test_writes_every_file_0600_replacing_a_planted_symlink(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("keep\n")
     job_dir = tmp_path / "job.7"
@@ -244,7 +242,6 @@ def test_the_task_prolog_part_imports_no_numpy():
 def test_names_list_the_reorder_files():
     """The job directory knows every reorder file (so a failed computation removes
     them with the launcher files)."""
-    from slurm_plugin import names
 
     assert set(names.REORDER_FILES) == set(ALL_FILES)
     assert set(ALL_FILES) <= set(names.FILE_NAMES) and set(ALL_FILES) <= set(names.COMPUTED_FILES)
