@@ -26,7 +26,6 @@ import io
 import math
 import os
 import re
-import stat
 import struct
 import warnings
 import zipfile
@@ -40,6 +39,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from .graph import CommGraph, GraphError
+from .regular_file import FileTooLarge, NotARegularFile, read_regular_file
 
 
 class GraphFormatError(GraphError):
@@ -63,7 +63,6 @@ class SizeLimit:
 
 
 NO_LIMIT = SizeLimit()
-_CHUNK = 1 << 20
 _NPZ_MAX_MEMBERS = 64
 _NPZ_MAX_DIRECTORY = 64 << 10     # bytes of zip central directory (a graph has <= 5 arrays)
 _NPY_MAX_HEADER = 1 << 16
@@ -108,51 +107,23 @@ def read_graph(path: str | os.PathLike, fmt: str | None = None,
         text, str(p), limit=limit)
 
 
-def _file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _read_file(p: Path, max_bytes: int | None) -> bytes:
-    """The file's bytes: opened once, a regular file, at most ``max_bytes`` of them.
-
-    ``O_NONBLOCK`` so that opening a FIFO does not wait for a writer; the descriptor is
-    checked with ``fstat`` (not the path: it may change in between), and the limit is
-    enforced on what is read, not on the size stat reports (0 for /proc files).
-    """
+    """The profile's bytes (:func:`mapper.regular_file.read_regular_file`), with the
+    reasons it cannot be used as GraphFormatError."""
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise GraphFormatError(f"{p}: cannot read: {exc.strerror}") from None
-    chunks: list[bytes] = []
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise GraphFormatError(f"{p}: is {_file_kind(st.st_mode)}, not a regular file; "
-                                   f"a communication profile must be a plain file")
-        if max_bytes is not None and st.st_size > max_bytes:
-            raise GraphFormatError(f"{p}: {st.st_size} bytes is over the limit of "
-                                   f"{max_bytes} bytes")
-        os.set_blocking(fd, True)
-        total, stop = 0, None if max_bytes is None else max_bytes + 1
-        while stop is None or total < stop:
-            chunk = os.read(fd, _CHUNK if stop is None else min(_CHUNK, stop - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if max_bytes is not None and total > max_bytes:
+        return read_regular_file(p, max_bytes)
+    except NotARegularFile as exc:
+        raise GraphFormatError(f"{p}: is {exc.kind}, not a regular file; a communication "
+                               f"profile must be a plain file") from None
+    except FileTooLarge as exc:
+        if exc.counted:
             raise GraphFormatError(f"{p}: more than {max_bytes} bytes to read (stat said "
-                                   f"{st.st_size}), over the limit of {max_bytes} bytes")
+                                   f"{exc.stat_size}), over the limit of {max_bytes} "
+                                   f"bytes") from None
+        raise GraphFormatError(f"{p}: {exc.stat_size} bytes is over the limit of "
+                               f"{max_bytes} bytes") from None
     except OSError as exc:
         raise GraphFormatError(f"{p}: cannot read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
 
 
 def read_metis_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> CommGraph:

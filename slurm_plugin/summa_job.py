@@ -42,8 +42,6 @@ each (p ranks, g_i groups and r_i rectangles in column i), the rest O(p log p).
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from mapper.errors import RankmapError
+from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping
 from mapper.summa.partition import ColumnLayout, partition
@@ -172,21 +171,20 @@ def speeds_path(source: str, stores: Sequence[str | Path], allow_user_files: boo
 
 def read_text_file(path: Path, max_bytes: int | None) -> str:
     """A regular file's text, at most ``max_bytes`` (None or 0: no limit); a FIFO or a
-    device is refused before anything is read from it."""
+    device is refused before anything is read from it
+    (:func:`mapper.regular_file.read_regular_file`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_regular_file(path, max_bytes or None)
     except FileNotFoundError:
         raise SummaJobError(f"{path}: no such file", source=str(path)) from None
     except PermissionError:
         raise SummaJobError(f"{path}: not readable by the job's user",
                             source=str(path)) from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SummaJobError(f"{path}: not a regular file", source=str(path))
-        data = fh.read(max_bytes + 1) if max_bytes else fh.read()
-    if max_bytes and len(data) > max_bytes:
+    except NotARegularFile:
+        raise SummaJobError(f"{path}: not a regular file", source=str(path)) from None
+    except FileTooLarge:
         raise SummaJobError(f"{path}: larger than the site's limit of {max_bytes} bytes "
-                            f"([profiles] max_file_bytes)", source=str(path))
+                            f"([profiles] max_file_bytes)", source=str(path)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
