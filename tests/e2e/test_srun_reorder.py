@@ -49,13 +49,14 @@ unset OMPI_MCA_rmaps_rank_file_path OMPI_MCA_rmaps_rankfile_path
 """
 
 SRUN_JOB = HEADER + """
+out=/tmp/srun.$SLURM_JOB_ID.out  # the job's user may not write in the submit directory
 for attempt in 1 2 3; do
-    srun --mpi=pmix --distribution={dist} -n {n} {prog} > srun.$SLURM_JOB_ID.out 2>&1
+    srun --mpi=pmix --distribution={dist} -n {n} {prog} > "$out" 2>&1
     rc=$?
     [ $rc -eq 0 ] && break
-    echo "SRUN attempt $attempt failed (rc=$rc)"; sed 's/^/FAILED: /' srun.$SLURM_JOB_ID.out
+    echo "SRUN attempt $attempt failed (rc=$rc)"; sed 's/^/FAILED: /' "$out"
 done
-cat srun.$SLURM_JOB_ID.out; rm -f srun.$SLURM_JOB_ID.out
+cat "$out"; rm -f "$out"
 echo "LAUNCH_RC=$rc"
 """
 
@@ -83,9 +84,9 @@ def reorder_setup(slurm_cluster):
     return prog
 
 
-def run_job(c, script: str):
+def run_job(c, script: str, user: str | None = None):
     return c.wait(c.submit(script, f"-N{NODES}", f"--ntasks-per-node={PER_NODE}",
-                           f"--comm-profile=scrambled{N}"), timeout=180)
+                           f"--comm-profile=scrambled{N}", user=user), timeout=180)
 
 
 def rankfile_of(output: str) -> dict[int, tuple[str, int, int]]:
@@ -125,10 +126,11 @@ def slot_of_local_task(local_id: int, socket_method: str) -> tuple[int, int]:
     return local_id % SOCKETS, local_id // SOCKETS
 
 
-@pytest.mark.parametrize("dist", ["block", "cyclic"])
-def test_srun_new_ranks_run_where_the_rankfile_says(slurm_cluster, reorder_setup, dist):
+@pytest.mark.parametrize(("dist", "user"), [("block", None), ("cyclic", "rmuser")])
+def test_srun_new_ranks_run_where_the_rankfile_says(slurm_cluster, reorder_setup, dist, user):
+    """Root's job with block, an unprivileged user's with cyclic."""
     c = slurm_cluster
-    job = run_job(c, SRUN_JOB.format(dist=dist, n=N, prog=reorder_setup))
+    job = run_job(c, SRUN_JOB.format(dist=dist, n=N, prog=reorder_setup), user)
     rankfile, procs = check_job(job)
     # the step's own file, not the batch script's (mpirun's block:cyclic)
     assert {p[4].rsplit("/", 1)[1] for p in procs.values()} == {f"reorder.{dist}"}
