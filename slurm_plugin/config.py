@@ -137,6 +137,53 @@ def _hwloc_files(v: Any) -> dict[str, str]:
     return dict(v)
 
 
+def _speed(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+        raise ValueError(f"must be a positive number, got {v!r}")
+    return float(v)
+
+
+def _speeds_by_nodes(v: Any) -> dict[str, float]:
+    """``{ "n[1-16]" = 2.0, ... }``: host list → relative speed; a node in two keys is an
+    error naming both."""
+    from .hostlist import HostlistError, expand_hostlist
+
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a table of host list = speed, got {v!r}")
+    owner: dict[str, str] = {}
+    out = {}
+    for hosts, speed in v.items():
+        try:
+            names = expand_hostlist(hosts)
+        except HostlistError as exc:
+            raise ValueError(f"{hosts!r}: {exc}") from None
+        if not names:
+            raise ValueError(f"{hosts!r}: names no node")
+        try:
+            out[hosts] = _speed(speed)
+        except ValueError as exc:
+            raise ValueError(f"{hosts!r}: {exc}") from None
+        for name in names:
+            if owner.setdefault(name, hosts) != hosts:
+                raise ValueError(f"{owner[name]!r} and {hosts!r} both name node {name}")
+    return out
+
+
+def _speeds_by_features(v: Any) -> dict[str, float]:
+    """``{ gpu = 2.0, ... }``: Slurm node feature → relative speed."""
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a table of feature = speed, got {v!r}")
+    out = {}
+    for feature, speed in v.items():
+        if not feature or any(c.isspace() or c in ",&|!*()[]" for c in feature):
+            raise ValueError(f"{feature!r}: not a Slurm feature name")
+        try:
+            out[feature] = _speed(speed)
+        except ValueError as exc:
+            raise ValueError(f"{feature!r}: {exc}") from None
+    return out
+
+
 def _log_level(v: Any) -> str:
     return _choice("debug", "info", "warning", "error")(v)
 
@@ -192,6 +239,16 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "cache_distance": (0.5, _positive_number,
                            "distance between cores sharing a cache group (below the socket "
                            "distance)"),
+    },
+    "speeds": {
+        "nodes": ({}, _speeds_by_nodes,
+                  "relative compute speed per host list: { \"n[1-16]\" = 2.0 }; nodes not "
+                  "listed (and matching no feature) have speed 1.0; a node in two keys "
+                  "is an error"),
+        "features": ({}, _speeds_by_features,
+                     "relative compute speed per Slurm node feature (ActiveFeatures, else "
+                     "AvailableFeatures): { gpu = 2.0 }; a node matched by two keys (two "
+                     "features, or a feature and a host list) is an error naming both"),
     },
     "prolog": {
         "grace_seconds": (20.0, _positive_number,
