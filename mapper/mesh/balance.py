@@ -1,0 +1,212 @@
+"""One multisection step with a balance guarantee: backend split, then repair.
+
+Both recursive partitioners (:mod:`mapper.mesh.rb`, :mod:`mapper.mesh.rms`) cut a
+vertex set into m sides with target weights T_i and upper bounds L_i.  The backend
+(METIS or KaHIP) is asked for the split; partitioners overshoot their tolerance now and
+then (METIS's ``ufactor`` is a goal, KaHIP's bound refers to the average block), so the
+result is repaired: while a side is above its bound, vertices of overloaded sides move
+to a side that can take them, largest cut gain first (gain = edge weight into the new
+side minus edge weight into the old one, as in Fiduccia & Mattheyses' vertex moves); a
+side accepts a vertex while it stays within its bound, or while it is still below its
+target and the move lowers the largest overload.  Finally every side gets at least as
+many vertices as it has blocks to make (so no block ends empty).
+
+Complexity per repair round: O(Σ deg) over the vertices of overloaded sides plus a
+sort of them; rounds are few because the backends are close to balanced.
+
+References
+----------
+* Fiduccia & Mattheyses, A Linear-Time Heuristic for Improving Network Partitions,
+  DAC 1982, doi:10.1109/DAC.1982.1585498 (gain-ordered single-vertex moves).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from .backends import backend_split
+from .result import PartitionError
+
+_MAX_ROUNDS = 100_000   # each round moves at least one vertex
+
+
+def induced(adj: sp.csr_matrix, idx: np.ndarray, local: np.ndarray) -> sp.csr_matrix:
+    """Subgraph of ``adj`` on ``idx`` (renumbered in the given order), O(Σ deg(idx)).
+
+    ``local`` is an int64 work array of length n filled with -1; it is restored.
+    """
+    local[idx] = np.arange(len(idx))
+    starts, ends = adj.indptr[idx], adj.indptr[idx + 1]
+    deg = ends - starts
+    # positions of every row's entries in adj.indices, without a Python loop
+    pos = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(
+        int(deg.sum()))
+    cols = local[adj.indices[pos]]
+    keep = cols >= 0
+    rows = np.repeat(np.arange(len(idx)), deg)[keep]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(idx)))])
+    local[idx] = -1
+    return sp.csr_matrix((adj.data[pos][keep], cols[keep], indptr),
+                         shape=(len(idx), len(idx)))
+
+
+def repair(adj: sp.csr_matrix, w: np.ndarray, part: np.ndarray, targets: np.ndarray,
+           bounds: np.ndarray, min_counts: np.ndarray) -> np.ndarray:
+    """Move vertices until every side i weighs at most ``bounds[i]`` (see module doc).
+
+    Stops early only when no vertex can move (vertices heavier than every side's room);
+    then the overload left is below one vertex weight.  Rounds move whole layers of
+    boundary vertices, so a backend that is near its targets needs one or two.
+    """
+    part = part.copy()
+    m = len(targets)
+    load = np.bincount(part, weights=w, minlength=m)
+    tol = 1e-9 * float(bounds.max())
+    for _ in range(_MAX_ROUNDS):
+        over = load > bounds + tol
+        if not over.any():
+            break
+        if not _repair_round(adj, w, part, load, targets, bounds, over, tol):
+            break
+    _ensure_counts(adj, part, min_counts)
+    return part
+
+
+def _repair_round(adj, w, part, load, targets, bounds, over, tol) -> bool:
+    """One round of moves out of overloaded sides; True when a vertex moved.
+
+    Gains are computed once per round, so a vertex next to one that moved is skipped
+    until the next round (its gain changed).  Vertices with an edge into an open side
+    go first; only when there are none does a vertex move to a side it has no edge to.
+    """
+    m = len(targets)
+    cand = np.flatnonzero(over[part])
+    sub = adj[cand].tocoo()
+    r, c, val = sub.row, part[sub.col], sub.data.astype(np.float64)
+    key = r.astype(np.int64) * m + c
+    uniq, inv = np.unique(key, return_inverse=True)
+    conn = np.bincount(inv, weights=val)
+    row, blk = uniq // m, uniq % m
+    mine = blk == part[cand[row]]
+    own = np.zeros(len(cand))
+    own[row[mine]] = conn[mine]
+    open_ = ~over
+    # best open neighbour side per candidate; without one, the side with most room
+    room = bounds - load
+    target = np.full(len(cand), int(np.argmax(np.where(open_, room, -np.inf))), dtype=np.int64)
+    best = np.zeros(len(cand))
+    ok = open_[blk] & ~mine
+    rr, bb, cc = row[ok], blk[ok], conn[ok]
+    boundary = np.zeros(len(cand), dtype=bool)
+    if len(rr):
+        order = np.lexsort((cc, rr))          # per row ascending: the last is the best
+        last = np.r_[np.flatnonzero(np.diff(rr[order])), len(order) - 1]
+        target[rr[order][last]] = bb[order][last]
+        best[rr[order][last]] = cc[order][last]
+        boundary[rr[order][last]] = True
+    gain = best - own
+    if boundary.any():
+        cand, target, gain = cand[boundary], target[boundary], gain[boundary]
+    moved = False
+    n_over = int(over.sum())
+    dirty = np.zeros(len(part), dtype=bool)
+    for i in np.argsort(-gain, kind="stable"):
+        v = cand[i]
+        if dirty[v]:
+            continue
+        src, dst = part[v], target[i]
+        excess = load[src] - bounds[src]
+        if excess <= tol:
+            continue
+        wv = w[v]
+        fits = load[dst] + wv <= bounds[dst] + tol
+        # below target, a side may go over its bound if the worst overload shrinks
+        if not fits and not (load[dst] < targets[dst]
+                             and load[dst] + wv - bounds[dst] < excess):
+            continue
+        part[v] = dst
+        load[src] -= wv
+        load[dst] += wv
+        dirty[adj.indices[adj.indptr[v]:adj.indptr[v + 1]]] = True
+        moved = True
+        if load[src] <= bounds[src] + tol:
+            n_over -= 1
+            if n_over == 0:
+                break
+    return moved
+
+
+def _ensure_counts(adj: sp.csr_matrix, part: np.ndarray, min_counts: np.ndarray) -> None:
+    """Give every side at least ``min_counts[i]`` vertices (in place)."""
+    m = len(min_counts)
+    count = np.bincount(part, minlength=m)
+    while np.any(count < min_counts):
+        dst = int(np.argmax(min_counts - count))
+        src = int(np.argmax(count - min_counts))
+        members = np.flatnonzero(part == src)
+        # prefer a vertex of src adjacent to dst
+        sub = adj[members].tocoo()
+        touching = np.unique(sub.row[part[sub.col] == dst])
+        v = members[touching[0]] if len(touching) else members[0]
+        part[v] = dst
+        count[src] -= 1
+        count[dst] += 1
+
+
+def split_step(adj: sp.csr_matrix, w: np.ndarray, wi: np.ndarray, targets: np.ndarray,
+               bounds: np.ndarray, min_counts: np.ndarray, delta: float, *, backend: str,
+               seed: int, recursive: bool, kahip_mode: str,
+               seconds: dict[str, float]) -> np.ndarray:
+    """Backend split of ``adj`` into ``len(targets)`` sides, then :func:`repair`.
+
+    ``w`` are the true vertex weights (float), ``wi`` their integer version for the
+    backend; ``delta`` is the backend's imbalance.  Adds phase times to ``seconds``.
+    """
+    t0 = time.perf_counter()
+    part = backend_split(backend, adj, wi, targets / targets.sum(), imbalance=delta,
+                         seed=seed, recursive=recursive, kahip_mode=kahip_mode)
+    t1 = time.perf_counter()
+    part = repair(adj, w, part, targets, bounds, min_counts)
+    t2 = time.perf_counter()
+    seconds["partition"] = seconds.get("partition", 0.0) + t1 - t0
+    seconds["repair"] = seconds.get("repair", 0.0) + t2 - t1
+    return part
+
+
+def step_delta(epsilon: float, scale: float, depth: int) -> float:
+    """Per-step slack so that ``depth`` more steps stay within (1 + epsilon) overall.
+
+    ``scale`` is how far the current vertex set already is above its target
+    (weight / target); the remaining allowance ``(1 + epsilon) / scale`` is spread
+    evenly (multiplicatively) over the steps still to come.
+    """
+    return max(((1.0 + epsilon) / scale) ** (1.0 / max(depth, 1)) - 1.0, 0.0)
+
+
+def mesh_arrays(mesh) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The mesh's adjacency with integer edge weights ≥ 1 (proportions kept, for the
+    backends) and its vertex weights as float64."""
+    from ..partition import metis_weights
+
+    g = mesh.graph
+    adj = sp.csr_matrix((metis_weights(np.asarray(g.weights, dtype=np.float64)),
+                         np.asarray(g.indices, dtype=np.int64),
+                         np.asarray(g.indptr, dtype=np.int64)), shape=(g.n, g.n))
+    return adj, np.asarray(mesh.vertex_weights, dtype=np.float64)
+
+
+def check_common(n: int, k: int, epsilon: float, backend: str) -> None:
+    """Arguments every recursive partitioner checks, with the messages users see."""
+    from .names import BACKENDS
+
+    if backend not in BACKENDS:
+        raise PartitionError(f"unknown partitioning backend {backend!r}: expected one of "
+                             f"{', '.join(BACKENDS)}")
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise PartitionError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    if k > n:
+        raise PartitionError(f"cannot make {k} non-empty blocks of a mesh with {n} vertices")
