@@ -4,10 +4,17 @@ Sources: the switch tree from topology.conf (``SwitchName=``, ``Switches=``,
 ``Nodes=``, ``LinkSpeed=``) or ``scontrol show topology``; node shapes (``Boards``,
 ``Sockets``, ``CoresPerSocket``, ``ThreadsPerCore``) from ``scontrol show node -o`` or
 given by hand.  :func:`slurm_plugin.layout.build_layout` joins them with an allocation.
+
+``LinkSpeed`` (topology.conf(5): "an indication of the speed of the links to the switch",
+arbitrary units, unused by Slurm itself) is kept per switch in
+:attr:`SwitchTree.link_speeds`; :func:`switch_cost_factors` turns it into link costs.
+Slurm 25.11 and later print ``LinkSpeed=0`` for a switch without one, so 0 means "not
+given", like an absent key.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,10 +43,17 @@ class NodeShape:
 
 @dataclass(frozen=True)
 class SwitchTree:
-    """Switches by name: the nodes directly under each, the child switches, the parent."""
+    """Switches by name: the nodes directly under each, the child switches, the parent,
+    and the LinkSpeed of the switches that have one (> 0).
+
+    Equality compares the wiring only: ``link_speeds`` annotate it (Slurm before 25.11
+    prints ``LinkSpeed=1`` for every switch whose topology.conf line has none, so the
+    same wiring read from topology.conf and from scontrol may differ in them).
+    """
 
     nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     children: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    link_speeds: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -63,15 +77,69 @@ class SwitchTree:
             leaf = parents.get(leaf)
         return out
 
+    def switch_levels(self) -> dict[str, int]:
+        """Level of every switch as Slurm counts it: 0 for a switch without child
+        switches, else one more than its highest child (``scontrol show topology``'s
+        ``Level=``).  O(switches) with memoisation; a cycle is a TopologyError."""
+        levels: dict[str, int] = {}
+        active: set[str] = set()
+
+        def level(s: str) -> int:
+            if s in levels:
+                return levels[s]
+            if s in active:
+                raise TopologyError(f"switch {s} is its own ancestor")
+            active.add(s)
+            kids = self.children.get(s, ())
+            levels[s] = 1 + max(level(k) for k in kids) if kids else 0
+            active.discard(s)
+            return levels[s]
+
+        for s in set(self.nodes) | set(self.children):
+            level(s)
+        return levels
+
+
+def switch_cost_factors(tree: SwitchTree) -> dict[str, float]:
+    """Relative cost of the links into each switch that has a LinkSpeed, from 1 up.
+
+    Cost is proportional to 1 / LinkSpeed, normalised per switch level
+    (:meth:`SwitchTree.switch_levels`, Slurm's ``Level=``): the fastest switch of a level
+    gets factor 1 (the level's own link cost), a switch half as fast factor 2.  Switches
+    without a LinkSpeed are absent (factor 1: the level's cost).  Multiply by the level's
+    link cost to get a link cost (:func:`slurm_plugin.speeds.layout_uplink_costs`).
+    O(switches).
+    """
+    if not tree.link_speeds:
+        return {}
+    levels = tree.switch_levels()
+    fastest: dict[int, float] = {}
+    for s, speed in tree.link_speeds.items():
+        lev = levels.get(s, 0)
+        fastest[lev] = max(fastest.get(lev, 0.0), speed)
+    return {s: fastest[levels.get(s, 0)] / speed for s, speed in tree.link_speeds.items()}
+
 
 def _kv(line: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S+)", line))
+
+
+def _link_speed(value: str, where: str) -> float | None:
+    """LinkSpeed as a number; None for 0 (not given); TopologyError otherwise."""
+    try:
+        speed = float(value)
+    except ValueError:
+        speed = float("nan")
+    if not (math.isfinite(speed) and speed >= 0):
+        raise TopologyError(f"{where}: LinkSpeed must be a non-negative number, got {value!r}")
+    return speed or None
 
 
 def parse_topology_conf(text: str, path: str = "topology.conf") -> SwitchTree:
     """Parse a topology/tree topology.conf; errors name the file and line."""
     nodes: dict[str, tuple[str, ...]] = {}
     children: dict[str, tuple[str, ...]] = {}
+    speeds: dict[str, float] = {}
     joined: list[tuple[int, str]] = []
     buf, start = "", 0
     for no, raw in enumerate(text.splitlines(), 1):
@@ -93,6 +161,10 @@ def parse_topology_conf(text: str, path: str = "topology.conf") -> SwitchTree:
         unknown = set(kv) - {"SwitchName", "Switches", "Nodes", "LinkSpeed"}
         if unknown:
             raise TopologyError(f"{path}:{no}: unknown key(s) {', '.join(sorted(unknown))}")
+        if "LinkSpeed" in kv:
+            speed = _link_speed(kv["LinkSpeed"], f"{path}:{no}: switch {name}")
+            if speed:
+                speeds[name] = speed
         try:
             if "Nodes" in kv:
                 nodes[name] = tuple(expand_hostlist(kv["Nodes"]))
@@ -105,27 +177,33 @@ def parse_topology_conf(text: str, path: str = "topology.conf") -> SwitchTree:
         for kid in kids:
             if kid not in known:
                 raise TopologyError(f"{path}: switch {parent} lists unknown switch {kid}")
-    return SwitchTree(nodes, children)
+    return SwitchTree(nodes, children, speeds)
 
 
 def parse_scontrol_topology(text: str) -> SwitchTree:
     """Parse ``scontrol show topology`` (one ``SwitchName=… Level=…`` line per switch).
 
     Slurm lists, for upper switches, every node below them in ``Nodes=``; only
-    leaf switches (``Level=0``) keep their node lists.
+    leaf switches (``Level=0``) keep their node lists.  ``LinkSpeed=`` is kept (0: none).
     """
     nodes: dict[str, tuple[str, ...]] = {}
     children: dict[str, tuple[str, ...]] = {}
-    for line in text.splitlines():
+    speeds: dict[str, float] = {}
+    for no, line in enumerate(text.splitlines(), 1):
         kv = _kv(line)
         if "SwitchName" not in kv:
             continue
         name = kv["SwitchName"]
+        if "LinkSpeed" in kv:
+            speed = _link_speed(kv["LinkSpeed"],
+                                f"scontrol show topology line {no}: switch {name}")
+            if speed:
+                speeds[name] = speed
         if kv.get("Switches"):
             children[name] = tuple(expand_hostlist(kv["Switches"]))
         elif kv.get("Nodes") and kv.get("Level", "0") == "0":
             nodes[name] = tuple(expand_hostlist(kv["Nodes"]))
-    return SwitchTree(nodes, children)
+    return SwitchTree(nodes, children, speeds)
 
 
 def parse_node_shape(text: str) -> NodeShape:
