@@ -77,11 +77,22 @@ def parse_id_ranges(text: str, field: str = "CPU_IDs") -> tuple[int, ...]:
 
 def distribute_tasks(ntasks: int, slots: list[int],
                      ntasks_per_node: int | None = None) -> list[int]:
-    """Slurm's block layout of ``ntasks`` over nodes with ``slots`` task slots each."""
+    """Slurm's block layout of ``ntasks`` over nodes with ``slots`` task slots each.
+
+    More tasks than slots happen only to jobs submitted with ``--overcommit``: then, as
+    Slurm's ``_task_layout_block`` (src/common/slurm_step_layout.c) does, every slot is
+    filled and the rest go one per node in node order, round after round (with
+    ``--ntasks-per-node``, that many per node).
+    """
     if ntasks_per_node:
         counts = [min(ntasks_per_node, s) for s in slots]
+        if sum(counts) < ntasks:  # overcommitted: the per-node count is what Slurm runs
+            counts = [ntasks_per_node] * len(slots)
     else:
         counts = list(slots)
+        if slots and sum(counts) < ntasks:
+            full, extra = divmod(ntasks - sum(counts), len(counts))
+            counts = [c + full + (i < extra) for i, c in enumerate(counts)]
     total = 0
     out = []
     for c in counts:

@@ -204,6 +204,10 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "time_limit": (5.0, _positive_number, "seconds the solver may use per job"),
         "max_time_limit": (30.0, _positive_number, "cap on users' --rankmap-time"),
         "seed": (0, _non_negative_int, "random seed (reproducible placements)"),
+        "oversubscribe": ("never", _choice("never", "allow"),
+                          "jobs with more tasks than cores (sbatch --overcommit): never = "
+                          "keep Slurm's placement and say why in the report; allow = map "
+                          "them, ranks sharing a core forming an innermost 'core' level"),
         "level_distances": ([1.0, 10.0, 100.0, 1000.0], _distances,
                             "cost per byte: same socket, same node, same leaf switch, "
                             "each switch level above (the last value x10 per extra level)"),

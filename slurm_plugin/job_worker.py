@@ -126,7 +126,8 @@ def _compute(env: dict[str, str]) -> dict:
     tree = read_topology(cfg.get("slurm", "topology"), timeout, env, backend)
     layout = build_layout(alloc, shapes, tree, cfg.get("solver", "level_distances"),
                           read_core_groups(cfg.get("hwloc", "files"), alloc.nodes),
-                          cfg.get("hwloc", "cache_distance"))
+                          cfg.get("hwloc", "cache_distance"),
+                          oversubscribe=cfg.get("solver", "oversubscribe") == "allow")
     stores = cfg.get("profiles", "stores") + [str(bundled_store())]
     if env["RANKMAP_ALGORITHM"] == SUMMA_MODE:
         return _compute_summa(env, cfg, layout, alloc.distribution, stores, backend)

@@ -93,10 +93,22 @@ def level_distances(configured: Sequence[float], switch_levels: int) -> list[flo
     return d[:want]
 
 
+class OversubscribedError(TopologyError):
+    """A node has more tasks than task slots (``sbatch --overcommit``) and the site does
+    not map oversubscribed jobs."""
+
+
+#: Distance between two ranks sharing one core, as a share of the innermost distance
+#: (same socket, or same cache group): they share the core's caches too, so they are
+#: closer than any two ranks on distinct cores.
+SHARED_CORE_SHARE = 0.5
+
+
 def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
                  tree: SwitchTree | None, distances: Sequence[float],
                  core_groups: Mapping[str, CoreGroups] | None = None,
-                 cache_distance: float | None = None) -> Layout:
+                 cache_distance: float | None = None, *,
+                 oversubscribe: bool = False) -> Layout:
     """The job's slots and the hierarchy over them, in one depth-first order.
 
     Nodes under no switch, and switch trees of unequal depth, are padded with
@@ -104,6 +116,14 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
     without a common switch share only the root.  With ``core_groups`` (from hwloc
     XML) a "cache" level between core and socket is added, at ``cache_distance``;
     nodes without hwloc data then have one cache group per socket.
+
+    A node with more tasks than slots of ``cpus_per_task`` cores (a job submitted with
+    ``--overcommit``) raises :class:`OversubscribedError` unless ``oversubscribe``:
+    then its tasks are spread as evenly as possible over the slots it has (consecutive
+    tasks share a slot), and an innermost "core" level groups the ranks that share one
+    slot, at :data:`SHARED_CORE_SHARE` of the innermost distance; the layout's notes
+    say how many ranks share a core.  Every rank still gets exactly one slot, so the
+    launcher files keep one line per rank.
 
     Complexity: O(P · L) for P slots and L levels (one dictionary walk per slot).
     """
@@ -124,28 +144,37 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
         depth -= 1
         padded = {n: p[:-1] for n, p in padded.items()}
     with_cache = bool(core_groups)
+    per_node: list[tuple[str, NodeShape, list[Slot], list[int]]] = []
+    crowded: list[tuple[str, int, int]] = []  # (node, tasks, slots) of oversubscribed nodes
+    for node, ntasks in zip(alloc.nodes, alloc.tasks_per_node, strict=True):
+        if ntasks == 0:
+            continue
+        shape = shapes if isinstance(shapes, NodeShape) else shapes.get(node)
+        if shape is None:
+            raise TopologyError(f"no sockets/cores known for node {node}")
+        slots, shared = _node_slots(node, shape, ntasks, alloc.cpus_per_task,
+                                    alloc.cpu_ids.get(node), oversubscribe)
+        if len(set(shared)) < ntasks:
+            crowded.append((node, ntasks, len(set(shared))))
+        per_node.append((node, shape, slots, shared))
     # The nested tree: group label → subtree, leaves are lists of slots.  Children keep
     # the order in which the allocation first reaches them; the walk below defines PEs.
     root: dict = {}
     running = []
-    for node, ntasks in zip(alloc.nodes, alloc.tasks_per_node, strict=True):
-        if ntasks == 0:
-            continue
+    for node, shape, slots, shared in per_node:
         running.append(node)
-        shape = shapes if isinstance(shapes, NodeShape) else shapes.get(node)
-        if shape is None:
-            raise TopologyError(f"no sockets/cores known for node {node}")
         groups = (core_groups or {}).get(node)
         if groups is not None and len(groups.group) != shape.cores:
             raise TopologyError(f"node {node}: hwloc XML has {len(groups.group)} cores, "
                                 f"Slurm says {shape.cores}")
         top = tuple(reversed(padded[node])) + (node,)
-        for slot in _node_slots(node, shape, ntasks, alloc.cpus_per_task,
-                                alloc.cpu_ids.get(node)):
+        for slot, share in zip(slots, shared, strict=True):
             key = top + (slot.socket,)
             if with_cache:
                 core = slot.cpu_ids[0] // shape.threads_per_core
                 key += (groups.group[core] if groups is not None else 0,)
+            if crowded:
+                key += (share,)
             container = root
             for label in key[:-1]:
                 container = container.setdefault(label, {})
@@ -161,6 +190,10 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
                                 f"{dist[0]:g}")
         dist = [inner] + dist
         names = ["cache"] + names
+    if crowded:
+        dist = [dist[0] * SHARED_CORE_SHARE] + dist
+        names = ["core"] + names
+        notes.append(_oversubscribed_note(crowded, dist[0]))
     if not ordered:
         raise TopologyError("the allocation has no tasks")
     hierarchy = Hierarchy.from_tree(counts, dist, names)
@@ -181,17 +214,52 @@ def _walk(tree: dict | list) -> tuple[list | int, list[Slot]]:
     return counts, slots
 
 
+def _oversubscribed_note(crowded: list[tuple[str, int, int]], distance: float) -> str:
+    ranks = sum(t for _, t, _ in crowded)
+    slots = sum(s for _, _, s in crowded)
+    most = max(-(-t // s) for _, t, s in crowded)
+    return (f"oversubscribed (--overcommit): {ranks} ranks share {slots} task slots on "
+            f"{len(crowded)} node(s), up to {most} ranks per slot; mapped because the site "
+            f"allows it ([solver] oversubscribe = \"allow\"); ranks sharing a slot form the "
+            f"innermost level 'core' at distance {distance:g}")
+
+
 def _node_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
-                cpu_ids: tuple[int, ...] | None) -> list[Slot]:
-    """Slots of one node: ``cpt`` cores each, filled socket by socket.
+                cpu_ids: tuple[int, ...] | None, oversubscribe: bool = False
+                ) -> tuple[list[Slot], list[int]]:
+    """Slots of one node, ``cpt`` cores each, filled socket by socket, and for every
+    task the index of the slot it runs in (``range(ntasks)`` unless oversubscribed).
 
     Slurm's abstract CPU ids (``scontrol show job -d``) number cores socket-major
     with threads innermost: cpu = (socket * cores_per_socket + core) * threads + t.
     """
+    slots = _distinct_slots(node, shape, ntasks, cpt, cpu_ids)
+    if len(slots) >= ntasks:
+        return slots, list(range(ntasks))
+    if not oversubscribe:
+        raise OversubscribedError(
+            f"node {node}: {ntasks} tasks x {cpt} cores do not fit in its "
+            f"{len(_allocated_cores(shape, cpu_ids))} allocated cores: the job is oversubscribed "
+            f"(--overcommit), which this site does not map ([solver] oversubscribe = "
+            f"\"never\")")
+    if not slots:  # fewer cores than one task wants: all tasks share what there is
+        cores = _allocated_cores(shape, cpu_ids)
+        slots = [_slot(node, cores[0] // shape.cores_per_socket, cores, shape)]
+    # consecutive tasks share a slot, the counts differing by at most one
+    share = [t * len(slots) // ntasks for t in range(ntasks)]
+    return [slots[i] for i in share], share
+
+
+def _allocated_cores(shape: NodeShape, cpu_ids: tuple[int, ...] | None) -> list[int]:
     if cpu_ids:
-        cores = sorted({c // shape.threads_per_core for c in cpu_ids})
-    else:
-        cores = list(range(shape.cores))
+        return sorted({c // shape.threads_per_core for c in cpu_ids})
+    return list(range(shape.cores))
+
+
+def _distinct_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
+                    cpu_ids: tuple[int, ...] | None) -> list[Slot]:
+    """Up to ``ntasks`` slots of ``cpt`` distinct cores each."""
+    cores = _allocated_cores(shape, cpu_ids)
     by_socket: dict[int, list[int]] = {}
     for c in cores:
         by_socket.setdefault(c // shape.cores_per_socket, []).append(c)
@@ -208,9 +276,6 @@ def _node_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
         while len(slots) < ntasks and len(rest) >= cpt:
             take, rest = rest[:cpt], rest[cpt:]
             slots.append(_slot(node, take[0] // shape.cores_per_socket, take, shape))
-    if len(slots) < ntasks:
-        raise TopologyError(f"node {node}: {ntasks} tasks x {cpt} cores do not fit in "
-                            f"{len(cores)} cores")
     return slots
 
 

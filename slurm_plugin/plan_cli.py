@@ -50,6 +50,9 @@ def add_job_arguments(p: argparse.ArgumentParser, profile_help: str | None = Non
                    help="solver budget, seconds")
     p.add_argument("--store", action="append", metavar="DIR")
     p.add_argument("--config", metavar="FILE")
+    p.add_argument("--oversubscribe", action="store_true",
+                   help="map more tasks per node than its cores hold (as a job submitted "
+                        "with --overcommit at a site with [solver] oversubscribe = allow)")
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,9 @@ def job_inputs(args: argparse.Namespace, cfg: Config) -> JobInputs:
         xml = parse_hwloc_xml(Path(args.hwloc_xml).read_text(), args.hwloc_xml)
         groups = dict.fromkeys(nodes, xml)
     layout = build_layout(alloc, shape, tree, cfg.get("solver", "level_distances"), groups,
-                          cfg.get("hwloc", "cache_distance"))
+                          cfg.get("hwloc", "cache_distance"),
+                          oversubscribe=(args.oversubscribe or
+                                         cfg.get("solver", "oversubscribe") == "allow"))
     if Path(args.profile).is_file():
         graph = read_graph(args.profile)
     else:

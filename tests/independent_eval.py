@@ -141,3 +141,24 @@ def busiest_links(edges: list[tuple[int, int, float]], where: dict[int, tuple[st
                 cut[gv] = cut.get(gv, 0.0) + w
         out.append(max(cut.values(), default=0.0))
     return out
+
+
+def objective_shared_cores(edges: list[tuple[int, int, float]],
+                           where: dict[int, tuple[str, int, tuple[int, ...]]],
+                           topology_conf: str, distances: list[float],
+                           core_distance: float) -> float:
+    """J of an oversubscribed rankfile: two ranks bound to the same cores of one host are
+    ``core_distance`` apart, all other pairs as in :func:`objective`."""
+    paths = switch_paths(topology_conf)
+    hosts = {h for h, _, _ in where.values()}
+    depth = max((len(paths.get(h, [])) for h in hosts), default=0)
+    total = 0.0
+    for u, v, w in edges:
+        if u == v:
+            continue
+        a, b = where[u], where[v]
+        if a[0] == b[0] and a[1] == b[1] and a[2] == b[2]:
+            total += w * core_distance
+        else:
+            total += w * rank_distance(a[:2], b[:2], paths, depth, distances)
+    return total

@@ -63,3 +63,54 @@ def test_layout_with_a_cache_level_from_hwloc():
     assert h.distance(0, 1) == 0.5 and h.distance(0, 2) == 1 and h.distance(0, 4) == 10
     with pytest.raises(TopologyError, match="hwloc XML has 8 cores, Slurm says 16"):
         build_layout(alloc, NodeShape(2, 8), None, [1, 10, 100], {"a": groups})
+
+
+def test_oversubscribed_job_is_refused_with_the_site_key_unless_allowed():
+    from slurm_plugin.layout import OversubscribedError
+
+    alloc = Allocation("1", ("a", "b"), (12, 8), 1)
+    with pytest.raises(OversubscribedError, match=r'oversubscribe = "never"'):
+        build_layout(alloc, NodeShape(2, 4), None, [1, 10, 100])
+    layout = build_layout(alloc, NodeShape(2, 4), None, [1, 10, 100], oversubscribe=True)
+    h = layout.hierarchy
+    assert h.level_names == ("core", "socket", "node", "root")
+    assert list(h.distances) == [0.5, 1, 10, 100]
+    # node a: 12 ranks on 8 cores, consecutive ranks share, 1 or 2 per core; b: 1 each
+    assert list(h.group_sizes(0)) == [2, 1, 2, 1, 2, 1, 2, 1] + [1] * 8
+    a = [s.cpu_ids for s in layout.slots if s.host == "a"]
+    assert a == [(0,), (0,), (1,), (2,), (2,), (3,), (4,), (4,), (5,), (6,), (6,), (7,)]
+    assert "12 ranks share 8 task slots on 1 node(s), up to 2 ranks per slot" in \
+        layout.notes[-1]
+
+
+def test_overcommit_allocation_of_one_cpu_puts_every_rank_on_it():
+    # what Slurm gives sbatch -O -N1 -n 12: one CPU (CPU_IDs=0) for 12 tasks
+    alloc = Allocation("1", ("a",), (12,), 1, cpu_ids={"a": (0,)})
+    layout = build_layout(alloc, NodeShape(2, 4), None, [1, 10], oversubscribe=True)
+    assert {s.cpu_ids for s in layout.slots} == {(0,)}
+    assert list(layout.hierarchy.group_sizes(0)) == [12]
+
+
+def test_oversubscribe_changes_nothing_for_a_job_that_fits():
+    alloc = Allocation("1", ("a", "b"), (8, 3), 1)
+    plain = build_layout(alloc, NodeShape(2, 4), None, [1, 10, 100])
+    allowed = build_layout(alloc, NodeShape(2, 4), None, [1, 10, 100], oversubscribe=True)
+    assert plain.slots == allowed.slots and plain.notes == allowed.notes
+    assert plain.hierarchy.level_names == allowed.hierarchy.level_names
+
+
+def test_overcommitted_tasks_are_spread_as_slurm_does():
+    """sbatch -O: Slurm fills every slot, then one task per node in node order, round
+    after round (slurm_step_layout.c, _task_layout_block); -N2 -n24 on one CPU per node
+    gives SLURM_TASKS_PER_NODE=12(x2), as the local cluster prints."""
+    from slurm_plugin.allocation import distribute_tasks, parse_scontrol_job
+
+    assert distribute_tasks(24, [1, 1]) == [12, 12]
+    assert distribute_tasks(25, [1, 1]) == [13, 12]
+    assert distribute_tasks(11, [4, 2]) == [7, 4]
+    assert distribute_tasks(24, [1, 1], ntasks_per_node=12) == [12, 12]
+    line = ("JobId=7 JobName=x UserId=rmuser(1001) GroupId=rmuser(1001) Partition=debug "
+            "NodeList=n[1-2] NumNodes=2 NumCPUs=2 NumTasks=24 CPUs/Task=1 "
+            "Nodes=n[1-2] CPU_IDs=0 Mem=0 GRES=")
+    alloc = parse_scontrol_job(line)
+    assert alloc.tasks_per_node == (12, 12) and alloc.cpu_ids == {"n1": (0,), "n2": (0,)}

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from mapper import CommGraph
 from slurm_plugin.allocation import Allocation
 from slurm_plugin.distribution import Distribution, parse_distribution, slurm_placement
-from slurm_plugin.layout import build_layout
+from slurm_plugin.layout import SHARED_CORE_SHARE, build_layout
 from slurm_plugin.plan import make_plan
 from slurm_plugin.profiles.generators import generate
 from slurm_plugin.topology import NodeShape, parse_topology_conf
@@ -278,3 +278,43 @@ def test_cache_groups_that_interleave_cores_are_contiguous_pes():
             want = 0 if p == q else 0.5 if same_cache else 1 if (a.host, a.socket) == \
                 (b.host, b.socket) else 10 if a.host == b.host else 100
             assert h.distance(p, q) == want, (p, q)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.large_base_example])
+@given(clusters(), st.integers(0, 10**6), st.integers(1, 3), st.integers(0, 5))
+def test_oversubscribed_rankfile_evaluates_to_the_reported_j(cluster, seed, factor, extra):
+    """Jobs with more tasks than cores (--overcommit, site allows it): every rank gets a
+    core Slurm allocated, no core more ranks than an even spread gives, and the rankfile
+    evaluated from scratch (ranks on the same cores SHARED_CORE apart) has the J the
+    report gives."""
+    conf, nodes, shapes, cpu_ids, tasks, cpt, _ = cluster
+    crowded = [t * factor + (extra if i == 0 else 0) for i, t in enumerate(tasks)]
+    alloc = Allocation("1", tuple(nodes), tuple(crowded), cpt, cpu_ids=cpu_ids)
+    layout = build_layout(alloc, shapes, parse_topology_conf(conf), DISTANCES,
+                          oversubscribe=True)
+    assert layout.n == sum(crowded)
+    if crowded != tasks:
+        assert layout.hierarchy.level_names[0] == "core"
+        assert any("oversubscribed" in note for note in layout.notes)
+    graph = random_graph(layout.n, seed) if layout.n > 1 else generate("ring", 1)
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=30, seed=seed)
+    assert plan.fallback_reason is None
+    if plan.kept_default:
+        return
+    ranks = ie.parse_rankfile(plan.files["rankfile"])
+    assert sorted(ranks) == list(range(layout.n))
+    load: dict[tuple[str, int, tuple[int, ...]], int] = {}
+    for host, socket, cores in ranks.values():
+        shape = shapes[host]
+        for c in cores:
+            core = socket * shape.cores_per_socket + c
+            assert core * shape.threads_per_core in cpu_ids[host]
+        load[(host, socket, cores)] = load.get((host, socket, cores), 0) + 1
+    for node, ntasks, ordinary in zip(nodes, crowded, tasks, strict=True):
+        per_slot = [k for (h, _, _), k in load.items() if h == node]
+        assert sum(per_slot) == ntasks and len(per_slot) == ordinary
+        assert max(per_slot) - min(per_slot) <= 1  # an even spread
+    core_distance = DISTANCES[0] * SHARED_CORE_SHARE if crowded != tasks else 0.0
+    ours = ie.objective_shared_cores(edges_of(graph), ranks, conf, DISTANCES, core_distance)
+    assert ours == pytest.approx(plan.result.objective)
