@@ -118,26 +118,26 @@ def _check_values(x: np.ndarray, lineno: np.ndarray, source: str, what: str, *,
                                f"must be {need}")
 
 
-def write_mesh_metis(mesh: Mesh, path: str | os.PathLike, *, sizes: bool | None = None,
-                     edge_weights: bool = True) -> None:
-    """Write ``mesh`` as a METIS file with vertex weights (fmt 10/11, or 110/111 with
-    ``sizes``; ``sizes=None`` writes them when some c(v) != 1).
+def write_mesh_metis(mesh: Mesh, path: str | os.PathLike, *, vertex_weights: bool = True,
+                     sizes: bool | None = None, edge_weights: bool = True) -> None:
+    """Write ``mesh`` as a METIS file: fmt digits 100 = sizes c(v) (``sizes=None``: when
+    some c(v) != 1), 10 = vertex weights w(v), 1 = edge weights.
 
-    METIS wants integers: weights and sizes are written rounded (w at least 1), edge
-    weights rounded to at least 1.  O(n + m), one line of text per vertex.
+    METIS wants integers: w and the edge weights are written rounded to at least 1, c
+    rounded.  O(n + m), one line of text per vertex.
     """
     g = mesh.graph
     if sizes is None:
         sizes = bool(np.any(mesh.comm_sizes != 1))
-    fmt = f"{int(sizes)}1{int(edge_weights)}".lstrip("0")
+    fmt = int(sizes) * 100 + int(vertex_weights) * 10 + int(edge_weights)
     vw = np.maximum(1, np.rint(mesh.vertex_weights)).astype(np.int64)
     vs = np.rint(mesh.comm_sizes).astype(np.int64)
     ew = np.maximum(1, np.rint(g.weights)).astype(np.int64)
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(f"{g.n} {g.m} {fmt}\n")
+        fh.write(f"{g.n} {g.m} {fmt}\n" if fmt else f"{g.n} {g.m}\n")
         for u in range(g.n):
             lo, hi = g.indptr[u], g.indptr[u + 1]
-            lead = [vs[u], vw[u]] if sizes else [vw[u]]
+            lead = [vs[u]] * sizes + [vw[u]] * vertex_weights
             if edge_weights:
                 nb = np.empty(2 * (hi - lo), dtype=np.int64)
                 nb[0::2] = g.indices[lo:hi] + 1
