@@ -123,10 +123,13 @@ def test_placement_moves_the_cost_model_and_j():
     assert m.comm_cost.tolist() == same.comm_cost.tolist()
     assert m.comp_cost.tolist() == same.comp_cost.tolist()
     assert m.total_volume == same.total_volume == 11
-    # J on a 3-PE machine: quotient edges {0,1}: 3+1, {0,2}: 2+1, {1,2}: 3+1
-    machine = Hierarchy.parse("3", "7")
-    assert quotient_objective(mesh, part, machine) == 7 * (4 + 3 + 4)
-    assert evaluate(mesh, part, hierarchy=machine).objective == 77
+    # J: quotient edges {0,1}: 3+1, {0,2}: 2+1, {1,2}: 3+1 on PEs {0, 1} | {2}, 1 and 10
+    machine = Hierarchy.from_tree([2, 1], [1, 10])
+    assert quotient_objective(mesh, part, machine) == 4 * 1 + 3 * 10 + 4 * 10
+    assert evaluate(mesh, part, hierarchy=machine).objective == 74
+    # blocks 0, 1, 2 on PEs 1, 2, 0: {0,1} -> {1,2}, {0,2} -> {1,0}, {1,2} -> {2,0}
+    assert quotient_objective(mesh, part, machine, [1, 2, 0]) == 4 * 10 + 3 * 1 + 4 * 10
+    assert evaluate(mesh, part, hierarchy=machine, placement=[1, 2, 0]).objective == 83
 
 
 def test_bad_partitions_are_refused_by_name():
@@ -208,7 +211,7 @@ def test_every_metric_against_brute_force(seed):
            if a < b}
     assert got == pytest.approx({key: x for key, x in pair.items() if x})
     # J of the quotient graph on a 2-level machine under a random placement
-    machine = Hierarchy.parse(f"{k}", "3") if k < 2 else Hierarchy.parse(f"1:{k}", "2:9")
+    machine = Hierarchy.from_tree([k // 2, k - k // 2] if k > 1 else [1], [2, 9])
     placement = rng.permutation(k)
     dist = machine.distance
     j = sum(x * float(dist(np.array([placement[a]]), np.array([placement[b]]))[0])
