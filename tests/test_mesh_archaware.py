@@ -265,6 +265,15 @@ def test_arch32_3_grid_elapsed_time():
     assert max(got.values()) < base
 
 
+def test_time_limit_stops_before_a_pass():
+    mesh = grid(20, 20)
+    arch = arch32_3()
+    start = aa.kvmetis_partition(mesh, arch).part
+    res = aa.refine_partition(mesh, arch, start, objective="elt", sparse=True, time_limit=0.0)
+    assert res.moves == [] and (res.part == start).all()
+    assert aa.refine_partition(mesh, arch, start, objective="elt", sparse=True).moves
+
+
 def test_errors():
     mesh = grid(4, 4)
     arch = arch32_3()

@@ -110,8 +110,8 @@ def kvmetis_partition(mesh, arch, *, epsilon: float = 0.03, seed: int = 0) -> Pa
 
 
 def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = True,
-                        epsilon: float = 0.03, seed: int = 0,
-                        max_passes: int = MAX_PASSES) -> Partition:
+                        epsilon: float = 0.03, seed: int = 0, max_passes: int = MAX_PASSES,
+                        time_limit: float | None = None) -> Partition:
     """Partition ``mesh`` onto the PEs of ``arch``: VolS, VolNS, ElTS or ElTNS.
 
     ``objective`` is ``"vol"`` (minimise the maximum e*-weighted volume, load within
@@ -119,6 +119,8 @@ def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = Tr
     ``sparse`` forbids communicating pairs of parts the predictor did not have.  Block
     id = PE id.  The algorithm, acceptance rule and complexity are in the module
     docstring.  ``seconds`` holds ``predictor``, ``pair_costs``, ``corrector``, ``total``.
+    ``time_limit`` (seconds, from the call): no corrector pass starts after it (the
+    predictor always runs whole).
     """
     if objective not in ("vol", "elt"):
         raise PartitionError(f"objective must be 'vol' or 'elt', not {objective!r}")
@@ -127,8 +129,10 @@ def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = Tr
     start = time.perf_counter()
     part = _kvmetis(mesh, np.asarray(arch.speeds, dtype=np.float64), epsilon, seed)
     seconds["predictor"] = time.perf_counter() - start
+    remaining = None if time_limit is None else time_limit - seconds["predictor"]
     result = refine_partition(mesh, arch, part, objective=objective, sparse=sparse,
-                              epsilon=epsilon, seed=seed, max_passes=max_passes)
+                              epsilon=epsilon, seed=seed, max_passes=max_passes,
+                              time_limit=remaining)
     seconds.update(result.seconds)
     seconds["total"] = time.perf_counter() - start
     return Partition(result.part, int(arch.P), _METHODS[(objective, bool(sparse))], seconds)
@@ -158,12 +162,15 @@ PassHook = Callable[[int, np.ndarray, np.ndarray, np.ndarray], None]
 
 def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bool,
                      epsilon: float = 0.03, seed: int = 0, max_passes: int = MAX_PASSES,
+                     time_limit: float | None = None,
                      on_pass: PassHook | None = None) -> Refinement:
     """The corrector: randomized greedy refinement of ``part`` (see module docstring).
 
     ``on_pass(k, part, comm_cost, weights)`` is called after pass k with the
     incrementally maintained per-part CommCost and weights (copies), before they are
-    rebuilt from scratch — a hook for checking the bookkeeping.
+    rebuilt from scratch — a hook for checking the bookkeeping.  No pass starts after
+    ``time_limit`` seconds from the call (a pass takes well under a second per 10^5
+    boundary vertices).
     """
     if objective not in ("vol", "elt"):
         raise PartitionError(f"objective must be 'vol' or 'elt', not {objective!r}")
@@ -212,6 +219,8 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
     max_values = [max_value()]
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(xadj))
     for k in range(max_passes):
+        if time_limit is not None and time.perf_counter() - t0 >= time_limit:
+            break
         cut = part[rows] != part[adjncy]
         boundary = np.unique(rows[cut])
         order = rng.permutation(boundary)
