@@ -261,3 +261,37 @@ def layout_uplink_costs(layout: Layout, tree: SwitchTree | None,
                                   * factors.get(parent or "", 1.0))
         out[i] = level_costs
     return out
+
+
+# -- rankmap config check --------------------------------------------------------------------
+
+def speeds_check(config, features: Mapping[str, Sequence[str]] | None = None
+                 ) -> tuple[list[str], list[str]]:
+    """``[speeds]`` for ``rankmap config check``: (summary lines, warnings).
+
+    Nothing when the section is empty.  With ``features`` (every node's Slurm features,
+    :func:`parse_scontrol_node_features` of ``scontrol show node -o``) the nodes a host
+    list and a feature (or two features) both match are found now instead of in a job:
+    each is a warning naming both keys, the error every such job would get.
+    """
+    by_nodes = config.get("speeds", "nodes")
+    by_features = config.get("speeds", "features")
+    if not by_nodes and not by_features:
+        return [], []
+    named = sum(len(expand_hostlist(h)) for h in by_nodes)
+    lines = [f"# [speeds] {len(by_nodes)} host list(s) naming {named} node(s), "
+             f"{len(by_features)} feature(s); other nodes have speed 1.0"]
+    if features is None:
+        return lines, []
+    where = f"{config.path or 'built-in defaults'}: [speeds]"
+    warnings = []
+    for node in features:
+        try:
+            node_speeds([node], by_nodes, by_features, features, where)
+        except SpeedsError as exc:
+            warnings.append(f"{exc}: jobs on node {node} get no speeds")
+    matched = {f for fs in features.values() for f in fs}
+    unused = sorted(set(by_features) - matched)
+    if unused:
+        warnings.append(f"{where} features: no node has {', '.join(map(repr, unused))}")
+    return lines, warnings

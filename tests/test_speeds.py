@@ -209,3 +209,18 @@ def test_pe_speeds_file_errors_name_file_and_line(text, msg):
         parse_pe_speeds(text, "s.txt", 8)
     assert info.value.source == "s.txt" and info.value.line == int(msg.split(":")[1][0])
     assert np.all(parse_pe_speeds("", "s.txt", 3) == 1)
+
+
+def test_speeds_check_for_config_check():
+    from slurm_plugin.speeds import speeds_check
+
+    assert speeds_check(parse_config("", "d.toml")) == ([], [])
+    cfg = parse_config('[speeds]\nnodes = { "n[1-4]" = 2 }\nfeatures = { gpu = 3, knl = 1 }\n',
+                       "s.toml")
+    lines, warnings = speeds_check(cfg)
+    assert lines == ["# [speeds] 1 host list(s) naming 4 node(s), 2 feature(s); other nodes "
+                     "have speed 1.0"] and warnings == []
+    _, warnings = speeds_check(cfg, {"n1": (), "n2": ("gpu",), "g1": ("gpu",)})
+    assert warnings == ["s.toml: [speeds]: nodes 'n[1-4]' and features 'gpu' both match node "
+                        "n2: jobs on node n2 get no speeds",
+                        "s.toml: [speeds] features: no node has 'knl'"]
