@@ -48,6 +48,8 @@ log = logging.getLogger("rankmap.mapper")
 KAHIP_MODES = ("fast", "eco", "strong")
 _VERTEX_WEIGHT_MAX = 1 << 20
 _VERTEX_TOTAL_LIMIT = 1 << 30
+_KAHIP_TOTAL_LIMIT = 1 << 26     # with the dummy vertex at most twice this
+_KAHIP_MIN_IMBALANCE = 0.003
 
 
 def integer_vertex_weights(weights: np.ndarray) -> np.ndarray:
@@ -117,6 +119,7 @@ def kahip_split(adj: sp.csr_matrix, vweights: np.ndarray, fractions: np.ndarray,
     if k == 1 or n == 0:
         return np.zeros(n, dtype=np.int64)
     fractions = np.asarray(fractions, dtype=np.float64) / float(np.sum(fractions))
+    vweights = _kahip_weights(vweights)
     if np.allclose(fractions, fractions[0], rtol=1e-9, atol=0):
         return _kaffpa(kahip, adj, vweights, k, imbalance, seed, kmode)
     if k == 2:
@@ -135,14 +138,26 @@ def kahip_split(adj: sp.csr_matrix, vweights: np.ndarray, fractions: np.ndarray,
     return part
 
 
+def _kahip_weights(vweights: np.ndarray) -> np.ndarray:
+    """Vertex weights small enough for kaffpa's 32-bit sums, dummy vertex included."""
+    total = float(vweights.sum())
+    if total <= _KAHIP_TOTAL_LIMIT:
+        return vweights
+    # kaffpa crashes (not an error: a segfault) when the weights approach 2^31
+    return np.maximum(1, np.rint(vweights * (_KAHIP_TOTAL_LIMIT / total))).astype(np.int64)
+
+
 def _kaffpa(kahip, adj: sp.csr_matrix, vweights: np.ndarray, k: int, imbalance: float,
             seed: int, kmode: int) -> np.ndarray:
     n = adj.shape[0]
     if n < k:
         return _fallback(vweights, np.full(k, 1.0 / k))
+    # kaffpa segfaults with imbalance 0 on some weighted inputs (seen with the dummy
+    # vertex); the balance repair closes the last per mille
     _, blocks = kahip.kaffpa(vweights.astype(np.int32), adj.indptr.astype(np.int32),
                              adj.data.astype(np.int32), adj.indices.astype(np.int32),
-                             int(k), float(imbalance), True, int(seed), int(kmode))
+                             int(k), max(float(imbalance), _KAHIP_MIN_IMBALANCE), True,
+                             int(seed), int(kmode))
     return np.asarray(blocks, dtype=np.int64)
 
 

@@ -76,31 +76,40 @@ def repair(adj: sp.csr_matrix, w: np.ndarray, part: np.ndarray, targets: np.ndar
     return part
 
 
+def _accepts(load_dst, wv, bound_dst, target_dst, excess_src, tol):
+    """Whether a side takes a vertex: it stays within its bound, or it is below its
+    target and the move lowers the worst overload (vectorized)."""
+    return (load_dst + wv <= bound_dst + tol) | (
+        (load_dst < target_dst) & (load_dst + wv - bound_dst < excess_src))
+
+
 def _repair_round(adj, w, part, load, targets, bounds, over, tol) -> bool:
     """One round of moves out of overloaded sides; True when a vertex moved.
 
     Gains are computed once per round, so a vertex next to one that moved is skipped
-    until the next round (its gain changed).  Vertices with an edge into an open side
-    go first; only when there are none does a vertex move to a side it has no edge to.
+    until the next round (its gain changed).  Vertices with an edge into a side that
+    takes them go first; only when none of them can move does a vertex move to a side
+    it has no edge to (the one with most room).
     """
     m = len(targets)
     cand = np.flatnonzero(over[part])
+    src = part[cand]
+    excess = load - bounds
     sub = adj[cand].tocoo()
     r, c, val = sub.row, part[sub.col], sub.data.astype(np.float64)
     key = r.astype(np.int64) * m + c
     uniq, inv = np.unique(key, return_inverse=True)
     conn = np.bincount(inv, weights=val)
     row, blk = uniq // m, uniq % m
-    mine = blk == part[cand[row]]
+    mine = blk == src[row]
     own = np.zeros(len(cand))
     own[row[mine]] = conn[mine]
-    open_ = ~over
-    # best open neighbour side per candidate; without one, the side with most room
-    room = bounds - load
-    target = np.full(len(cand), int(np.argmax(np.where(open_, room, -np.inf))), dtype=np.int64)
-    best = np.zeros(len(cand))
-    ok = open_[blk] & ~mine
+    # best neighbour side that takes the vertex
+    ok = ~mine & ~over[blk] & _accepts(load[blk], w[cand[row]], bounds[blk], targets[blk],
+                                        excess[src[row]], tol)
     rr, bb, cc = row[ok], blk[ok], conn[ok]
+    target = np.zeros(len(cand), dtype=np.int64)
+    best = np.zeros(len(cand))
     boundary = np.zeros(len(cand), dtype=bool)
     if len(rr):
         order = np.lexsort((cc, rr))          # per row ascending: the last is the best
@@ -109,10 +118,20 @@ def _repair_round(adj, w, part, load, targets, bounds, over, tol) -> bool:
         best[rr[order][last]] = cc[order][last]
         boundary[rr[order][last]] = True
     gain = best - own
-    if boundary.any():
-        cand, target, gain = cand[boundary], target[boundary], gain[boundary]
+    if boundary.any() and _moves(adj, w, part, load, targets, bounds, tol, cand[boundary],
+                                 target[boundary], gain[boundary]):
+        return True
+    # no edge into a side that takes them: the side with most room, least own edges first
+    room = np.where(over, -np.inf, bounds - load)
+    return _moves(adj, w, part, load, targets, bounds, tol, cand,
+                  np.full(len(cand), int(np.argmax(room))), -own)
+
+
+def _moves(adj, w, part, load, targets, bounds, tol, cand, target, gain) -> bool:
+    """Move candidates best gain first while their side is over and the target takes
+    them; neighbours of a moved vertex wait for the next round."""
     moved = False
-    n_over = int(over.sum())
+    n_over = int(np.count_nonzero(load > bounds + tol))
     dirty = np.zeros(len(part), dtype=bool)
     for i in np.argsort(-gain, kind="stable"):
         v = cand[i]
@@ -120,17 +139,12 @@ def _repair_round(adj, w, part, load, targets, bounds, over, tol) -> bool:
             continue
         src, dst = part[v], target[i]
         excess = load[src] - bounds[src]
-        if excess <= tol:
-            continue
-        wv = w[v]
-        fits = load[dst] + wv <= bounds[dst] + tol
-        # below target, a side may go over its bound if the worst overload shrinks
-        if not fits and not (load[dst] < targets[dst]
-                             and load[dst] + wv - bounds[dst] < excess):
+        if excess <= tol or dst == src or not _accepts(load[dst], w[v], bounds[dst],
+                                                       targets[dst], excess, tol):
             continue
         part[v] = dst
-        load[src] -= wv
-        load[dst] += wv
+        load[src] -= w[v]
+        load[dst] += w[v]
         dirty[adj.indices[adj.indptr[v]:adj.indptr[v + 1]]] = True
         moved = True
         if load[src] <= bounds[src] + tol:
