@@ -30,8 +30,9 @@ ctypedef cnp.int64_t i64
 ctypedef cnp.int32_t i32
 
 
-cdef inline double _pair_cost(i64 x, i64 y, int dense, double[:, ::1] dmat,
-                              i64[::1] qptr, i32[::1] qadj, double[::1] qcost) noexcept nogil:
+cdef inline double _pair_cost(i64 x, i64 y, int dense, const double[:, ::1] dmat,
+                              const i64[::1] qptr, const i32[::1] qadj,
+                              const double[::1] qcost) noexcept nogil:
     """e*(x, y); -1.0 when the pair is not allowed (sparse variants)."""
     cdef i64 lo, hi, mid
     if x == y:
@@ -51,7 +52,7 @@ cdef inline double _pair_cost(i64 x, i64 y, int dense, double[:, ::1] dmat,
     return -1.0
 
 
-cdef inline i32 _count(i64 w, i64 q, i64[::1] xadj, i32[::1] nslot,
+cdef inline i32 _count(i64 w, i64 q, const i64[::1] xadj, i32[::1] nslot,
                        i32[::1] slot_part, i32[::1] slot_cnt) noexcept nogil:
     """Number of w's neighbours in part q."""
     cdef i64 s, base = xadj[w]
@@ -61,7 +62,7 @@ cdef inline i32 _count(i64 w, i64 q, i64[::1] xadj, i32[::1] nslot,
     return 0
 
 
-cdef inline void _slot_add(i64 w, i64 q, int delta, i64[::1] xadj, i32[::1] nslot,
+cdef inline void _slot_add(i64 w, i64 q, int delta, const i64[::1] xadj, i32[::1] nslot,
                            i32[::1] slot_part, i32[::1] slot_cnt) noexcept nogil:
     """Add ``delta`` (+1 / -1) to w's neighbour count in part q; drop empty slots."""
     cdef i64 s, base = xadj[w], last
@@ -81,8 +82,9 @@ cdef inline void _slot_add(i64 w, i64 q, int delta, i64[::1] xadj, i32[::1] nslo
     nslot[w] += 1
 
 
-def init_state(i64[::1] xadj, i32[::1] adjncy, double[::1] cs, i64[::1] part,
-               int dense, double[:, ::1] dmat, i64[::1] qptr, i32[::1] qadj, double[::1] qcost,
+def init_state(const i64[::1] xadj, const i32[::1] adjncy, const double[::1] cs,
+               const i64[::1] part, int dense, const double[:, ::1] dmat,
+               const i64[::1] qptr, const i32[::1] qadj, const double[::1] qcost,
                i32[::1] nslot, i32[::1] slot_part, i32[::1] slot_cnt, double[::1] Fc):
     """Fill the neighbour-part slots and CommCost from scratch; O(sum deg * slots).
 
@@ -127,10 +129,11 @@ cdef inline void _touch(i64 p, double d, double[::1] delta, i32[::1] mark,
     delta[p] += d
 
 
-def refine_pass(i64[::1] xadj, i32[::1] adjncy, double[::1] vw, double[::1] cs, i64[::1] part,
-                double[::1] wstar, int elt,
-                int dense, double[:, ::1] dmat, i64[::1] qptr, i32[::1] qadj, double[::1] qcost,
-                double[::1] upper, double[::1] lower, i64[::1] order,
+def refine_pass(const i64[::1] xadj, const i32[::1] adjncy, const double[::1] vw,
+                const double[::1] cs, i64[::1] part, const double[::1] wstar, int elt,
+                int dense, const double[:, ::1] dmat, const i64[::1] qptr,
+                const i32[::1] qadj, const double[::1] qcost,
+                const double[::1] upper, const double[::1] lower, const i64[::1] order,
                 i32[::1] nslot, i32[::1] slot_part, i32[::1] slot_cnt,
                 double[::1] W, double[::1] Fc, double rtol):
     """One randomized greedy pass over ``order``; returns the number of moves made.

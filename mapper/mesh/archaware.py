@@ -45,6 +45,10 @@ Feasibility:
   ``arch.pair_cost``.  ``sparse=False`` (VolNS, ElTNS): any neighbouring part, e* from
   ``arch.dense_costs()`` (P x P memory).
 
+Order: a random permutation of runs of ORDER_CHUNK consecutive boundary vertices (same
+randomization at the run level; measured 2x faster per pass than a vertex-level
+permutation on a 10^6-vertex 3D grid, for the cache, with the same final maximum).
+
 Bookkeeping: per vertex the distinct parts of its neighbours with counts (capacity
 deg(v)); per part its weight and CommCost.  A move's effect is computed in
 O(deg(v) * s) with s the number of distinct parts around a neighbour (a small constant
@@ -81,6 +85,9 @@ MAX_PASSES = 20
 #: 10^6-vertex grid, 4096 PEs: the maximum settles after ~10 passes, moves go on for 40)
 STALL_PASSES = 3
 STALL_GAIN = 1e-3
+#: the corrector visits the boundary vertices in a random order of runs of this many
+#: consecutive ones: cache-friendly on meshes numbered with locality
+ORDER_CHUNK = 64
 #: relative gain below which a move is not an improvement (rounding)
 _RTOL = 1e-12
 _METIS_OBJTYPE_VOL = 1
@@ -223,7 +230,7 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
             break
         cut = part[rows] != part[adjncy]
         boundary = np.unique(rows[cut])
-        order = rng.permutation(boundary)
+        order = _chunked_permutation(boundary, rng)
         count = refine_pass(xadj, adjncy, vw, cs, part, wstar, int(elt), *table,
                             upper, lower, order, nslot, slot_part, slot_cnt, W, Fc, _RTOL)
         moves.append(int(count))
@@ -237,6 +244,15 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
             break
     t2 = time.perf_counter()
     return Refinement(part, moves, max_values, {"pair_costs": t1 - t0, "corrector": t2 - t1})
+
+
+def _chunked_permutation(items: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``items`` in random order of runs of ORDER_CHUNK consecutive entries."""
+    chunks = -(-len(items) // ORDER_CHUNK)
+    perm = rng.permutation(chunks)
+    starts = perm * ORDER_CHUNK
+    idx = (starts[:, None] + np.arange(ORDER_CHUNK)[None, :]).ravel()
+    return items[idx[idx < len(items)]]
 
 
 def _stalled(max_values: list[float]) -> bool:
