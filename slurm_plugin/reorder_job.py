@@ -23,8 +23,9 @@ every task on the same socket) or ``block``: ``reorder.block``, ``reorder.cyclic
 * any other task (the batch script, Open MPI's orted step with one task per node):
   ``reorder.block``, the placement ``mpirun`` would make without a rankfile (nodes in
   node-list order, ranks round-robin over a node's sockets: Slurm's block:cyclic;
-  :mod:`slurm_plugin.distribution`).  mpirun with the rankfile variables unset does
-  not start here, though: the TaskProlog exports them again to its daemons' step.
+  :mod:`slurm_plugin.distribution`).  A batch script that unsets the rankfile
+  variables runs mpirun without the rankfile; the TaskProlog exports those variables
+  in the batch step only, so mpirun's daemons start without them too.
 
 The TaskProlog runs once per task: the part it calls imports only the standard
 library; the solver stack (numpy) is imported by the functions the worker calls.

@@ -6,7 +6,8 @@ reads the job directory the prolog wrote (mode 0700, owned by the user; files 06
 a plain ``mpirun ./app`` picks the placement up:
 
 * ``OMPI_MCA_rmaps_rank_file_path`` (what Open MPI 4.1's mpirun reads) and
-  ``OMPI_MCA_rmaps_rankfile_path``, ``RANKMAP_HOSTFILE``,
+  ``OMPI_MCA_rmaps_rankfile_path`` in the batch step (where mpirun runs; its daemons'
+  step inherits them from mpirun, or not when the script unset them), ``RANKMAP_HOSTFILE``,
   ``RANKMAP_MACHINEFILE``, ``RANKMAP_RANKFILE``, ``RANKMAP_REPORT``, and for
   ``--rankmap=summa`` jobs ``RANKMAP_ARRANGEMENT`` (names.EXPORTS);
 * with ``[render] export_slurm_hostfile = true``, ``SLURM_HOSTFILE`` and
@@ -57,7 +58,10 @@ def exports(env: dict[str, str]) -> list[str]:
             for name, var in EXPORTS.items():
                 if (job_dir / FILE_NAMES[name]).is_file():
                     lines.append(f"export {var}={job_dir / FILE_NAMES[name]}")
-            if (job_dir / FILE_NAMES["rankfile"]).is_file():
+            # the batch step only: mpirun runs there and its daemons' step inherits its
+            # environment, so a script that unsets them to let mpirun place the ranks
+            # (RANKMAP_REORDER renumbering them) leaves no rankfile anywhere in the job
+            if (job_dir / FILE_NAMES["rankfile"]).is_file() and "SLURM_STEP_ID" not in env:
                 for var in OMPI_RANKFILE_VARS:
                     lines.append(f"export {var}={job_dir / FILE_NAMES['rankfile']}")
             lines += reorder_exports(job_dir, env, record.get("n"))

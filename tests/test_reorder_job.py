@@ -245,3 +245,30 @@ def test_names_list_the_reorder_files():
 
     assert set(names.REORDER_FILES) == set(ALL_FILES)
     assert set(ALL_FILES) <= set(names.FILE_NAMES) and set(ALL_FILES) <= set(names.COMPUTED_FILES)
+
+
+def test_task_prolog_exports_the_rankfile_to_the_batch_step_only(tmp_path):
+    """mpirun runs in the batch step; its daemons' step (srun, started by mpirun)
+    inherits mpirun's environment.  Exporting the rankfile again there would start the
+    daemons with a rankfile when the script unset it to let mpirun place the ranks."""
+    import json as _json
+
+    from slurm_plugin.names import OMPI_RANKFILE_VARS
+    from slurm_plugin.task_prolog import exports
+
+    out = tmp_path / "out"
+    job_dir = out / "job.42"
+    job_dir.mkdir(parents=True)
+    for name in ("rankfile", "report.txt", MPIRUN_FILE):
+        (job_dir / name).write_text("x\n")
+    (job_dir / "report.json").write_text(_json.dumps({"applied": True, "n": 16}))
+    config = tmp_path / "rankmap.toml"
+    config.write_text(f'[general]\noutput_dir = "{out}"\n')
+    batch = exports({"SLURM_JOB_ID": "42", "RANKMAP_CONFIG": str(config)})
+    for var in OMPI_RANKFILE_VARS:
+        assert f"export {var}={job_dir / 'rankfile'}" in batch
+    assert f"export RANKMAP_REORDER={job_dir / MPIRUN_FILE}" in batch
+    daemons = exports({"SLURM_JOB_ID": "42", "RANKMAP_CONFIG": str(config),
+                       "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4"})
+    assert not any(var in line for var in OMPI_RANKFILE_VARS for line in daemons), daemons
+    assert f"export RANKMAP_REORDER={job_dir / MPIRUN_FILE}" in daemons

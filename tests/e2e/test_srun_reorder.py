@@ -17,10 +17,11 @@ rankfile puts rank k:
 Without the prolog's reorder files and the TaskProlog's RANKMAP_REORDER, rankmap_comm
 keeps the launcher's order and these tests fail.
 
-Not covered: mpirun with the rankfile variables unset in the batch script.  The
-TaskProlog exports them again to every step, mpirun's daemon step included, and the
-daemons then fail at start-up ("An ORTE daemon has unexpectedly failed"); such jobs
-should launch with srun.
+* ``mpirun`` with the rankfile variables unset in the batch script: Open MPI fills the
+  nodes in order and, by default for more than two ranks, maps a node's ranks
+  round-robin over its sockets (Slurm's block:cyclic, whose reorder file the TaskProlog
+  exports).  The host of every new rank is checked; the socket cannot be observed here
+  (binding to the emulated cores 2-7 of this 2-core machine is reported empty).
 """
 
 from __future__ import annotations
@@ -58,6 +59,14 @@ for attempt in 1 2 3; do
 done
 cat "$out"; rm -f "$out"
 echo "LAUNCH_RC=$rc"
+"""
+
+
+MPIRUN_JOB = HEADER + """
+# Open MPI is shown the emulated nodes' 2x4 layout (this machine has 2 real cores)
+export OMPI_MCA_hwloc_base_topo_file={state}/topo-2x4.xml
+mpirun {prog} 2>&1
+echo "LAUNCH_RC=$?"
 """
 
 
@@ -145,3 +154,20 @@ def test_srun_new_ranks_run_where_the_rankfile_says(slurm_cluster, reorder_setup
             f"{dist}: new rank {new} (launcher rank {old}) ran on {host}, rankfile: {want_host}"
         assert slot_of_local_task(local, "cyclic") == (socket, core), \
             f"{dist}: new rank {new} is task {local} of {host}, rankfile: {socket}:{core}"
+
+
+def test_mpirun_without_the_rankfile_new_ranks_run_on_the_rankfiles_sockets(
+        slurm_cluster, reorder_setup):
+    """An unprivileged user's job: the script unsets the rankfile variables and runs a
+    plain mpirun; rankmap_comm renumbers the ranks with reorder.block."""
+    c = slurm_cluster
+    job = run_job(c, MPIRUN_JOB.format(state=c.state, prog=reorder_setup), "rmuser")
+    rankfile, procs = check_job(job)
+    assert {p[4].rsplit("/", 1)[1] for p in procs.values()} == {"reorder.block"}
+    nodes = [f"n{i}" for i in range(1, NODES + 1)]
+    for old, (new, host, *_) in procs.items():
+        # Open MPI's own placement: the nodes in order, each filled to its slots
+        assert host == nodes[old // PER_NODE], (old, host)
+        want_host, _, _ = rankfile[new]
+        assert host == want_host, \
+            f"new rank {new} (mpirun rank {old}) ran on {host}, rankfile: {want_host}"
