@@ -1,0 +1,143 @@
+"""mapper.mesh.decompose: partition + quotient graph + mapping + metrics in one call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mapper.api import map_processes
+from mapper.errors import RankmapError
+from mapper.graph import CommGraph
+from mapper.machine import Hierarchy
+from mapper.mesh import edge_cut, evaluate, mesh_from_graph, quotient_graph
+from mapper.mesh.architecture import architecture_from_hierarchy
+from mapper.mesh.decompose import decompose
+from mapper.mesh.names import PARTITION_METHODS
+from mapper.mesh.rms import rms_partition
+from mapper.objective import objective
+
+
+def grid(a: int, b: int, weights=None):
+    idx = np.arange(a * b).reshape(a, b)
+    u = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    v = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    g = CommGraph.from_edges(u, v, np.ones(len(u)), n=a * b)
+    return mesh_from_graph(g, weights)
+
+
+def machine(spec="4:3:2", dist="1:10:100", speeds=None):
+    h = Hierarchy.parse(spec, dist)
+    return h, architecture_from_hierarchy(h, list(h.distances), speeds)
+
+
+def brute_force_j(mesh, part, pe, hierarchy) -> float:
+    """J of the quotient graph, literally: every vertex v sends c(v) once to every other
+    part among its neighbours' parts; that volume costs the distance of the two PEs."""
+    g = mesh.graph
+    total = 0.0
+    for v in range(mesh.n):
+        others = {int(part[w]) for w in g.indices[g.indptr[v]:g.indptr[v + 1]]} - {part[v]}
+        for q in others:
+            total += mesh.comm_sizes[v] * hierarchy.distance(np.array([pe[part[v]]]),
+                                                             np.array([pe[q]]))[0]
+    return total
+
+
+@pytest.mark.parametrize("method", PARTITION_METHODS)
+def test_every_vertex_has_a_rank_and_metrics_recompute(method):
+    rng = np.random.default_rng(3)
+    mesh = grid(20, 20, rng.integers(1, 4, 400))
+    h, arch = machine()
+    d = decompose(mesh, h, arch, method=method)
+    assert d.method == method
+    assert d.part.shape == (mesh.n,) and d.part.min() >= 0 and d.part.max() < h.n
+    assert np.all(np.bincount(d.part, minlength=h.n) > 0)          # no empty rank
+    assert sorted(d.placement.tolist()) == list(range(h.n))        # a permutation
+    ref = evaluate(mesh, d.placement[d.part], arch, hierarchy=h)
+    assert d.metrics.to_dict(per_part=True) == ref.to_dict(per_part=True)
+    # J: the quotient graph of the rank partition on the placement, two ways
+    q = quotient_graph(mesh, d.part, h.n)
+    assert d.metrics.objective == pytest.approx(objective(q, h, d.placement))
+    assert set(d.seconds) >= {"partition", "quotient", "map", "evaluate", "total"}
+    if method.startswith("archaware"):
+        assert d.map_algorithm == "identity" and d.notes
+        assert np.array_equal(d.placement, np.arange(h.n))
+
+
+def test_j_against_brute_force():
+    mesh = grid(6, 6)
+    h, arch = machine("2:2", "1:10")
+    d = decompose(mesh, h, arch, method="rb", map_algorithm="greedy", keep_identity=False)
+    # J counts each undirected quotient edge {i, j} once with weight vol(i->j) +
+    # vol(j->i): the same as the sum over the directed sends of volume x distance
+    directed = brute_force_j(mesh, d.part, d.placement, h)
+    assert d.metrics.objective == pytest.approx(directed)
+
+
+def test_unequal_speeds_skip_mapping_and_keep_speed_targets():
+    speeds = np.where(np.arange(24) < 12, 2.0, 1.0)
+    mesh = grid(30, 30)
+    h, arch = machine(speeds=speeds)
+    for method in ("rb", "rms"):
+        d = decompose(mesh, h, arch, method=method, epsilon=0.05)
+        assert d.map_algorithm == "identity"
+        assert np.array_equal(d.placement, np.arange(24))
+        assert any("speeds differ" in n for n in d.notes)
+        target = mesh.total_weight * speeds / speeds.sum()
+        sizes = np.bincount(d.part, minlength=24)
+        assert np.all(sizes <= (1.05 * target) + 1e-9)
+        # the fast PEs really got about twice the work
+        assert sizes[:12].mean() > 1.8 * sizes[12:].mean()
+        assert d.metrics.imbalance <= 0.05 + 1e-9
+
+
+def test_equal_speeds_map_and_never_lose_to_identity():
+    mesh = grid(30, 30)
+    h, arch = machine("3:3:3", "1:10:100")
+    for method in ("rb", "rms"):
+        ident = decompose(mesh, h, arch, method=method, map_algorithm="identity")
+        d = decompose(mesh, h, arch, method=method)
+        assert np.array_equal(d.part, ident.part)  # same seed, same partition
+        assert d.metrics.objective <= ident.metrics.objective
+        if d.map_algorithm == "topdown+n10":
+            assert d.metrics.objective < ident.metrics.objective
+        else:
+            assert d.map_algorithm.startswith("identity") and d.notes
+    # without the identity baseline the placement is map_processes' own
+    d = decompose(mesh, h, arch, method="rb", map_algorithm="topdown", keep_identity=False)
+    ref = map_processes(quotient_graph(mesh, d.part, h.n), h, "topdown", 0)
+    assert np.array_equal(d.placement, ref.mapping)
+    assert d.map_algorithm == "topdown"
+
+
+def test_rms_identity_blocks_nest_in_the_hierarchy():
+    mesh = grid(64, 64)
+    h, arch = machine("4:4:4", "1:10:100")
+    d = decompose(mesh, h, arch, method="rms", map_algorithm="identity")
+    assert d.map_algorithm == "identity" and not d.notes
+    assert np.array_equal(d.placement, np.arange(64))
+    assert np.array_equal(d.part, rms_partition(mesh, h, speeds=arch.speeds).part)
+    rng = np.random.default_rng(0)
+    shuffled = rng.permutation(64)
+    for size in (4, 16):  # the PE groups of levels 2 and 3
+        # blocks of a group lie in one region of the mesh: the group-level partition
+        # cuts far fewer edges than the same blocks dealt to groups at random
+        nested = edge_cut(mesh, d.part // size)
+        scattered = edge_cut(mesh, shuffled[d.part] // size)
+        assert nested < 0.6 * scattered
+
+
+def test_errors_are_rankmap_errors():
+    mesh = grid(10, 10)
+    h, arch = machine()
+    with pytest.raises(RankmapError, match="unknown partitioning method"):
+        decompose(mesh, h, arch, method="metis")
+    with pytest.raises(RankmapError, match="unknown algorithm"):
+        decompose(mesh, h, arch, map_algorithm="fastest")
+    _, arch8 = machine("4:2", "1:10")
+    with pytest.raises(RankmapError, match="8 PEs but the hierarchy has 24"):
+        decompose(mesh, h, arch8)
+    with pytest.raises(RankmapError, match="cannot make 24 non-empty blocks"):
+        decompose(grid(4, 4), h, arch)
+    with pytest.raises(RankmapError, match="METIS as its predictor"):
+        decompose(mesh, h, arch, method="archaware-vol-sparse", backend="kahip")
