@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .config import Config, format_effective, load_config
+from .speeds import speeds_check
 
 #: Where systemd-tmpfiles reads its configuration (tmpfiles.d(5)).
 TMPFILES_DIRS = ("/etc/tmpfiles.d", "/run/tmpfiles.d", "/usr/local/lib/tmpfiles.d",
@@ -218,8 +219,9 @@ def check_command(args) -> int:
     config = load_config(args.config)
     print(format_effective(config), end="")
     lines, network_warnings = network_check(config)
-    for line in lines:
+    speed_lines, speed_warnings = speeds_check(config)  # node features: in jobs
+    for line in lines + speed_lines:
         print(line)
-    for warning in site_warnings(config) + network_warnings:
+    for warning in site_warnings(config) + network_warnings + speed_warnings:
         print(f"rankmap config check: warning: {warning}", file=sys.stderr)
     return 0

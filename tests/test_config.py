@@ -46,6 +46,15 @@ def test_config_check_prints_sources(tmp_path, capsys):
     assert "[solver] seed: must be a non-negative integer" in capsys.readouterr().err
 
 
+
+def test_config_check_summarises_speeds(tmp_path, capsys):
+    cfg = tmp_path / "site.toml"
+    cfg.write_text('[speeds]\nnodes = { "n[1-4]" = 2.0 }\nfeatures = { gpu = 3.0 }\n')
+    assert cli_main(["config", "check", "--config", str(cfg)]) == 0
+    assert ("# [speeds] 1 host list(s) naming 4 node(s), 1 feature(s); other nodes have "
+            "speed 1.0") in capsys.readouterr().out
+
+
 RULES = """
 [general]
 enabled_partitions = ["batch", "cfd*"]
