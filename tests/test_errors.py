@@ -17,7 +17,10 @@ MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objectiv
            "slurm_plugin.topology", "slurm_plugin.hostlist", "slurm_plugin.hwloc",
            "slurm_plugin.jobdir", "slurm_plugin.slurm_commands", "slurm_plugin.distribution",
            "slurm_plugin.profiles.store", "slurm_plugin.profiles.generators",
-           "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti"]
+           "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti",
+           "slurm_plugin.layout", "slurm_plugin.speeds", "mapper.mesh.mesh",
+           "mapper.mesh.mesh_io", "mapper.mesh.architecture", "mapper.mesh.result",
+           "mapper.mesh.balance", "mapper.mesh.archaware"]
 
 
 def test_every_error_class_is_a_rankmap_error():
