@@ -21,9 +21,12 @@ Balance: as in :mod:`mapper.mesh.rb`, each multisection gets the slack
 ``((1 + ε) / s)^(1/d) - 1`` (d = levels still to come, s = how far the group already is
 above its target), the backend's split is repaired to it (:mod:`mapper.mesh.balance`),
 so every PE's block ends within (1 + ε) of its speed-proportional target when vertices
-are light compared with a block's slack.  METIS multisects with its k-way partitioner
-and target weights (``tpwgts``); KaHIP with kaffpa's k-way when a group's children
-have equal targets, else by bisection (see :mod:`mapper.mesh.backends`).
+are light compared with a block's slack.  METIS multisects a group into its children
+by its recursive bisection with target weights (``tpwgts``): on the bench meshes this
+cut 7 % less than METIS k-way at S = 4:16:k' (up to 27 % less on 3elt, whose blocks are
+small) and took less time (bench/mesh/bench_backends.py era, measured while choosing).
+KaHIP uses kaffpa's k-way when a group's children have equal targets, else bisection
+(see :mod:`mapper.mesh.backends`).
 
 Complexity: one backend call per group with more than one child, on disjoint vertex
 sets per level: O(m · levels) in practice plus the repairs; memory O(n + m).
@@ -105,7 +108,7 @@ def rms_partition(mesh, hierarchy: Hierarchy, *, speeds: np.ndarray | None = Non
         side_t = scale * child_t
         side = split_step(sub, w[idx], wi[idx], side_t, (1.0 + delta) * side_t,
                           np.diff(cb), delta, backend=backend, seed=seed,
-                          recursive=False, kahip_mode=kahip_mode, seconds=seconds)
+                          recursive=True, kahip_mode=kahip_mode, seconds=seconds)
         t0 = time.perf_counter()
         for c in range(len(cb) - 1):
             sel = np.flatnonzero(side == c)
