@@ -64,8 +64,8 @@ def _machine_args(p: argparse.ArgumentParser) -> None:
                    help="per-vertex 'w [c]' lines (work, communication size) for a mesh "
                         "file without vertex weights")
     p.add_argument("--hierarchy", required=True, metavar="A1:A2:...",
-                   help="the machine, innermost fan-out first (4:16:8 = 4 cores per "
-                        "socket, 16 sockets per switch, 8 switches); ranks = PEs")
+                   help="the machine, innermost fan-out first (4:16:8 = 8 groups of 16 "
+                        "groups of 4 PEs, the paper's S); one rank per PE")
     p.add_argument("--distances", required=True, metavar="D1:D2:...",
                    help="distance of each level for J (the mapping's objective)")
     p.add_argument("--link-costs", metavar="C1:C2:...", help=_LINK_HELP)
