@@ -14,6 +14,11 @@ LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
 ARRANGEMENT_FILE = "arrangement"
 
+#: the mesh partition of a ``--comm-profile=mesh:NAME`` job (slurm_plugin.mesh_job): line
+#: v holds the rank owning mesh vertex v (METIS ``part`` format), written beside the
+#: rankfile; like a launcher file, it must not survive a failed computation
+PARTITION_FILE = "partition"
+
 #: rank reordering for launchers that place the ranks themselves (srun;
 #: slurm_plugin.reorder_job): one reorder file per (node, socket) method of Slurm's
 #: block/cyclic distributions, and the seed's Dist_graph file
@@ -25,11 +30,11 @@ DIST_GRAPH_FILE = "dist_graph"
 REORDER_FILES = (*REORDER_FILE_BY_METHOD.values(), DIST_GRAPH_FILE)
 
 #: every file a computation writes besides the report: removed together when it fails
-COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE, *REORDER_FILES)
+COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE, PARTITION_FILE, *REORDER_FILES)
 
 #: per-job files by role → file name in the job directory
 FILE_NAMES = {**{name: name for name in LAUNCHER_FILES},
-              ARRANGEMENT_FILE: "arrangement",
+              ARRANGEMENT_FILE: "arrangement", PARTITION_FILE: "partition",
               **{name: name for name in REORDER_FILES},
               "report": "report.txt", "record": "report.json"}
 
@@ -56,10 +61,15 @@ MODES = ("auto", "off", "summa")
 SUMMA_MODE = "summa"
 #: --comm-profile of a SUMMA job: ``summa-fpm`` (equal speeds) or ``summa-fpm:FILE``
 SUMMA_PROFILE = "summa-fpm"
+#: --comm-profile of a mesh job: ``mesh:NAME[,OPTION=VALUE...]``, NAME a store entry with
+#: ``kind = "mesh"`` (slurm_plugin.profiles.store); the job's --rankmap algorithm maps the
+#: mesh's quotient graph (slurm_plugin.mesh_job)
+MESH_PREFIX = "mesh:"
 
 #: launcher file → the variable the TaskProlog exports for it
 EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
-           "machinefile": "RANKMAP_MACHINEFILE", ARRANGEMENT_FILE: "RANKMAP_ARRANGEMENT"}
+           "machinefile": "RANKMAP_MACHINEFILE", ARRANGEMENT_FILE: "RANKMAP_ARRANGEMENT",
+           PARTITION_FILE: "RANKMAP_PARTITION"}
 #: Open MPI 4.1 reads rmaps_rank_file_path (alias orte_rankfile); the spelling
 #: without the underscore is exported too for tools that document it (mpirun ignores it)
 OMPI_RANKFILE_VARS = ("OMPI_MCA_rmaps_rank_file_path", "OMPI_MCA_rmaps_rankfile_path")

@@ -10,7 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .config import Config
-from .names import SPANK_MODE, SPANK_PROFILE, SPANK_TIME, SUMMA_MODE, SUMMA_PROFILE
+from .names import (
+    MESH_PREFIX,
+    SPANK_MODE,
+    SPANK_PROFILE,
+    SPANK_TIME,
+    SUMMA_MODE,
+    SUMMA_PROFILE,
+)
 
 
 @dataclass(frozen=True)
@@ -37,10 +44,32 @@ def is_summa_profile(profile: str) -> bool:
     return profile.strip().partition(":")[0] == SUMMA_PROFILE
 
 
+def is_mesh_profile(profile: str) -> bool:
+    """``mesh:NAME[,OPTIONS]``: a mesh to partition onto the job's ranks."""
+    return profile.strip().startswith(MESH_PREFIX)
+
+
+def mesh_refusal(profile: str, algorithm: str) -> str | None:
+    """Why a mesh request cannot run: it needs a store name, and the summa mode
+    arranges a SUMMA partition, not a mesh.  The name's characters and the options
+    are checked by the worker (slurm_plugin.mesh_job), which reports them."""
+    if not is_mesh_profile(profile):
+        return None
+    name = profile.strip()[len(MESH_PREFIX):].partition(",")[0].strip()
+    if not name:
+        return (f"profile {profile!r}: give the store entry of the mesh, "
+                f"{MESH_PREFIX}NAME")
+    if algorithm == SUMMA_MODE:
+        return (f"profile {profile!r} is a mesh to partition, not a SUMMA partition: use "
+                f"--rankmap=auto or a mapping algorithm, not summa")
+    return None
+
+
 def summa_refusal(profile: str, algorithm: str) -> str | None:
     """Why a SUMMA request cannot run: a SUMMA profile needs the summa mode and the
     summa mode needs a SUMMA profile (its speeds are not a communication graph)."""
-    if algorithm == SUMMA_MODE and not is_summa_profile(profile):
+    if algorithm == SUMMA_MODE and not is_summa_profile(profile) \
+            and not is_mesh_profile(profile):  # mesh_refusal says why
         return (f"--rankmap=summa needs --comm-profile={SUMMA_PROFILE}[:FILE], got "
                 f"profile {profile!r}")
     if algorithm != SUMMA_MODE and is_summa_profile(profile):
@@ -58,6 +87,11 @@ def decide(config: Config, env: Mapping[str, str], partition: str | None,
     speeds; a site rule's graph profile is not taken for it); a ``summa-fpm`` profile
     under ``auto`` (or no ``--rankmap``) means the summa mode; any other pairing of the
     two is refused (:func:`summa_refusal`), which the prolog turns into a fallback.
+
+    Mesh jobs: a ``mesh:NAME`` profile keeps the algorithm (``--rankmap``, the rule's
+    or the site's), which maps the mesh's quotient graph onto the job's tree
+    (slurm_plugin.mesh_job); ``mesh:`` without a name, or with ``--rankmap=summa``, is
+    refused (:func:`mesh_refusal`).
     """
     profile, mode, time_text = spank_values(env)
     if mode == "off":
@@ -80,7 +114,7 @@ def decide(config: Config, env: Mapping[str, str], partition: str | None,
     time_limit = config.get("solver", "time_limit")
     if rule is not None and rule.time_limit:
         time_limit = rule.time_limit
-    refusal = summa_refusal(profile, algorithm)
+    refusal = mesh_refusal(profile, algorithm) or summa_refusal(profile, algorithm)
     if time_text is not None:
         try:
             time_limit = float(time_text)

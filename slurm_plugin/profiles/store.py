@@ -8,6 +8,22 @@ A profile is ``NAME.toml`` beside a matrix file::
     source = "Open MPI pml_monitoring, 2026-11-01"
     file = "lammps-3d.mtx"        # .mtx, .graph, .csv or .npz, relative to the .toml
 
+A **mesh** entry (``--comm-profile=mesh:NAME``, :mod:`slurm_plugin.mesh_job`) says
+``kind = "mesh"``: its file is an application mesh of any number of vertices, which the
+job partitions onto its ranks, so it has no ``ranks``::
+
+    kind = "mesh"
+    description = "cooling plate, 2.1M cells"
+    file = "plate.graph"          # METIS fmt 10/11/100/110/111 carries w(v) and c(v)
+    weights = "plate.weights"     # optional, for a file without them: 'w [c]' per vertex
+
+It is read by :func:`mapper.mesh.mesh_io.read_mesh` under the size limit of profiles
+(``[profiles] max_file_bytes`` per file, at most a vertex per 8 bytes); a METIS file
+with its own vertex weights and a ``weights`` file together are refused.  ``kind`` is
+``"graph"`` (the default: a communication profile of ``ranks`` ranks) or ``"mesh"``;
+a graph entry is not a mesh and a mesh entry is not a communication profile, and asking
+for either as the other names the entry.
+
 The prolog runs as root and the name comes from the user, so names are resolved only
 inside the configured stores: a name is ``[A-Za-z0-9_+-][A-Za-z0-9._+-]*``, and the
 files it leads to must stay inside the store directory after resolving symlinks.
@@ -25,6 +41,8 @@ import tomllib
 from mapper import CommGraph, GraphError
 from mapper.errors import RankmapError
 from mapper.graph_io import read_graph
+from mapper.mesh.mesh import Mesh
+from mapper.mesh.mesh_io import read_mesh
 
 from .generators import GeneratorError, generate, is_generator_spec
 
@@ -34,8 +52,14 @@ class ProfileError(RankmapError, ValueError):
 
 
 NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}$")
-TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str}
+TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str,
+             "kind": str, "weights": str}
 REQUIRED = ("ranks", "file")
+#: the values of ``kind``: a communication profile (default) or a mesh to partition
+KINDS = ("graph", "mesh")
+#: keys of a mesh entry (a mesh has no rank count; weights only there)
+MESH_REQUIRED = ("file",)
+MESH_ONLY = ("weights",)
 
 
 @dataclass(frozen=True)
@@ -47,6 +71,12 @@ class ProfileInfo:
     units: str = "bytes"
     description: str = ""
     source: str = ""
+    kind: str = "graph"              # "graph" or "mesh" (KINDS)
+    weights: Path | None = None      # a mesh's optional weights file
+
+    @property
+    def is_mesh(self) -> bool:
+        return self.kind == "mesh"
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -117,24 +147,50 @@ class ProfileStore:
                                    f"{', '.join(TOML_KEYS)})")
             if not isinstance(value, TOML_KEYS[key]) or isinstance(value, bool):
                 raise ProfileError(f"{toml}: {key}: must be {TOML_KEYS[key].__name__}")
-        for key in REQUIRED:
+        kind = data.get("kind", "graph")
+        if kind not in KINDS:
+            raise ProfileError(f"{toml}: kind: {kind!r} is not one of {', '.join(KINDS)}")
+        if kind == "mesh":
+            if "ranks" in data:
+                raise ProfileError(f"{toml}: ranks: a mesh has no rank count (it is "
+                                   f"partitioned onto the job's ranks); remove it")
+            required = MESH_REQUIRED
+        else:
+            for key in MESH_ONLY:
+                if key in data:
+                    raise ProfileError(f"{toml}: {key}: only a mesh entry (kind = "
+                                       f"\"mesh\") has it")
+            required = REQUIRED
+        for key in required:
             if key not in data:
                 raise ProfileError(f"{toml}: missing key {key!r}")
-        if data["ranks"] < 1:
+        if kind == "graph" and data["ranks"] < 1:
             raise ProfileError(f"{toml}: ranks: must be positive")
-        rel = Path(data["file"])
+        matrix = self._store_file(toml, store, "file", data["file"])
+        weights = (self._store_file(toml, store, "weights", data["weights"])
+                   if "weights" in data else None)
+        return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
+                           data.get("units", "bytes"), data.get("description", ""),
+                           data.get("source", ""), kind, weights)
+
+    @staticmethod
+    def _store_file(toml: Path, store: Path, key: str, value: str) -> Path:
+        """``value`` (a path relative to the .toml) as a file inside ``store``."""
+        rel = Path(value)
         if rel.is_absolute() or ".." in rel.parts:
-            raise ProfileError(f"{toml}: file: must be a path inside the store")
-        matrix = toml.parent / rel
-        if not _inside(matrix, store):
-            raise ProfileError(f"{toml}: file {data['file']!r} is missing or leads outside "
+            raise ProfileError(f"{toml}: {key}: must be a path inside the store")
+        path = toml.parent / rel
+        if not _inside(path, store):
+            raise ProfileError(f"{toml}: {key} {value!r} is missing or leads outside "
                                f"the store {store}")
-        return ProfileInfo(name, toml, data["ranks"], matrix, data.get("units", "bytes"),
-                           data.get("description", ""), data.get("source", ""))
+        return path
 
     def load(self, name: str, ntasks: int) -> CommGraph:
         """The profile's graph, which must have exactly ``ntasks`` ranks."""
         info = self.find(name)
+        if info.is_mesh:
+            raise ProfileError(f"profile {name!r} is a mesh ({info.path}: kind = \"mesh\"): "
+                               f"ask for it as --comm-profile=mesh:{name}")
         if info.ranks != ntasks:
             raise ProfileError(f"profile {name!r} is for {info.ranks} ranks but the job has "
                                f"{ntasks} tasks")
@@ -146,6 +202,22 @@ class ProfileStore:
             raise ProfileError(f"profile {name!r}: matrix {info.file.name} has {graph.n} "
                                f"ranks, the job has {ntasks} tasks")
         return graph
+
+
+    def load_mesh(self, name: str) -> tuple[Mesh, ProfileInfo]:
+        """The mesh of entry ``name`` (``kind = "mesh"``) and the entry; errors name the
+        entry, or the file and line (:func:`mapper.mesh.mesh_io.read_mesh`).  O(file
+        sizes)."""
+        info = self.find(name)
+        if not info.is_mesh:
+            raise ProfileError(f"profile {name!r} is a communication profile of "
+                               f"{info.ranks} ranks, not a mesh ({info.path} has no "
+                               f"kind = \"mesh\")")
+        try:
+            mesh = read_mesh(info.file, info.weights, max_bytes=self.max_bytes)
+        except GraphError as exc:
+            raise ProfileError(f"profile {name!r}: {exc}") from None
+        return mesh, info
 
 
 def bundled_store() -> Path:
