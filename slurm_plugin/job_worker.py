@@ -28,12 +28,15 @@ from .hostlist import expand_hostlist
 from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
 from .limits import apply_worker_limits
+from .mesh_job import job_architecture, load_mesh_input, plan_mesh, read_node_features
 from .names import SUMMA_MODE
 from .network_source import load_network
 from .plan import make_plan
 from .profiles.store import ProfileError, ProfileStore, bundled_store, resolve_profile
 from .reorder_job import write_reorder_files
+from .request import is_mesh_profile
 from .slurm_commands import with_bin_dir
+from .speeds import config_node_speeds
 from .summa_job import load_summa_input, plan_summa
 from .topology import SwitchTree
 from .topology_yaml import read_topology_source
@@ -129,6 +132,8 @@ def _compute(env: dict[str, str]) -> dict:
                           cfg.get("hwloc", "cache_distance"),
                           oversubscribe=cfg.get("solver", "oversubscribe") == "allow")
     stores = cfg.get("profiles", "stores") + [str(bundled_store())]
+    if is_mesh_profile(profile):
+        return _compute_mesh(env, cfg, layout, alloc.distribution, tree, stores, backend)
     if env["RANKMAP_ALGORITHM"] == SUMMA_MODE:
         return _compute_summa(env, cfg, layout, alloc.distribution, stores, backend)
     graph, reason, units = None, env.get("RANKMAP_REFUSAL") or None, "bytes"
@@ -196,6 +201,46 @@ def _compute_summa(env: dict[str, str], cfg: Config, layout: Layout, distributio
     result = status(plan.applied, plan.fallback_reason, layout,
                     arranged.after.norm if arranged else None, None)
     result["notes"] = [f"Slurm backend: {backend}", *layout.notes,
+                       *([plan.summary] if plan.applied else [])]
+    result["kept_default"] = False
+    return result
+
+
+def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution: str | None,
+                  tree: SwitchTree | None, stores: list[str], backend: str) -> dict:
+    """``--comm-profile=mesh:NAME``: the partition file, the launcher files for its
+    rank placement and the report (slurm_plugin.mesh_job); a failure is a report
+    without files."""
+    job_id, profile = env.get("SLURM_JOB_ID"), env["RANKMAP_PROFILE"]
+    reason, data, arch = env.get("RANKMAP_REFUSAL") or None, None, None
+    by_config = bool(cfg.get("speeds", "nodes") or cfg.get("speeds", "features"))
+    if reason is None:
+        try:
+            data = load_mesh_input(profile, stores, cfg.get("profiles", "max_file_bytes"))
+            nodes = layout.hosts()
+            features = (read_node_features(nodes, env, cfg.get("slurm", "command_timeout"))
+                        if cfg.get("speeds", "features") else None)
+            arch = job_architecture(layout, config_node_speeds(cfg, nodes, features), tree)
+        except USER_FACING as exc:
+            reason = str(exc)
+    plan = plan_mesh(layout, data, arch, map_algorithm=env["RANKMAP_ALGORITHM"],
+                     time_limit=float(env["RANKMAP_TIME_LIMIT"]), seed=cfg.get("solver", "seed"),
+                     job_id=job_id, profile=profile, fallback_reason=reason,
+                     distribution=parse_distribution(distribution),
+                     distribution_assumed=distribution is None,
+                     files=cfg.get("render", "files"),
+                     templates_dir=cfg.get("render", "templates_dir") or None,
+                     speeds_source=(f"[speeds] of {cfg.path}" if by_config
+                                    else "equal speeds (no [speeds])"))
+    # the partition and launcher files first, the report last, as for other jobs
+    job_dir = env["RANKMAP_JOB_DIR"]
+    write_files(job_dir, plan.files)
+    write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
+    chosen = plan.chosen
+    result = status(plan.applied, plan.fallback_reason, layout,
+                    chosen.metrics.max_el_time if chosen else None,
+                    plan.decomposition.seconds.get("total") if plan.decomposition else None)
+    result["notes"] = [f"Slurm backend: {backend}", *plan.notes,
                        *([plan.summary] if plan.applied else [])]
     result["kept_default"] = False
     return result

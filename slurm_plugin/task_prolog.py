@@ -8,8 +8,10 @@ a plain ``mpirun ./app`` picks the placement up:
 * ``OMPI_MCA_rmaps_rank_file_path`` (what Open MPI 4.1's mpirun reads) and
   ``OMPI_MCA_rmaps_rankfile_path`` in the batch step (where mpirun runs; its daemons'
   step inherits them from mpirun, or not when the script unset them), ``RANKMAP_HOSTFILE``,
-  ``RANKMAP_MACHINEFILE``, ``RANKMAP_RANKFILE``, ``RANKMAP_REPORT``, and for
-  ``--rankmap=summa`` jobs ``RANKMAP_ARRANGEMENT`` (names.EXPORTS);
+  ``RANKMAP_MACHINEFILE``, ``RANKMAP_RANKFILE``, ``RANKMAP_REPORT``, for
+  ``--rankmap=summa`` jobs ``RANKMAP_ARRANGEMENT`` and for ``--comm-profile=mesh:NAME``
+  jobs ``RANKMAP_PARTITION`` (the mesh partition: line v, the rank owning vertex v)
+  (names.EXPORTS), each only when the report says the computation was applied;
 * with ``[render] export_slurm_hostfile = true``, ``SLURM_HOSTFILE`` and
   ``SLURM_DISTRIBUTION=arbitrary`` for ``srun`` (not together with mpirun, whose own
   srun call would inherit them).
