@@ -28,6 +28,7 @@ References
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 import pymetis
@@ -47,12 +48,16 @@ def metis_weights(weights: np.ndarray) -> np.ndarray:
     return np.maximum(1, np.rint(weights * scale)).astype(np.int64)
 
 
-def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0) -> np.ndarray:
+def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
+                       time_limit: float | None = None) -> np.ndarray:
     """Split the graph ``adj`` into ``len(sizes)`` blocks of exactly ``sizes`` vertices.
 
     ``adj`` is symmetric CSR without self loops; ``sizes`` sum to its vertex count.
-    Returns the block of every vertex.
+    Returns the block of every vertex.  ``time_limit`` (seconds) bounds the cut
+    refinement, which then keeps the swaps made so far (METIS and the size repair are
+    not interruptible; on a dense graph pass :func:`mapper.dense.sparsify`'s view).
     """
+    start = time.perf_counter()
     n = adj.shape[0]
     sizes = np.asarray(sizes, dtype=np.int64)
     k = len(sizes)
@@ -68,7 +73,9 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0) -> 
     for attempt in range(tries):
         # recursive bisection first: with exact targets it cuts far less than k-way here
         raw = _metis(adj, sizes, seed + 7919 * (attempt // 2), recursive=attempt % 2 == 0)
-        part = refine_cut(adj, repair_sizes(adj, raw, sizes), sizes, seed)
+        left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+        part = refine_cut(adj, repair_sizes(adj, raw, sizes), sizes, seed,
+                          time_limit=None if left is None else max(left, 1e-6))
         if tries == 1:
             return part
         cut = cut_weight(adj, part)
@@ -108,8 +115,11 @@ def cut_weight(adj: sp.csr_matrix, part: np.ndarray) -> float:
 
 
 def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
-               seed: int = 0) -> np.ndarray:
-    """Lower the cut of an exactly balanced partition by swapping adjacent vertices."""
+               seed: int = 0, time_limit: float | None = None) -> np.ndarray:
+    """Lower the cut of an exactly balanced partition by swapping adjacent vertices.
+
+    ``time_limit`` (seconds) stops the swaps; those made so far are kept (every one
+    lowers the cut and keeps the sizes)."""
     from . import _kernels  # compiled; imported here so partition stays importable alone
     from .search.swap import SearchMode
 
@@ -126,7 +136,7 @@ def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
     _kernels.local_search(adj.indptr.astype(np.int64), adj.indices.astype(np.int32),
                           adj.data.astype(np.float64), pe, gid,
                           np.array([0.0, 1.0]), None, int(SearchMode.COMMUNICATION), 2,
-                          int(seed), 0.0,
+                          int(seed), float(time_limit or 0.0),
                           1e-12 * max(float(adj.data.sum()), 1.0))
     return gid[pe, 0].astype(np.int64)
 

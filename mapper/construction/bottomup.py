@@ -14,6 +14,12 @@ blocks of exactly the shapes it needs, most-connected first.
 Complexity: one balanced partition per level (O(m log n) each with METIS) plus
 O(m) per contraction; greedy growing is O(N² + M) for N blocks and M block edges.
 
+Dense graphs and budgets: as in Top-Down (:mod:`mapper.construction.topdown`), the
+partitions and contractions see the sparsified view of a dense graph, and with a
+``time_limit`` no partition starts after it: a level not yet grouped puts every block
+under its own group's parent (the blocks keep the machine's order from there up), and
+each partition's refinement gets at most half of what is left.
+
 References
 ----------
 * Schulz, Träff & von Kirchbach, Better Process Mapping and Sparse Quadratic
@@ -25,6 +31,7 @@ References
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import numpy as np
@@ -33,6 +40,7 @@ import scipy.sparse as sp
 from ..graph import CommGraph
 from ..machine import Hierarchy
 from ..partition import balanced_partition
+from .topdown import partition_view
 
 
 def _shapes(machine: Hierarchy) -> list[np.ndarray]:
@@ -93,21 +101,46 @@ def _parent_groups(machine: Hierarchy, level: int) -> np.ndarray:
     return np.searchsorted(machine.bounds[level + 1], starts, side="right") - 1
 
 
-def bottom_up(graph: CommGraph, machine: Hierarchy, seed: int = 0) -> np.ndarray:
-    """Rank → PE mapping built bottom up along ``machine``'s tree."""
-    adj = graph.to_csr()
+def bottom_up(graph: CommGraph, machine: Hierarchy, seed: int = 0,
+              time_limit: float | None = None) -> np.ndarray:
+    """Rank → PE mapping built bottom up along ``machine``'s tree.
+
+    ``time_limit`` (seconds): no partition starts after it (module docstring).
+    """
+    start = time.perf_counter()
+
+    def left() -> float | None:
+        return None if time_limit is None else time_limit - (time.perf_counter() - start)
+
+    def half(t: float | None) -> float | None:
+        return None if t is None else t / 2
+
+    adj = partition_view(graph)
     shapes = _shapes(machine)
+    sizes0 = machine.group_sizes(0)
     # level 0: ranks into blocks shaped like the innermost groups (block b ~ group b)
-    block = balanced_partition(adj, machine.group_sizes(0), seed)
+    t = left()
+    if t is not None and t <= 0:
+        block = np.repeat(np.arange(len(sizes0)), sizes0)  # out of time: ranks in order
+    else:
+        block = balanced_partition(adj, sizes0, seed, time_limit=half(t))
     item = block
     parents: list[np.ndarray] = []  # parents[i][x]: level-(i+1) item holding level-i item x
     for level in range(1, machine.levels):
         n_items = len(shapes[level - 1])
-        contracted = _contract(adj, item, n_items)
         child = np.searchsorted(machine.bounds[level - 1], machine.bounds[level])
         fanout = np.diff(child)
+        t = left()
+        if t is not None and t <= 0:
+            # out of time: block g stays with group g, under group g's parent
+            parent = _parent_groups(machine, level - 1)
+            parents.append(parent)
+            item = parent[item]
+            continue
+        contracted = _contract(adj, item, n_items)
         if len(set(shapes[level - 1].tolist())) == 1 and len(set(fanout.tolist())) == 1:
-            parent = balanced_partition(contracted, fanout, seed + level)
+            parent = balanced_partition(contracted, fanout, seed + level,
+                                        time_limit=half(t))
         else:
             needs = [Counter(shapes[level - 1][child[g]:child[g + 1]].tolist())
                      for g in range(len(fanout))]

@@ -12,6 +12,15 @@
 
 Both loops are compiled (``mapper._kernels.greedy_construct``).
 
+Dense graphs: a GreedyAllC step scans every neighbour of the rank for every free PE
+(O(n d)), and the kernel reads the clock only every 64 steps, so on an all-to-all
+profile 64 steps alone can exceed a budget.  When the mean degree exceeds
+``mapper.dense.PARTITION_DEGREE`` GreedyAllC therefore chooses with the sparsified
+view (:func:`mapper.dense.sparsify`: each rank's heaviest edges; the ranks' total
+volumes stay those of the full graph), O(n² c k) for c kept edges per rank; the
+caller evaluates J on the full graph.  Müller-Merbach's steps are O(n + d) and use
+the full graph.
+
 References
 ----------
 * Schulz, Träff & von Kirchbach, Better Process Mapping and Sparse Quadratic
@@ -27,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernels
+from ..dense import PARTITION_DEGREE, sparsify
 from ..graph import CommGraph
 from ..machine import Machine
 from ..oracle import KernelOracle, total_distances
@@ -34,9 +44,16 @@ from ..oracle import KernelOracle, total_distances
 
 def _greedy(graph: CommGraph, machine: Machine, linked: bool,
             time_limit: float | None) -> tuple[np.ndarray, bool]:
+    volume = np.ascontiguousarray(graph.weighted_degrees(), dtype=np.float64)
+    if linked and len(graph.indices) > PARTITION_DEGREE * graph.n:
+        adj = sparsify(graph.to_csr(), PARTITION_DEGREE)
+        indptr, indices, weights = (adj.indptr.astype(np.int64),
+                                    adj.indices.astype(np.int32),
+                                    adj.data.astype(np.float64))
+    else:
+        indptr, indices, weights = graph.indptr, graph.indices, graph.weights
     pe, timed_out = _kernels.greedy_construct(
-        graph.indptr, graph.indices, graph.weights,
-        np.ascontiguousarray(graph.weighted_degrees(), dtype=np.float64),
+        indptr, indices, weights, volume,
         np.ascontiguousarray(total_distances(machine), dtype=np.float64),
         *KernelOracle.of(machine).args(), linked, float(time_limit or 0.0))
     return pe, timed_out
