@@ -26,6 +26,8 @@ import numpy as np
 
 from . import construction, search
 from .congestion import raised_uplink, uplink_loads
+from .construction.ohtma import ohtma_greedy
+from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
 from .errors import RankmapError
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
@@ -88,15 +90,33 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     (:mod:`mapper.congestion`: J does not see that a bulk-synchronous step waits for
     its busiest link).  Refused candidates are listed in ``result.rejected`` with the
     reason.
+
+    Budgets: with ``time_limit`` the result comes back within it plus the final
+    evaluations of J (O(m) each), on dense graphs too: the constructions partition a
+    sparsified view of a dense graph (:func:`mapper.dense.sparsify`) and start no
+    partition after the limit, and the N_C^d depth is lowered where one breadth-first
+    ball would scan more arcs than the budget allows (:func:`mapper.dense.search_depth`;
+    on a complete graph N_C^1 is the same neighbourhood).  When every bijection has
+    the same J (no edge, or a uniform all-to-all: :func:`mapper.dense.uniform_pattern`)
+    nothing runs: the baseline (the identity without one) comes back at once with
+    ``result.notes`` saying so.
     """
     if attempts < 1:
         raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
     start = time.perf_counter()
+    _check_inputs(graph, machine, AlgorithmSpec.parse(algorithm))
     if baseline is not None:
         baseline = check_mapping(baseline, machine.n, graph.n)
+    if uniform_pattern(graph):
+        return _uniform_result(graph, machine, algorithm, seed, baseline, start)
+    # keep time for the final evaluations of J (O(m) each; seconds on a dense graph)
+    evals = 1 if baseline is None else 3
+    reserve = (0.0 if time_limit is None else
+               min(0.5 * time_limit, evals * graph.m * _EVAL_SECONDS_PER_EDGE))
     best: MappingResult | None = None
     for i in range(attempts):
-        left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+        left = (None if time_limit is None
+                else time_limit - reserve - (time.perf_counter() - start))
         if best is not None and left is not None and left <= 0:
             break
         if baseline is not None and left is not None:
@@ -106,15 +126,36 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
             best = r
     assert best is not None
     origin, candidates = "algorithm", {algorithm: best.objective}
+    notes = list(best.notes)
     if baseline is not None:
         best, origin, candidates, rejected = _against_baseline(
-            graph, machine, algorithm, seed, best, baseline, time_limit, start, progress,
+            graph, machine, algorithm, seed, best, baseline,
+            None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
             congestion_levels)
+        notes += [note for note in best.notes if note not in notes]
     else:
         rejected = {}
     return MappingResult(best.mapping, best.objective, best.traffic,
                          time.perf_counter() - start, algorithm, best.seed,
-                         best.hit_time_limit, origin, candidates, rejected)
+                         best.hit_time_limit, origin, candidates, rejected, tuple(notes))
+
+
+#: The note of a profile on which every placement has the same J.
+UNIFORM_NOTE = "every placement has the same J (uniform all-to-all): nothing to gain"
+
+
+def _uniform_result(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
+                    baseline: np.ndarray | None, start: float) -> MappingResult:
+    """The baseline (or the identity) unchanged, with :data:`UNIFORM_NOTE`."""
+    kept = "the baseline" if baseline is not None else "the identity (rank r on PE r)"
+    pe = (baseline.copy() if baseline is not None
+          else construction.identity(graph.n))
+    ev = evaluate(graph, machine, pe)
+    name = "baseline" if baseline is not None else algorithm
+    return MappingResult(pe, ev.objective, ev.traffic, time.perf_counter() - start,
+                         algorithm, seed, False,
+                         "baseline" if baseline is not None else "algorithm",
+                         {name: ev.objective}, {}, (f"{UNIFORM_NOTE}; {kept} is kept",))
 
 
 #: A candidate may load a link this much more (relative) than the baseline: measured
@@ -204,20 +245,60 @@ def _regrouped(graph: CommGraph, machine: Hierarchy, algorithm: str, seed: int,
     return MappingResult(pe, ev.objective, ev.traffic, 0.0, algorithm, seed)
 
 
-def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
-              time_limit: float | None,
-              progress: Callable[[str], None] | None = None,
-              start_from: np.ndarray | None = None) -> MappingResult:
-    spec = AlgorithmSpec.parse(algorithm)
-    report = progress or (lambda phase: None)
+def _check_inputs(graph: CommGraph, machine: Machine, spec: AlgorithmSpec) -> None:
     if graph.n != machine.n:
         raise GraphError(f"{graph.source}: graph has {graph.n} ranks but the machine has "
                          f"{machine.n} PEs; they must be equal")
     if spec.construction in TREE_CONSTRUCTIONS and not isinstance(machine, Hierarchy):
         raise MachineError(f"{spec.construction} needs a hierarchical machine, not "
                            f"{machine.describe()}")
+
+
+#: Arcs one N_C^d breadth-first ball may scan per second of budget.  The compiled
+#: search reads the clock every 256 ranks; 256 balls of this size take about 5 % of
+#: the budget at the ~2-4 ns per arc measured here.
+_BALL_ARCS_PER_SECOND = 50_000
+
+#: Seconds per elementary step of the compiled kernels (an arc read with its distance
+#: look-up on a 3-level tree), about 5-15 ns measured on this machine's cores; used
+#: only to decide whether a stretch the kernels cannot interrupt fits the budget.
+_SECONDS_PER_STEP = 15e-9
+
+#: Share of the remaining budget one uninterruptible kernel stretch may take.
+_STRETCH_SHARE = 0.25
+
+#: Seconds per edge of one evaluation of J (mapper.objective.evaluate), measured
+#: unloaded (~35 ns at 2 M edges); map_processes keeps this much per evaluation.
+_EVAL_SECONDS_PER_EDGE = 60e-9
+
+
+def _dense(graph: CommGraph) -> bool:
+    return len(graph.indices) > PARTITION_DEGREE * graph.n
+
+
+def _search_stretch(graph: CommGraph, machine: Machine, neighborhood: str) -> float:
+    """Seconds the compiled search may run between two clock checks (an upper bound
+    on a dense graph).  N_p and N^2: 4096 gains of O(d) each.  N_C^d: 1024 gains,
+    and after every improving swap the per-group bound of the next partners is
+    recomputed, O(groups · d)."""
+    d_max = int(graph.degrees().max(initial=0))
+    if neighborhood != "nc":
+        return 4096 * 2 * d_max * _SECONDS_PER_STEP
+    groups = len(machine.group_sizes(0)) if isinstance(machine, Hierarchy) else graph.n
+    return 1024 * d_max * (min(groups, graph.n) + 2) * _SECONDS_PER_STEP
+
+
+def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
+              time_limit: float | None,
+              progress: Callable[[str], None] | None = None,
+              start_from: np.ndarray | None = None) -> MappingResult:
+    spec = AlgorithmSpec.parse(algorithm)
+    report = progress or (lambda phase: None)
+    _check_inputs(graph, machine, spec)
     start = time.perf_counter()
     timed_out = False
+    notes: list[str] = []
+    dense = time_limit is not None and _dense(graph)
 
     def remaining() -> float | None:
         if time_limit is None:
@@ -236,19 +317,42 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
     elif spec.construction == "greedyallc":
         pe, timed_out = construction.greedy_allc(graph, machine, remaining())
     elif spec.construction == "ohtma":
-        pe, timed_out = construction.ohtma(graph, machine, time_limit=remaining())
+        # the exchange pass starts with every rank's best partner, O(n (d n + m)) on a
+        # dense graph before its first clock check: only the greedy when that cannot fit
+        if dense and (graph.n * len(graph.indices) * _SECONDS_PER_STEP
+                      > _STRETCH_SHARE * remaining()):
+            pe = ohtma_greedy(graph, machine)
+            notes.append("OHTMA's exchange pass skipped: on this dense profile it cannot "
+                         "stop within the time limit (greedy part only)")
+        else:
+            pe, timed_out = construction.ohtma(graph, machine, time_limit=remaining())
     elif spec.construction == "matching":
         pe = construction.matching(graph, machine)
     elif spec.construction == "topdown":
-        pe = construction.top_down(graph, machine, seed)
+        pe = construction.top_down(graph, machine, seed, remaining())
     else:
-        pe = construction.bottom_up(graph, machine, seed)
+        pe = construction.bottom_up(graph, machine, seed, remaining())
     pe = np.ascontiguousarray(pe, dtype=np.int64)
+    if time_limit is not None and time.perf_counter() - start >= time_limit:
+        timed_out = True  # the construction used the budget (and stopped early)
 
-    if spec.neighborhood and not timed_out:
+    if (spec.neighborhood and not timed_out and dense
+            and _search_stretch(graph, machine, spec.neighborhood)
+            > _STRETCH_SHARE * remaining()):
+        notes.append(f"local search {algorithm.split('+', 1)[1]} skipped: on this dense "
+                     f"profile it cannot stop within the time limit")
+        timed_out = True
+    elif spec.neighborhood and not timed_out:
         report(f"local search {algorithm.split('+', 1)[1]}")
         if spec.neighborhood == "nc":
-            stats = search.communication_neighborhood(graph, machine, pe, spec.param,
+            depth = spec.param
+            if time_limit is not None:
+                # a dense graph's balls would scan O(m) arcs per rank between clock
+                # checks; same neighbourhood on a complete graph (mapper.dense)
+                depth = search_depth(graph, depth,
+                                     max(1000, int(_BALL_ARCS_PER_SECOND * time_limit)),
+                                     seed=seed)
+            stats = search.communication_neighborhood(graph, machine, pe, depth,
                                                       seed, remaining())
         elif spec.neighborhood == "np":
             stats = search.pruned_neighborhood(graph, machine, pe, spec.param, seed,
@@ -259,4 +363,5 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
         timed_out = stats.hit_time_limit
     seconds = time.perf_counter() - start
     ev = evaluate(graph, machine, pe)
-    return MappingResult(pe, ev.objective, ev.traffic, seconds, algorithm, seed, timed_out)
+    return MappingResult(pe, ev.objective, ev.traffic, seconds, algorithm, seed, timed_out,
+                         notes=tuple(notes))

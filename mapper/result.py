@@ -39,6 +39,9 @@ class MappingResult:
         Candidates with a lower J that were refused, by name, with the reason (they
         loaded a shared uplink more than the baseline did, see
         :mod:`mapper.congestion`).
+    notes:
+        Sentences for the user's report about how the result was obtained, e.g. that
+        every placement has the same J (:func:`mapper.dense.uniform_pattern`).
     """
 
     mapping: np.ndarray
@@ -51,6 +54,7 @@ class MappingResult:
     origin: str = "algorithm"
     candidates: dict[str, float] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         """JSON-ready summary (without the mapping array)."""
@@ -64,5 +68,6 @@ class MappingResult:
             "origin": self.origin,
             "candidates": dict(self.candidates),
             "rejected": dict(self.rejected),
+            "notes": list(self.notes),
             "traffic": [t.as_dict() for t in self.traffic],
         }
