@@ -14,6 +14,7 @@ from mapper.errors import RankmapError
 
 from .config_cli import add_config_commands
 from .hwinfo_cli import add_hwinfo_command
+from .partition_cli import add_evaluate_partition_command, add_partition_command
 from .plan_cli import add_plan_command
 from .profiles.cli import add_profile_commands
 from .report_cli import add_report_command
@@ -37,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_command(sub)
     add_summa_command(sub)
     add_hwinfo_command(sub)
+    add_partition_command(sub)
+    add_evaluate_partition_command(sub)
     return parser
 
 
