@@ -105,6 +105,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
     start = time.perf_counter()
     _check_inputs(graph, machine, AlgorithmSpec.parse(algorithm))
+    if congestion_levels and not isinstance(machine, Hierarchy):
+        raise MachineError("congestion levels need a hierarchical machine")
     if baseline is not None:
         baseline = check_mapping(baseline, machine.n, graph.n)
     if uniform_pattern(graph):
