@@ -211,6 +211,7 @@ def _cmd_map(args: argparse.Namespace) -> int:
         "m": graph.m,
         "hit_time_limit": result.hit_time_limit,
         "traffic": _traffic_json(result.traffic),
+        "notes": list(result.notes),
     }
     hops = _hop_bytes(graph, machine, result.mapping)
     if hops is not None:
@@ -222,6 +223,8 @@ def _cmd_map(args: argparse.Namespace) -> int:
               f"n = {graph.n}, m = {graph.m}) -> {args.output}")
         if hops is not None:
             print(_hop_bytes_line(hops))
+        for note in result.notes:
+            print(f"note: {note}")
     return 0
 
 

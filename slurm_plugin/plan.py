@@ -118,7 +118,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                               job_id=job_id, profile=profile,
                               fallback_reason=fallback_reason,
                               default_assumed=distribution_assumed, units=units,
-                              machine=machine, extra_notes=notes)
+                              machine=machine,
+                              extra_notes=notes + list(result.notes if result else ()))
     return JobPlan(rendered, report.render_report_text(rep, templates_dir=templates_dir),
                    report.report_json(rep), result, fallback_reason,
                    list(layout.notes) + notes, kept_default, rep.summary)

@@ -147,3 +147,24 @@ def test_topdown_out_of_time_still_returns_a_bijection():
     for build in (top_down, bottom_up):
         pe = build(g, machine, 0, time_limit=1e-9)  # no partition may start
         assert np.array_equal(np.sort(pe), np.arange(512))
+
+
+def test_uniform_note_reaches_the_cli_and_the_report(tmp_path, capsys):
+    """The solver's note is shown to users: `rankmap map --json` and the job report."""
+    import json as _json
+
+    from slurm_plugin.cli import main
+
+    assert main(["plan", "--profile", "alltoall", "--out", str(tmp_path / "plan")]) == 0
+    report = (tmp_path / "plan" / "report.txt").read_text()
+    assert "every placement has the same J (uniform all-to-all)" in report
+    graph = tmp_path / "a2a.mtx"
+    from mapper.graph_io import write_mtx
+    from slurm_plugin.profiles.generators import generate
+
+    write_mtx(generate("alltoall", 16), graph)
+    capsys.readouterr()
+    assert main(["map", str(graph), "--hierarchy", "4:4", "--distances", "1:10",
+                 "--output", str(tmp_path / "map.txt"), "--json"]) == 0
+    summary = _json.loads(capsys.readouterr().out)
+    assert any("uniform all-to-all" in note for note in summary["notes"])
