@@ -101,11 +101,24 @@ def write_reorder_files(job_dir: str | os.PathLike, layout: Layout, mapping: np.
     write_files(job_dir, reorder_files(layout, mapping, graph))
 
 
+#: SLURM_STEP_ID of the steps that run the user's script: the batch step and salloc's
+#: interactive step (SLURM_BATCH_SCRIPT, SLURM_INTERACTIVE_STEP), which Slurm 26.05
+#: prints as signed integers and older releases do not set at all (unsigned forms too)
+SCRIPT_STEP_IDS = frozenset({"", "-5", "-6", "4294967291", "4294967290", "batch",
+                             "interactive"})
+
+
+def is_script_step(env: Mapping[str, str]) -> bool:
+    """True in the task that runs the job's script (where mpirun runs), not in an
+    ``srun`` step.  Standard library only."""
+    return env.get("SLURM_STEP_ID", "").strip() in SCRIPT_STEP_IDS
+
+
 def step_reorder_file(env: Mapping[str, str], n: int | None) -> str | None:
     """The reorder file (name) for a task with environment ``env`` of a job of ``n``
     ranks, or None when none fits; see the module docstring for the rule."""
     step_tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
-    if "SLURM_STEP_ID" not in env or n is None or step_tasks != str(n):
+    if is_script_step(env) or n is None or step_tasks != str(n):
         return MPIRUN_FILE
     method = distribution_methods(env.get("SLURM_DISTRIBUTION"))
     return REORDER_FILES.get(method) if method else None

@@ -32,7 +32,7 @@ from pathlib import Path
 def exports(env: dict[str, str]) -> list[str]:
     from .config import DEFAULTS, ConfigError, load_config
     from .names import EXPORTS, FILE_NAMES, JOB_DIR_PREFIX, OMPI_RANKFILE_VARS, valid_job_id
-    from .reorder_job import reorder_exports  # standard library only
+    from .reorder_job import is_script_step, reorder_exports  # standard library only
     from .safe_text import safe_text
 
     job_id = env.get("SLURM_JOB_ID", "")
@@ -63,7 +63,7 @@ def exports(env: dict[str, str]) -> list[str]:
             # the batch step only: mpirun runs there and its daemons' step inherits its
             # environment, so a script that unsets them to let mpirun place the ranks
             # (RANKMAP_REORDER renumbering them) leaves no rankfile anywhere in the job
-            if (job_dir / FILE_NAMES["rankfile"]).is_file() and "SLURM_STEP_ID" not in env:
+            if (job_dir / FILE_NAMES["rankfile"]).is_file() and is_script_step(env):
                 for var in OMPI_RANKFILE_VARS:
                     lines.append(f"export {var}={job_dir / FILE_NAMES['rankfile']}")
             lines += reorder_exports(job_dir, env, record.get("n"))
@@ -71,7 +71,7 @@ def exports(env: dict[str, str]) -> list[str]:
                     (job_dir / "slurm_hostfile").is_file():
                 lines.append(f"export SLURM_HOSTFILE={job_dir / 'slurm_hostfile'}")
                 lines.append("export SLURM_DISTRIBUTION=arbitrary")
-        if "SLURM_STEP_ID" not in env:  # the batch step: tell the user once
+        if is_script_step(env):  # the batch step: tell the user once
             if record.get("summary"):  # the report's own sentence: applied, kept, or why not
                 state = safe_text(record["summary"], 2000)
             elif record.get("applied"):

@@ -272,3 +272,15 @@ def test_task_prolog_exports_the_rankfile_to_the_batch_step_only(tmp_path):
                        "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4"})
     assert not any(var in line for var in OMPI_RANKFILE_VARS for line in daemons), daemons
     assert f"export RANKMAP_REORDER={job_dir / MPIRUN_FILE}" in daemons
+
+
+@pytest.mark.parametrize("step_id", [None, "-5", "4294967291", "-6"])
+def test_the_script_step_is_recognised_in_every_release(step_id):
+    """Slurm 26.05 sets SLURM_STEP_ID=-5 in the batch step (and -6 in salloc's
+    interactive step); older releases do not set it there."""
+    from slurm_plugin.reorder_job import is_script_step
+
+    env = {} if step_id is None else {"SLURM_STEP_ID": step_id}
+    assert is_script_step(env)
+    assert not is_script_step({"SLURM_STEP_ID": "0"})
+    assert step_reorder_file({**env, "SLURM_NTASKS": "16"}, 16) == MPIRUN_FILE
