@@ -69,7 +69,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from ..graph import CommGraph
 from ..machine import Hierarchy, MachineError
@@ -146,6 +145,8 @@ def pair_by_assignment(weights: np.ndarray) -> np.ndarray:
         raise ValueError(f"cannot pair an odd number ({n}) of entities")
     if n == 0:
         return np.zeros((0, 2), dtype=np.int64)
+    from scipy.optimize import linear_sum_assignment  # 0.2 s to import: not on every job
+
     profit = w.copy()
     np.fill_diagonal(profit, -np.inf)
     _, sigma = linear_sum_assignment(profit, maximize=True)
@@ -287,6 +288,8 @@ def _grow(w: np.ndarray, shape: np.ndarray, slot_shape: np.ndarray,
         seeds[g] = pick
         free[pick] = False
         tie += w[:, pick]
+    from scipy.optimize import linear_sum_assignment  # 0.2 s to import: not on every job
+
     slot_entity[bounds[:-1]] = seeds
     link = w[:, seeds].copy()  # link[e, g]: cost of entity e to group g's members
     for t in range(1, int(counts.max())):
