@@ -347,3 +347,13 @@ def read_node_shapes(nodes: Sequence[str], env: Mapping[str, str] = os.environ,
         return node_shapes(tuple(nodes), env, timeout)
     return parse_scontrol_nodes(run_slurm(["scontrol", "show", "node", "-o", ",".join(nodes)],
                                           timeout, dict(env)))
+
+
+def read_node_features(nodes: Sequence[str], env: Mapping[str, str] = os.environ,
+                       timeout: float = 10.0) -> dict[str, tuple[str, ...]]:
+    """The Slurm features of ``nodes`` (``scontrol show node -o``), for ``[speeds]
+    features``; the worker asks only when that table is not empty."""
+    from .speeds import parse_scontrol_node_features
+
+    return parse_scontrol_node_features(
+        run_slurm(["scontrol", "show", "node", "-o", ",".join(nodes)], timeout, dict(env)))

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from mapper.errors import RankmapError
 
 from . import pyslurm_backend
-from .allocation import read_allocation, read_node_shapes, resolve_backend
+from .allocation import read_allocation, read_node_features, read_node_shapes, resolve_backend
 from .config import Config, load_config
 from .distribution import parse_distribution
 from .files import write_files
@@ -28,7 +28,7 @@ from .hostlist import expand_hostlist
 from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
 from .limits import apply_worker_limits
-from .mesh_job import job_architecture, load_mesh_input, plan_mesh, read_node_features
+from .mesh_job import job_architecture, load_mesh_input, plan_mesh
 from .names import SUMMA_MODE
 from .network_source import load_network
 from .plan import make_plan
@@ -193,17 +193,9 @@ def _compute_summa(env: dict[str, str], cfg: Config, layout: Layout, distributio
                       templates_dir=cfg.get("render", "templates_dir") or None,
                       level=summa_setting(cfg, "level", "auto"),
                       weighted=summa_setting(cfg, "weighted", False))
-    # launcher files (and the arrangement) first, the report last, as for other jobs
-    job_dir = env["RANKMAP_JOB_DIR"]
-    write_files(job_dir, plan.files)
-    write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
     arranged = plan.arrangement
-    result = status(plan.applied, plan.fallback_reason, layout,
-                    arranged.after.norm if arranged else None, None)
-    result["notes"] = [f"Slurm backend: {backend}", *layout.notes,
-                       *([plan.summary] if plan.applied else [])]
-    result["kept_default"] = False
-    return result
+    return _write_mode_plan(env["RANKMAP_JOB_DIR"], plan, layout, backend, layout.notes,
+                            arranged.after.norm if arranged else None, None)
 
 
 def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution: str | None,
@@ -232,15 +224,21 @@ def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution
                      templates_dir=cfg.get("render", "templates_dir") or None,
                      speeds_source=(f"[speeds] of {cfg.path}" if by_config
                                     else "equal speeds (no [speeds])"))
-    # the partition and launcher files first, the report last, as for other jobs
-    job_dir = env["RANKMAP_JOB_DIR"]
+    chosen = plan.chosen
+    return _write_mode_plan(env["RANKMAP_JOB_DIR"], plan, layout, backend, plan.notes,
+                            chosen.metrics.max_el_time if chosen else None,
+                            plan.decomposition.seconds.get("total") if plan.decomposition
+                            else None)
+
+
+def _write_mode_plan(job_dir: str, plan, layout: Layout, backend: str, notes: Sequence[str],
+                     objective: float | None, seconds: float | None) -> dict:
+    """The SUMMA and mesh modes' edge: their files (launcher files, arrangement or
+    partition) first, the report last as for other jobs, and the worker's status."""
     write_files(job_dir, plan.files)
     write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
-    chosen = plan.chosen
-    result = status(plan.applied, plan.fallback_reason, layout,
-                    chosen.metrics.max_el_time if chosen else None,
-                    plan.decomposition.seconds.get("total") if plan.decomposition else None)
-    result["notes"] = [f"Slurm backend: {backend}", *plan.notes,
+    result = status(plan.applied, plan.fallback_reason, layout, objective, seconds)
+    result["notes"] = [f"Slurm backend: {backend}", *notes,
                        *([plan.summary] if plan.applied else [])]
     result["kept_default"] = False
     return result

@@ -82,8 +82,7 @@ from .layout import Layout
 from .names import MESH_PREFIX, PARTITION_FILE
 from .plan import RENDERERS, SOLVER_SHARE
 from .profiles.store import NAME, ProfileStore
-from .slurm_commands import run_slurm
-from .speeds import layout_pe_speeds, layout_uplink_costs, parse_scontrol_node_features
+from .speeds import layout_pe_speeds, layout_uplink_costs
 from .topology import SwitchTree
 
 #: balance tolerance when the spec does not give ``epsilon=``
@@ -199,14 +198,6 @@ def load_mesh_input(spec: str, stores: Sequence[str | Path],
     mesh, info = ProfileStore(stores, max_bytes).load_mesh(parsed.name)
     return MeshInput(mesh, parsed, str(info.path), info.description,
                      time.perf_counter() - start)
-
-
-def read_node_features(nodes: Sequence[str], env: Mapping[str, str], timeout: float
-                       ) -> dict[str, tuple[str, ...]]:
-    """The Slurm features of ``nodes`` (``scontrol show node -o``), for ``[speeds]
-    features``; the worker asks only when that table is not empty."""
-    text = run_slurm(["scontrol", "show", "node", "-o", ",".join(nodes)], timeout, dict(env))
-    return parse_scontrol_node_features(text)
 
 
 # -- the machine ---------------------------------------------------------------------------

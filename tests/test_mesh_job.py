@@ -483,7 +483,9 @@ def test_feature_speeds_ask_slurm_for_the_features(job, monkeypatch):
         return "".join(f"NodeName=n{i} ActiveFeatures={'fast' if i == 1 else '(null)'}\n"
                        for i in range(1, 5))
 
-    monkeypatch.setattr(mesh_job, "run_slurm", fake_run)
+    from slurm_plugin import allocation
+
+    monkeypatch.setattr(allocation, "run_slurm", fake_run)
     assert job_worker.compute(job.env)["applied"]
     assert asked == [["scontrol", "show", "node", "-o", "n1,n2,n3,n4"]]
     record = json.loads((job.dir / "report.json").read_text())
