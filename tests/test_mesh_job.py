@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_pyslurm import fake_pyslurm
 
 from mapper import CommGraph
 from mapper.graph_io import write_mtx
@@ -347,35 +348,6 @@ def test_a_decomposition_over_the_budget_falls_back():
 
 
 # -- the worker, the TaskProlog and the prolog ----------------------------------------------
-
-class FakeJob:
-    allocated_nodes = "n[1-4]"
-    cpus_per_task = 1
-    ntasks = 16
-    ntasks_per_node = 4
-    partition = "debug"
-    account = None
-    name = "job"
-    user_name = "root"
-    user_id = 0
-    group_id = 0
-
-    @staticmethod
-    def load(job_id):
-        return FakeJob()
-
-    def get_resource_layout_per_node(self):
-        return {f"n{i}": {"cpu_ids": "0-3"} for i in range(1, 5)}
-
-
-def fake_pyslurm():
-    class Node:
-        @staticmethod
-        def load(name):
-            return types.SimpleNamespace(sockets=2, cores_per_socket=2, threads_per_core=1)
-
-    return types.SimpleNamespace(Job=FakeJob, Node=Node, __version__="25.11.2")
-
 
 @pytest.fixture
 def job(tmp_path, monkeypatch, store):
