@@ -13,7 +13,13 @@ import scipy.sparse as sp
 from mapper.graph import CommGraph
 from mapper.mesh import archaware as aa
 from mapper.mesh import metrics
-from mapper.mesh.architecture import architecture_from_matrix, fig2_cluster
+from mapper.mesh.architecture import (
+    architecture_from_links,
+    architecture_from_matrix,
+    fig2_1d_array,
+    fig2_cluster,
+    fig2_metacomputer,
+)
 from mapper.mesh.mesh import mesh_from_graph
 from mapper.mesh.result import PartitionError
 
@@ -88,6 +94,22 @@ def loads(mesh, part, arch):
             aa.speed_targets(mesh.vertex_weights.sum(), arch.speeds))
 
 
+def placed_predictor(mesh, arch, **kw):
+    """kvmetis with its parts placed on PEs: where archaware_partition's corrector starts."""
+    part = aa.kvmetis_partition(mesh, arch, **kw).part
+    return aa.place_parts(mesh, arch, part)[part]
+
+
+def placement_cost(mesh, part, arch, pi) -> float:
+    """Sum over part pairs of (c-volume exchanged) x e*(pi_i, pi_j), by brute force."""
+    cost = 0.0
+    for v in range(mesh.n):
+        for q in {int(part[w]) for w in neighbours(mesh, v)} - {int(part[v])}:
+            # v is sent to q: counted once per (vertex, other part), both directions summed
+            cost += mesh.comm_sizes[v] * arch.pair_cost(pi[part[v]], pi[q])
+    return float(cost)
+
+
 # ---- tests ------------------------------------------------------------------------------
 
 def test_comm_cost_hand_computed():
@@ -121,14 +143,14 @@ def test_valid_and_never_worse_than_predictor(objective, sparse):
     mesh = grid(30, 30, w=np.random.default_rng(0).uniform(1, 2, 900),
                 c=np.random.default_rng(1).uniform(0.5, 3, 900))
     arch = arch32_3()
-    before = aa.kvmetis_partition(mesh, arch, seed=3).part
+    before = placed_predictor(mesh, arch, seed=3)
     result = aa.archaware_partition(mesh, arch, objective=objective, sparse=sparse, seed=3)
     part = result.part
     assert part.dtype == np.int64 and part.shape == (mesh.n,)
     assert part.min() >= 0 and part.max() < arch.P and result.k == arch.P
     assert result.method == aa._METHODS[(objective, sparse)]
     assert {"predictor", "pair_costs", "corrector", "total"} <= set(result.seconds)
-    # the predictor is deterministic for a seed: the corrector started from `before`
+    # the predictor and the placement are deterministic: the corrector started from `before`
     refined = aa.refine_partition(mesh, arch, before, objective=objective, sparse=sparse, seed=3)
     np.testing.assert_array_equal(refined.part, part)
     old = ref_values(mesh, before, arch, objective).max()
@@ -165,7 +187,7 @@ def test_vol_balance_band(sparse):
     mesh = grid(40, 40, w=np.random.default_rng(2).uniform(1, 3, 1600))
     arch = arch32_3()
     eps = 0.03
-    before = aa.kvmetis_partition(mesh, arch, epsilon=eps).part
+    before = placed_predictor(mesh, arch, epsilon=eps)
     after = aa.archaware_partition(mesh, arch, objective="vol", sparse=sparse, epsilon=eps).part
     w0, t = loads(mesh, before, arch)
     w1, _ = loads(mesh, after, arch)
@@ -279,3 +301,96 @@ def test_errors():
         aa.archaware_partition(mesh, arch, epsilon=-1)
     with pytest.raises(PartitionError, match="every one of the 16 vertices"):
         aa.refine_partition(mesh, arch, np.full(16, 32), objective="vol", sparse=True)
+
+
+def test_place_parts_is_a_swap_local_optimum_brute_force():
+    """place_parts lowers the e*-weighted quotient volume, keeps every part on a PE of
+    its speed, and leaves no single swap of two equal-speed parts that lowers it (every
+    swap evaluated from scratch)."""
+    mesh = grid(16, 16, c=np.random.default_rng(3).uniform(0.5, 2, 256))
+    arch = random_arch(9, 11)
+    part = aa.kvmetis_partition(mesh, arch, seed=0).part
+    pi = aa.place_parts(mesh, arch, part)
+    assert sorted(pi.tolist()) == list(range(9))
+    np.testing.assert_array_equal(arch.speeds[pi], arch.speeds)
+    start = placement_cost(mesh, part, arch, np.arange(9))
+    got = placement_cost(mesh, part, arch, pi)
+    assert got < start
+    for i in range(9):
+        for j in range(i + 1, 9):
+            if arch.speeds[pi[i]] != arch.speeds[pi[j]]:
+                continue
+            other = pi.copy()
+            other[[i, j]] = other[[j, i]]
+            assert placement_cost(mesh, part, arch, other) >= got * (1 - 1e-12), (i, j)
+
+
+def test_place_parts_orders_a_chain_on_the_1d_array():
+    """A 40-vertex path cut into 4 runs numbered 0, 2, 1, 3 along it, on a 1D array of 4
+    PEs (links 1, QPL |i - j|): identity cost 2 + 1 + 2 = 5 (c = 1, two directions each:
+    10); placed, every neighbouring run is on a neighbouring PE: 3 (x2 = 6)."""
+    mesh = make_mesh(sp.diags([np.ones(39)], [1], shape=(40, 40)))
+    u = np.arange(3)
+    arch = architecture_from_links(4, u, u + 1, np.ones(3))
+    part = np.repeat([0, 2, 1, 3], 10)
+    assert placement_cost(mesh, part, arch, np.arange(4)) == 10.0
+    pi = aa.place_parts(mesh, arch, part)
+    assert placement_cost(mesh, part, arch, pi) == 6.0
+    # and not beyond the size limit, nor when every PE has its own speed
+    assert (aa.place_parts(mesh, architecture_from_links(4, u, u + 1, np.ones(3),
+                                                         [1, 2, 3, 4]), part)
+            == np.arange(4)).all()
+
+
+def test_placement_keeps_the_pair_count_and_sparse_stays_inside(monkeypatch):
+    """The placed predictor is kvmetis relabelled (same number of communicating pairs);
+    the sparse variants add no pair to it; with place=False the corrector starts from
+    kvmetis itself."""
+    mesh = grid(30, 30)
+    arch = fig2_1d_array(np.r_[np.full(16, 2.0), np.ones(16)])
+    raw = aa.kvmetis_partition(mesh, arch, seed=0).part
+    placed = placed_predictor(mesh, arch, seed=0)
+    assert (placed != raw).any() and len(pairs(mesh, placed)) == len(pairs(mesh, raw))
+    for objective in ("vol", "elt"):
+        after = aa.archaware_partition(mesh, arch, objective=objective, sparse=True).part
+        assert pairs(mesh, after) <= pairs(mesh, placed)
+    unplaced = aa.archaware_partition(mesh, arch, objective="vol", sparse=True, place=False)
+    assert "placement" not in unplaced.seconds
+    assert pairs(mesh, unplaced.part) <= pairs(mesh, raw)
+    monkeypatch.setattr(aa, "PLACE_MAX_PES", 31)
+    assert (aa.place_parts(mesh, arch, raw) == np.arange(32)).all()
+
+
+def test_placement_lowers_max_el_time_on_the_1d_array():
+    """Seed 002's Arch32_1 (1D array, half the PEs twice as fast) on a 100 x 100 grid:
+    with the placement ElTS ends below ElTS without it (kvmetis' numbering puts
+    neighbouring parts far apart on the array)."""
+    mesh = grid(100, 100)
+    arch = fig2_1d_array(np.r_[np.full(16, 2.0), np.ones(16)])
+    got = {place: metrics.max_el_time(mesh, aa.archaware_partition(
+        mesh, arch, objective="elt", sparse=True, place=place).part, arch)
+        for place in (True, False)}
+    assert got[True] < got[False]
+
+
+@pytest.mark.parametrize("objective,sparse", VARIANTS)
+def test_never_above_kvmetis_with_placement(objective, sparse, monkeypatch):
+    """The placement lowers a sum, not the maximum: the placed start is kept only when
+    its maximum is not above kvmetis', so every variant ends at or below kvmetis on its
+    own objective — here against a placement that scatters the parts at random within
+    each speed class (the corrector cannot undo that)."""
+    mesh = grid(40, 40, c=np.random.default_rng(4).uniform(0.5, 2, 1600))
+    arch = fig2_metacomputer(np.r_[np.full(16, 2.0), np.ones(16)])
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(aa, "place_parts", lambda mesh, arch, part: np.r_[
+        rng.permutation(16), 16 + rng.permutation(16)])
+    for seed in range(3):
+        kv = aa.kvmetis_partition(mesh, arch, seed=seed).part
+        got = aa.archaware_partition(mesh, arch, objective=objective, sparse=sparse,
+                                     seed=seed).part
+        assert ref_values(mesh, got, arch, objective).max() \
+            <= ref_values(mesh, kv, arch, objective).max() * (1 + 1e-12)
+        # the scattered start is worse than kvmetis: the corrector started from kvmetis
+        alone = aa.refine_partition(mesh, arch, kv, objective=objective, sparse=sparse,
+                                    seed=seed).part
+        np.testing.assert_array_equal(got, alone)
