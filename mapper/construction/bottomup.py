@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from ..graph import CommGraph
 from ..machine import Hierarchy
 from ..partition import balanced_partition
-from .topdown import partition_view
+from .topdown import Partitioner, partition_view
 
 
 def _shapes(machine: Hierarchy) -> list[np.ndarray]:
@@ -102,10 +102,12 @@ def _parent_groups(machine: Hierarchy, level: int) -> np.ndarray:
 
 
 def bottom_up(graph: CommGraph, machine: Hierarchy, seed: int = 0,
-              time_limit: float | None = None) -> np.ndarray:
+              time_limit: float | None = None, *,
+              partitioner: Partitioner = balanced_partition) -> np.ndarray:
     """Rank → PE mapping built bottom up along ``machine``'s tree.
 
     ``time_limit`` (seconds): no partition starts after it (module docstring).
+    ``partitioner`` makes the balanced splits (as in :func:`mapper.construction.top_down`).
     """
     start = time.perf_counter()
 
@@ -123,7 +125,7 @@ def bottom_up(graph: CommGraph, machine: Hierarchy, seed: int = 0,
     if t is not None and t <= 0:
         block = np.repeat(np.arange(len(sizes0)), sizes0)  # out of time: ranks in order
     else:
-        block = balanced_partition(adj, sizes0, seed, time_limit=half(t))
+        block = partitioner(adj, sizes0, seed, time_limit=half(t))
     item = block
     parents: list[np.ndarray] = []  # parents[i][x]: level-(i+1) item holding level-i item x
     for level in range(1, machine.levels):
@@ -139,8 +141,7 @@ def bottom_up(graph: CommGraph, machine: Hierarchy, seed: int = 0,
             continue
         contracted = _contract(adj, item, n_items)
         if len(set(shapes[level - 1].tolist())) == 1 and len(set(fanout.tolist())) == 1:
-            parent = balanced_partition(contracted, fanout, seed + level,
-                                        time_limit=half(t))
+            parent = partitioner(contracted, fanout, seed + level, time_limit=half(t))
         else:
             needs = [Counter(shapes[level - 1][child[g]:child[g + 1]].tolist())
                      for g in range(len(fanout))]

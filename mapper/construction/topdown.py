@@ -32,13 +32,20 @@ References
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..dense import PARTITION_DEGREE, sparsify
 from ..graph import CommGraph
 from ..machine import Hierarchy
 from ..partition import balanced_partition
+
+#: ``partitioner(adj, sizes, seed, time_limit=...) -> block of every vertex``: the
+#: signature of :func:`mapper.partition.balanced_partition`, which any replacement
+#: (e.g. a KaHIP binding) must keep: blocks of exactly ``sizes`` vertices.
+Partitioner = Callable[..., np.ndarray]
 
 
 def partition_view(graph: CommGraph):
@@ -49,11 +56,13 @@ def partition_view(graph: CommGraph):
 
 
 def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
-             time_limit: float | None = None) -> np.ndarray:
+             time_limit: float | None = None, *,
+             partitioner: Partitioner = balanced_partition) -> np.ndarray:
     """Rank → PE mapping built top down along ``machine``'s tree.
 
     ``time_limit`` (seconds): no partition starts after it; groups not yet split keep
-    their ranks in order (module docstring).
+    their ranks in order (module docstring).  ``partitioner`` splits each group
+    (:data:`Partitioner`; default METIS + repair + refinement).
     """
     start = time.perf_counter()
     adj = partition_view(graph)
@@ -78,10 +87,11 @@ def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
         if left is not None and left <= 0:
             pe[ranks] = np.arange(lo, hi)  # out of time: this block in its current order
             continue
-        sub = adj[ranks][:, ranks].tocsr()
+        sub: sp.csr_matrix = adj[ranks][:, ranks].tocsr()
         # half of what is left at most, so that one refinement cannot starve the rest
-        part = balanced_partition(sub, sizes, seed,
-                                  time_limit=None if left is None else left / 2)
+        part = np.asarray(partitioner(sub, sizes, seed,
+                                      time_limit=None if left is None else left / 2),
+                          dtype=np.int64)
         order = np.argsort(part, kind="stable")
         split = np.cumsum(sizes)[:-1]
         for c, members in enumerate(np.split(ranks[order], split)):
