@@ -24,14 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import construction, search
+from . import construction, presets, search
 from .congestion import raised_uplink, uplink_loads
 from .construction.ohtma import ohtma_greedy
 from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
 from .errors import RankmapError
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
-from .names import TREE_CONSTRUCTIONS, parse_algorithm
+from .names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from .objective import check_mapping, evaluate
 from .result import MappingResult
 
@@ -104,7 +104,12 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     if attempts < 1:
         raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
     start = time.perf_counter()
-    _check_inputs(graph, machine, AlgorithmSpec.parse(algorithm))
+    recipe = presets.preset(algorithm) if is_preset(algorithm) else None
+    base = algorithm
+    if recipe is not None:
+        base = recipe.algorithm_for(isinstance(machine, Hierarchy))
+        attempts = max(attempts, recipe.starts)
+    _check_inputs(graph, machine, AlgorithmSpec.parse(base))
     if congestion_levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
     if baseline is not None:
@@ -123,12 +128,20 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
             break
         if baseline is not None and left is not None:
             left *= _ALGORITHM_SHARE  # keep time for polishing the baseline
-        r = _map_once(graph, machine, algorithm, seed + i, left, progress)
+        r = _map_once(graph, machine, base, seed + i, left, progress)
         if best is None or r.objective < best.objective:
             best = r
     assert best is not None
-    origin, candidates = "algorithm", {algorithm: best.objective}
     notes = list(best.notes)
+    if recipe is not None:
+        notes.insert(0, recipe.describe(isinstance(machine, Hierarchy)))
+        if recipe.rounds and not best.hit_time_limit:
+            share = 1.0 if baseline is None else _ALGORITHM_SHARE
+            best = _iterate(graph, machine, best, recipe, seed, time_limit, reserve, start,
+                            share, progress)
+    best = MappingResult(best.mapping, best.objective, best.traffic, best.seconds,
+                         algorithm, best.seed, best.hit_time_limit, notes=tuple(notes))
+    origin, candidates = "algorithm", {algorithm: best.objective}
     if baseline is not None:
         best, origin, candidates, rejected = _against_baseline(
             graph, machine, algorithm, seed, best, baseline,
@@ -140,6 +153,39 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     return MappingResult(best.mapping, best.objective, best.traffic,
                          time.perf_counter() - start, algorithm, best.seed,
                          best.hit_time_limit, origin, candidates, rejected, tuple(notes))
+
+
+def _iterate(graph: CommGraph, machine: Machine, best: MappingResult,
+             recipe: presets.Preset, seed: int, time_limit: float | None, reserve: float,
+             start: float, share: float, progress: Callable[[str], None] | None
+             ) -> MappingResult:
+    """A preset's iterated local search from its best start (mapper.presets), within
+    ``share`` of the time left."""
+    left = None if time_limit is None else time_limit - reserve - (time.perf_counter() - start)
+    if left is not None:
+        left = min(left, share * (time_limit - reserve)
+                   - (time.perf_counter() - start))
+    if left is not None and left <= 0:
+        return best
+    depth = 10
+    if time_limit is not None:
+        if _dense(graph) and _search_stretch(graph, machine, "nc") > _STRETCH_SHARE * left:
+            return best  # one search pass could not stop in time (see _map_once)
+        depth = search_depth(graph, depth, max(1000, int(_BALL_ARCS_PER_SECOND * time_limit)),
+                             seed=seed)
+    if progress:
+        progress(f"iterated local search ({recipe.rounds} rounds at most)")
+    pe = best.mapping.copy()
+    patch = int(min(presets.PATCH_MAX, max(presets.PATCH_MIN, presets.PATCH_SHARE * graph.n)))
+    stats = search.iterated_local_search(
+        graph, machine, pe, rounds=recipe.rounds, patience=presets.STRONG_PATIENCE,
+        patch=min(patch, graph.n), depth=depth, seed=seed, time_limit=left)
+    if stats.improvements == 0:
+        return best
+    ev = evaluate(graph, machine, pe)
+    return MappingResult(pe, ev.objective, ev.traffic, time.perf_counter() - start,
+                         best.algorithm, best.seed, stats.hit_time_limit,
+                         notes=best.notes)
 
 
 #: The note of a profile on which every placement has the same J.
@@ -179,8 +225,10 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
     levels = sorted(congestion_levels or [])
     if levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
-    spec = AlgorithmSpec.parse(algorithm)
-    polish = algorithm.split("+", 1)[1] if spec.neighborhood else "n10"
+    name = (presets.preset(algorithm).algorithm_for(isinstance(machine, Hierarchy))
+            if is_preset(algorithm) else algorithm)
+    spec = AlgorithmSpec.parse(name)
+    polish = name.split("+", 1)[1] if spec.neighborhood else "n10"
     base_eval = evaluate(graph, machine, baseline)
     candidates = {algorithm: best.objective, "baseline": base_eval.objective}
     left = None if time_limit is None else time_limit - (time.perf_counter() - start)

@@ -19,6 +19,7 @@ from .api import map_processes
 from .errors import RankmapError
 from .graph import CommGraph
 from .machine import DistanceMatrix, Hierarchy, Machine, MachineError
+from .names import PRESETS
 from .objective import evaluate
 from .text_lines import content_lines
 
@@ -55,8 +56,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                        description="Map GRAPH's ranks onto the PEs of a homogeneous hierarchy "
                                    "and write one PE index (0-based) per rank to FILE.")
     _machine_args(p)
-    p.add_argument("--algorithm", default="topdown+n10",
-                   help="CONSTRUCTION[+NEIGHBOURHOOD], e.g. topdown+n10 (default), greedy+np")
+    chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument("--algorithm", default=None,
+                        help="a preset or CONSTRUCTION[+NEIGHBOURHOOD], e.g. topdown+n10, "
+                             "greedy+np")
+    chosen.add_argument("--preset", choices=PRESETS, default=None,
+                        help="fast (default: topdown+n10), eco (best of several starts) or "
+                             "strong (more starts, then iterated local search)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS")
     p.add_argument("--attempts", type=int, default=1,
@@ -199,8 +205,8 @@ def _cmd_map(args: argparse.Namespace) -> int:
     if progress:
         progress(f"reading {args.graph}")
     graph, machine = _load(args)
-    result = map_processes(graph, machine, args.algorithm, args.seed, args.time_limit,
-                           args.attempts, progress)
+    result = map_processes(graph, machine, args.preset or args.algorithm or "fast",
+                           args.seed, args.time_limit, args.attempts, progress)
     Path(args.output).write_text("".join(f"{p}\n" for p in result.mapping.tolist()))
     summary = {
         "objective": result.objective,

@@ -6,7 +6,8 @@ plugin (C) keeps its own copy of :data:`ALGORITHMS`; a test compares the two.
 
 Grammar, case-insensitive, normalised to lower case::
 
-    CONSTRUCTION[+NEIGHBOURHOOD]
+    PRESET | CONSTRUCTION[+NEIGHBOURHOOD]
+    PRESET        = fast | eco | strong     (mapper.presets: what each runs)
     CONSTRUCTION  = identity | random | greedy | greedyallc | topdown | bottomup | ohtma
                   | matching
     NEIGHBOURHOOD = n<d> (d >= 1) | nc<d> (d >= 1) | np | np<block> (block >= 2) | n2
@@ -19,6 +20,9 @@ import re
 ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup", "ohtma",
               "matching")
 NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
+#: Named recipes that fill a time budget (:mod:`mapper.presets`); valid wherever an
+#: algorithm name is.
+PRESETS = ("fast", "eco", "strong")
 #: constructions that need a switch tree (a :class:`mapper.machine.Hierarchy`)
 TREE_CONSTRUCTIONS = ("topdown", "bottomup", "matching")
 
@@ -27,9 +31,15 @@ _NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")
 
 def algorithm_error(name: str) -> str:
     """The message for a name that is not in the grammar."""
-    return (f"unknown algorithm {name!r}: expected CONSTRUCTION[+NEIGHBOURHOOD] with "
+    return (f"unknown algorithm {name!r}: expected a preset ({', '.join(PRESETS)}) or "
+            f"CONSTRUCTION[+NEIGHBOURHOOD] with "
             f"CONSTRUCTION one of {', '.join(ALGORITHMS)} and NEIGHBOURHOOD one of "
             f"{', '.join(NEIGHBORHOODS)} (e.g. topdown+n10)")
+
+
+def is_preset(name: str) -> bool:
+    """True for a preset name (any case)."""
+    return name.strip().lower() in PRESETS
 
 
 def parse_algorithm(name: str) -> tuple[str, str | None, int | None]:
@@ -57,6 +67,8 @@ def parse_algorithm(name: str) -> tuple[str, str | None, int | None]:
 
 
 def normalize_algorithm(name: str) -> str:
-    """``TopDown+N10`` → ``topdown+n10``; ValueError for anything outside the grammar."""
-    parse_algorithm(name)
+    """``TopDown+N10`` → ``topdown+n10``, ``Strong`` → ``strong``; ValueError for anything
+    outside the grammar."""
+    if not is_preset(name):
+        parse_algorithm(name)
     return name.strip().lower()

@@ -18,7 +18,7 @@ from typing import Any
 import tomllib
 
 from mapper.errors import RankmapError
-from mapper.names import normalize_algorithm
+from mapper.names import PRESETS, normalize_algorithm
 
 from .names import LAUNCHER_FILES
 
@@ -200,7 +200,13 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "log_level": ("info", _log_level, "debug, info, warning or error"),
     },
     "solver": {
-        "algorithm": ("topdown+n10", _algorithm, "default algorithm"),
+        "default_preset": ("fast", _choice(*PRESETS),
+                           "fast (topdown+n10), eco (best of several starts) or strong "
+                           "(more starts, then iterated local search): what jobs run "
+                           "unless algorithm is set (README: Presets)"),
+        "algorithm": ("", _algorithm,
+                      "a preset or an algorithm such as topdown+n10; overrides "
+                      "default_preset (unset: the preset)"),
         "time_limit": (5.0, _positive_number, "seconds the solver may use per job"),
         "max_time_limit": (30.0, _positive_number, "cap on users' --rankmap-time"),
         "seed": (0, _non_negative_int, "random seed (reproducible placements)"),
@@ -563,9 +569,13 @@ def parse_config(text: str, path: str) -> Config:
     if values["solver"]["time_limit"] > values["solver"]["max_time_limit"]:
         raise ConfigError(f"{path}: [solver] time_limit: must not exceed max_time_limit "
                           f"({values['solver']['max_time_limit']:g})")
-    if network is not None and sources["solver"]["algorithm"] == "default":
-        values["solver"]["algorithm"] = NETWORK_ALGORITHM
-        sources["solver"]["algorithm"] = "default for [network]"
+    if sources["solver"]["algorithm"] == "default":
+        if network is not None and sources["solver"]["default_preset"] == "default":
+            values["solver"]["algorithm"] = NETWORK_ALGORITHM
+            sources["solver"]["algorithm"] = "default for [network]"
+        else:
+            values["solver"]["algorithm"] = values["solver"]["default_preset"]
+            sources["solver"]["algorithm"] = "[solver] default_preset"
     return Config(values, sources, tuple(rules), path, network=network)
 
 

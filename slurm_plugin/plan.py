@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mapper import CommGraph, MappingResult, map_processes
-from mapper.names import TREE_CONSTRUCTIONS, parse_algorithm
+from mapper.names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 
 from . import render, report
 from .distribution import DEFAULT, Distribution, default_placements, dist_label
@@ -130,6 +130,8 @@ def hop_algorithm(algorithm: str) -> tuple[str, str | None]:
     a tree-only construction becomes ``ohtma`` with the same neighbourhood (the site's
     default for a network is ``ohtma+n10``, :data:`slurm_plugin.config.NETWORK_ALGORITHM`;
     this covers rules and users asking for a tree algorithm by name)."""
+    if is_preset(algorithm):
+        return algorithm, None  # a preset picks its own algorithm on a hop matrix
     construction = parse_algorithm(algorithm)[0]
     if construction not in TREE_CONSTRUCTIONS:
         return algorithm, None

@@ -10,6 +10,7 @@ from pathlib import Path
 from mapper import CommGraph
 from mapper.cli import CliError, positive_float, positive_int, terminal_progress
 from mapper.graph_io import read_graph
+from mapper.names import PRESETS
 
 from .allocation import Allocation
 from .config import Config, load_config
@@ -107,7 +108,12 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
                                    "node list, a node shape and a topology.conf, and write "
                                    "the launcher files and the report into --out.")
     add_job_arguments(p)
-    p.add_argument("--algorithm", default=None)
+    chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument("--algorithm", default=None,
+                        help="a preset or an algorithm such as topdown+n10 (default: the "
+                             "site's [solver] algorithm, else default_preset)")
+    chosen.add_argument("--preset", choices=PRESETS, default=None,
+                        help="fast, eco or strong (README: Presets)")
     p.add_argument("--out", required=True, metavar="DIR")
     p.set_defaults(func=_plan)
 
@@ -116,7 +122,8 @@ def _plan(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     inputs = job_inputs(args, cfg)
     layout, graph = inputs.layout, inputs.graph
-    plan = make_plan(layout, graph, algorithm=args.algorithm or cfg.get("solver", "algorithm"),
+    plan = make_plan(layout, graph, algorithm=(args.preset or args.algorithm
+                                          or cfg.get("solver", "algorithm")),
                      time_limit=args.time_limit or cfg.get("solver", "time_limit"),
                      seed=cfg.get("solver", "seed"), files=cfg.get("render", "files"),
                      profile=args.profile,

@@ -32,7 +32,7 @@ MACHINE_2048 = Hierarchy.parse("32:8:8", "1:10:100")
 
 
 @pytest.mark.parametrize("algorithm", ["topdown+n10", "bottomup+n10", "greedyallc+n10",
-                                       "ohtma+n10"])
+                                       "ohtma+n10", "fast", "eco", "strong"])
 def test_dense_profile_within_budget(dense2048, algorithm):
     budget = 2.0
     t = time.perf_counter()

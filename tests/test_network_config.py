@@ -31,7 +31,7 @@ TORUS = '[network]\nkind = "torus"\ndims = [4]\nnodes = "n[0-3]"\n'
 def test_absent_network_changes_nothing():
     cfg = parse_config("", "x.toml")
     assert cfg.network is None
-    assert cfg.get("solver", "algorithm") == "topdown+n10"
+    assert cfg.get("solver", "algorithm") == "fast"  # the default preset: topdown+n10
     assert "[network]" not in format_effective(cfg)
 
 

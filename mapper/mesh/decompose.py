@@ -63,6 +63,7 @@ import numpy as np
 
 from ..api import AlgorithmSpec, map_processes
 from ..machine import Hierarchy
+from ..names import is_preset
 from . import names
 from .archaware import archaware_partition
 from .metrics import PartitionMetrics, evaluate, quotient_graph
@@ -143,7 +144,8 @@ def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
         raise PartitionError(f"time_limit must be a positive number of seconds, got "
                              f"{time_limit!r}")
     map_algorithm = map_algorithm.strip().lower()
-    AlgorithmSpec.parse(map_algorithm)  # an unknown name fails before the partition
+    if not is_preset(map_algorithm):
+        AlgorithmSpec.parse(map_algorithm)  # an unknown name fails before the partition
     speeds = np.asarray(arch.speeds, dtype=np.float64)
     notes: list[str] = []
     seconds: dict[str, float] = {}

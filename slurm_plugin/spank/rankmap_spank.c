@@ -4,7 +4,8 @@
  *   --comm-profile=NAME      communication profile: a store name or a generator spec
  *                            such as stencil3d or stencil3d:4x4x4; summa-fpm[:FILE]
  *                            for --rankmap=summa
- *   --rankmap=auto|off|summa|ALG   mapping mode, or an algorithm such as topdown+n10
+ *   --rankmap=auto|off|summa|fast|eco|strong|ALG   mapping mode, a preset, or an
+ *                            algorithm such as topdown+n10
  *   --rankmap-time=SECONDS   solver time budget (rejected above the site maximum)
  *
  * Values are checked at submission (local/allocator context) and passed to the job's
@@ -38,6 +39,9 @@ static double max_time = 0.0; /* 0: no site maximum given here */
 /* the algorithm grammar of mapper/names.py (case-insensitive); a test compares the lists */
 static const char *constructions[] = {"identity", "random", "greedy", "greedyallc",
                                       "topdown", "bottomup", "ohtma", "matching", NULL};
+
+/* the presets of mapper/names.py PRESETS (case-insensitive); a test compares the lists */
+static const char *presets[] = {"fast", "eco", "strong", NULL};
 
 /* --rankmap values that are not algorithms (slurm_plugin/names.py MODES; a test
  * compares the lists) */
@@ -92,6 +96,9 @@ static int valid_mode(const char *v)
     for (int i = 0; modes[i]; i++)
         if (strcmp(v, modes[i]) == 0)
             return 1;
+    for (int i = 0; presets[i]; i++)
+        if (strcasecmp(v, presets[i]) == 0)
+            return 1;
     if (strlen(v) > MAX_VALUE)
         return 0;
     strcpy(buf, v);
@@ -127,7 +134,8 @@ static int opt_mode(int val, const char *optarg, int remote)
     (void)val;
     (void)remote;
     if (!optarg || !valid_mode(optarg)) {
-        slurm_error("rankmap: --rankmap=%s: expected auto, off, summa or an algorithm "
+        slurm_error("rankmap: --rankmap=%s: expected auto, off, summa, a preset (fast, eco, "
+                    "strong) or an algorithm "
                     "CONSTRUCTION[+NEIGHBOURHOOD] (identity, random, greedy, greedyallc, "
                     "topdown, bottomup, ohtma, matching; n<d>, nc<d>, np, np<block>, n2), "
                     "e.g. topdown+n10",
@@ -165,7 +173,7 @@ struct spank_option spank_options[] = {
      "rankmap: communication profile (store name or generator, e.g. stencil3d; "
      "summa-fpm[:FILE] with --rankmap=summa)", 1, 0,
      (spank_opt_cb_f)opt_profile},
-    {"rankmap", "MODE", "rankmap: auto, off, summa, or an algorithm such as topdown+n10", 1, 0,
+    {"rankmap", "MODE", "rankmap: auto, off, summa, fast, eco, strong, or an algorithm such as topdown+n10", 1, 0,
      (spank_opt_cb_f)opt_mode},
     {"rankmap-time", "SECONDS", "rankmap: solver time budget (capped by the site)", 1, 0,
      (spank_opt_cb_f)opt_time},

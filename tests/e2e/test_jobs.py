@@ -163,7 +163,7 @@ def test_spank_options_are_listed_and_checked_at_submission(slurm_cluster):
         assert option in help_text
     for bad, msg in (("--rankmap-time=-1", "positive number of seconds"),
                      ("--rankmap-time=100", "above this site's maximum of 60"),
-                     ("--rankmap=topdwn", "expected auto, off, summa or an algorithm"),
+                     ("--rankmap=topdwn", "expected auto, off, summa, a preset (fast, eco, "),
                      ("--comm-profile=a/b", "'/' only in file:/PATH and")):
         proc = c.run(["sbatch", bad, "--wrap", "true"], check=False)
         assert proc.returncode != 0 and msg in proc.stderr, (bad, proc.stderr)

@@ -1,0 +1,79 @@
+"""Presets ``fast``, ``eco`` and ``strong``: named recipes that trade time for quality.
+
+A preset is a pipeline over the library's own algorithms, run inside the caller's time
+limit and keeping the best bijection found:
+
+* ``fast`` — one Top-Down construction + N_C^10 (``topdown+n10``; on a hop-matrix
+  machine ``ohtma+n10``).  Today's default.
+* ``eco`` — multi-start: the same pipeline from ``ECO_STARTS`` partition seeds (Top-Down's
+  METIS calls differ per seed), the best kept.
+* ``strong`` — ``eco`` with ``STRONG_STARTS`` seeds, then iterated local search
+  (Lourenço, Martin & Stützle, "Iterated Local Search", Handbook of Metaheuristics,
+  2003, doi:10.1007/0-306-48056-5_11): perturb the best mapping by exchanging the
+  ranks of a random connected patch of the communication graph among their PEs, run
+  N_C^10 from there, and keep the result when J fell; up to ``STRONG_ROUNDS`` rounds,
+  stopping early after ``STRONG_PATIENCE`` rounds without improvement.
+
+Every stage checks the clock: without a time limit the counts above bound the work;
+with one, the preset returns its best so far when the limit is near (the caller keeps
+a reserve for the final evaluation of J).  Complexity: ``starts`` × (Top-Down +
+N_C^10) + rounds × N_C^10 pass cost (see :mod:`mapper.construction.topdown` and
+:mod:`mapper.search.communication`).
+
+References
+----------
+* Schulz, Träff & von Kirchbach, Better Process Mapping and Sparse Quadratic
+  Assignment, arXiv:1702.04164v2 (Top-Down, N_C^d); full entry in :mod:`mapper`.
+* Lourenço, Martin & Stützle (2003), above, for the perturbation + local search loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .names import PRESETS
+
+ECO_STARTS = 5
+STRONG_STARTS = 10
+STRONG_ROUNDS = 60
+STRONG_PATIENCE = 20
+#: ranks exchanged by one perturbation: this share of n, at least PATCH_MIN
+PATCH_SHARE = 0.02
+PATCH_MIN = 4
+PATCH_MAX = 256
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One preset: what it runs (``describe`` gives the sentence the report shows)."""
+
+    name: str
+    tree_algorithm: str
+    network_algorithm: str
+    starts: int
+    rounds: int
+
+    def algorithm_for(self, tree: bool) -> str:
+        """The base algorithm on a switch tree (``tree``) or a hop-matrix machine."""
+        return self.tree_algorithm if tree else self.network_algorithm
+
+    def describe(self, tree: bool) -> str:
+        base = self.algorithm_for(tree)
+        parts = [base if self.starts == 1 else f"best of {self.starts} starts of {base}"]
+        if self.rounds:
+            parts.append(f"then up to {self.rounds} rounds of perturbation + N_C^10 "
+                         f"(iterated local search)")
+        return f"preset {self.name}: " + ", ".join(parts)
+
+
+_TABLE = {
+    "fast": Preset("fast", "topdown+n10", "ohtma+n10", 1, 0),
+    "eco": Preset("eco", "topdown+n10", "ohtma+n10", ECO_STARTS, 0),
+    "strong": Preset("strong", "topdown+n10", "ohtma+n10", STRONG_STARTS, STRONG_ROUNDS),
+}
+assert tuple(_TABLE) == PRESETS
+
+
+def preset(name: str) -> Preset:
+    """The preset called ``name`` (any case); KeyError for other names."""
+    return _TABLE[name.strip().lower()]

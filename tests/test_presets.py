@@ -1,0 +1,189 @@
+"""Presets fast / eco / strong (issue 12 item 1): valid names everywhere (solver, CLI,
+site config, SPANK plugin), what each runs, and that the extra work only ever helps."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mapper import CommGraph, Hierarchy
+from mapper.api import map_processes
+from mapper.names import PRESETS, normalize_algorithm
+from mapper.search import iterated_local_search
+from slurm_plugin.cli import main as mapper_main
+from slurm_plugin.config import ConfigError, parse_config
+from slurm_plugin.profiles.generators import generate
+
+ROOT = Path(__file__).resolve().parents[1]
+SPANK_C = ROOT / "slurm_plugin/spank/rankmap_spank.c"
+
+
+def j_of(graph: CommGraph, machine: Hierarchy, pe: np.ndarray) -> float:
+    """J recomputed here from the edge list and the arities of the hierarchy's name
+    (shares nothing with the solver's objective)."""
+    arities = [int(x) for x in machine.describe().split(" / ")[0].split(":")] \
+        if hasattr(machine, "describe") else None
+    rows = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+    keep = rows < graph.indices
+    total = 0.0
+    for a, b, c in zip(pe[rows[keep]], pe[graph.indices[keep]], graph.weights[keep],
+                       strict=True):
+        total += c * _dist(arities, machine.distances, int(a), int(b))
+    return total
+
+
+def _dist(arities: list[int], distances, p: int, q: int) -> float:
+    if p == q:
+        return 0.0
+    size = 1
+    for level, arity in enumerate(arities):
+        size *= arity
+        if p // size == q // size:
+            return float(distances[level])
+    raise AssertionError("PEs in no common group")
+
+
+def test_the_c_plugin_knows_the_same_presets():
+    listed = re.search(r"presets\[\] = \{([^}]*)\}", SPANK_C.read_text()).group(1)
+    assert tuple(re.findall(r'"([a-z]+)"', listed)) == PRESETS
+
+
+@pytest.mark.parametrize("name", ["fast", "Eco", "STRONG"])
+def test_config_and_solver_accept_preset_names(name):
+    cfg = parse_config(f'[solver]\nalgorithm = "{name}"\n', "t.toml")
+    assert cfg.get("solver", "algorithm") == normalize_algorithm(name) == name.lower()
+    cfg = parse_config(f'[solver]\ndefault_preset = "{name.lower()}"\n', "t.toml")
+    assert cfg.get("solver", "algorithm") == name.lower()
+    g = generate("stencil3d:4x4x2", 32)
+    r = map_processes(g, Hierarchy.parse("4:2:4", "1:10:100"), name)
+    assert sorted(r.mapping.tolist()) == list(range(32))
+    assert r.algorithm == name and r.notes[0].startswith(f"preset {name.lower()}:")
+
+
+def test_default_preset_is_fast_and_algorithm_overrides_it():
+    assert parse_config("", "t.toml").get("solver", "algorithm") == "fast"
+    cfg = parse_config('[solver]\ndefault_preset = "strong"\nalgorithm = "greedy+n10"\n',
+                       "t.toml")
+    assert cfg.get("solver", "algorithm") == "greedy+n10"
+    with pytest.raises(ConfigError, match=r"t.toml: \[solver\] default_preset: must be one of "
+                                          r"fast, eco, strong, got 'topdown\+n10'"):
+        parse_config('[solver]\ndefault_preset = "topdown+n10"\n', "t.toml")
+
+
+def test_a_preset_on_a_network_site():
+    net = '[network]\nkind = "torus"\ndims = [2, 2]\nnodes = "n[1-4]"\n'
+    assert parse_config(net, "x.toml").get("solver", "algorithm") == "ohtma+n10"
+    cfg = parse_config(net + '[solver]\ndefault_preset = "eco"\n', "x.toml")
+    assert cfg.get("solver", "algorithm") == "eco"
+
+
+def _rugged(n: int = 256, seed: int = 3) -> CommGraph:
+    # a random geometric graph: many local optima for 2-swaps
+    rng = np.random.default_rng(seed)
+    pts = rng.random((n, 2))
+    d = np.linalg.norm(pts[:, None] - pts[None], axis=2)
+    a, b = np.nonzero(np.triu(d < 0.12, 1))
+    return CommGraph.from_edges(a, b, rng.uniform(1, 10, len(a)), n=n, source="rgg")
+
+
+def test_more_work_never_hurts_and_strong_beats_fast_on_a_rugged_instance():
+    g, h = _rugged(), Hierarchy.parse("4:4:16", "1:10:100")
+    res = {p: map_processes(g, h, p, seed=0) for p in PRESETS}
+    for p, r in res.items():
+        assert sorted(r.mapping.tolist()) == list(range(g.n))
+        assert r.objective == pytest.approx(j_of(g, h, r.mapping), rel=1e-9), p
+    # eco's starts include fast's, strong's include eco's, and the search only accepts
+    # improvements: the order is guaranteed
+    assert res["strong"].objective <= res["eco"].objective <= res["fast"].objective
+    assert res["strong"].objective < 0.99 * res["fast"].objective
+    assert res["fast"].objective == map_processes(g, h, "topdown+n10", seed=0).objective
+
+
+def test_iterated_local_search_never_worsens_and_reports_its_gain():
+    g, h = _rugged(128, seed=5), Hierarchy.parse("2:4:16", "1:10:100")
+    pe = map_processes(g, h, "topdown+n10", seed=1).mapping.copy()
+    before = j_of(g, h, pe)
+    stats = iterated_local_search(g, h, pe, rounds=30, patience=30, patch=8, seed=2)
+    after = j_of(g, h, pe)
+    assert sorted(pe.tolist()) == list(range(128))
+    assert after < before and stats.improvements > 0  # a 2-swap optimum, improved
+    assert stats.gain == pytest.approx(before - after, rel=1e-9, abs=1e-9)
+    assert stats.rounds == 30  # patience equals rounds here
+
+
+def test_strong_finds_the_optimum_of_small_instances_by_brute_force():
+    h = Hierarchy.parse("2:2:2", "1:10:100")
+    found = 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        a, b = np.triu_indices(8, 1)
+        keep = rng.random(len(a)) < 0.5
+        g = CommGraph.from_edges(a[keep], b[keep], rng.integers(1, 20, keep.sum()), n=8,
+                                 source="small")
+        perms = np.array(list(itertools.permutations(range(8))))
+        dist = np.array([[_dist([2, 2, 2], h.distances, p, q) for q in range(8)]
+                         for p in range(8)])
+        rows = np.repeat(np.arange(8), np.diff(g.indptr))
+        keep = rows < g.indices
+        u, v, w = rows[keep], g.indices[keep], g.weights[keep]
+        best = float((dist[perms[:, u], perms[:, v]] * w).sum(axis=1).min())
+        r = map_processes(g, h, "strong", seed=0)
+        assert r.objective >= best - 1e-9
+        found += r.objective <= best + 1e-9
+    assert found >= 11, found
+
+
+def test_map_cli_preset(tmp_path, capsys):
+    graph = tmp_path / "g.mtx"
+    g = generate("stencil3d:4x4x4", 64)
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    keep = rows < g.indices
+    graph.write_text("%%MatrixMarket matrix coordinate real symmetric\n"
+                     f"64 64 {keep.sum()}\n" + "".join(
+                         f"{v + 1} {u + 1} {w:g}\n" for u, v, w in
+                         zip(rows[keep], g.indices[keep], g.weights[keep], strict=True)))
+    out = tmp_path / "m.txt"
+    assert mapper_main(["map", str(graph), "--hierarchy", "4:4:4", "--distances", "1:10:100",
+                        "--preset", "eco", "--output", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["algorithm"] == "eco"
+    assert sorted(int(x) for x in out.read_text().split()) == list(range(64))
+    with pytest.raises(SystemExit):
+        mapper_main(["map", str(graph), "--hierarchy", "4:4:4", "--preset", "eco",
+                     "--algorithm", "greedy", "--output", str(out)])
+
+
+HARNESS = r"""
+#include <stdio.h>
+#include "rankmap_spank.c"
+spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
+{ (void)sp; (void)opt; return ESPANK_SUCCESS; }
+spank_context_t spank_context(void) { return S_CTX_LOCAL; }
+spank_err_t spank_job_control_setenv(spank_t sp, const char *n, const char *v, int o)
+{ (void)sp; (void)n; (void)v; (void)o; return ESPANK_SUCCESS; }
+void slurm_error(const char *fmt, ...) { (void)fmt; }
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        printf("%d\n", valid_mode(argv[i]));
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("cc") or not Path("/usr/include/slurm/spank.h").is_file(),
+                    reason="needs a C compiler and Slurm's spank.h")
+def test_the_c_plugin_accepts_presets(tmp_path):
+    (tmp_path / "h.c").write_text(HARNESS)
+    subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
+                    str(tmp_path / "h.c")], check=True)
+    out = subprocess.run([str(tmp_path / "h"), "strong", "Eco", "fast", "strong+n2",
+                          "faster"], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "1", "1", "0", "0"]
