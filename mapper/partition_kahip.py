@@ -6,19 +6,25 @@ partitioner.  KaHIP is optional (PyPI ``kahip``); without it :class:`KahipMissin
 says how to install it.
 
 Exact sizes.  KaFFPa's Python binding takes one imbalance ε for every block and no
-target weights.  ``perfect=False`` (the default) asks for a small ε: the blocks come
-back within one or two vertices of the target and are repaired exactly by
-:func:`mapper.partition.repair_sizes`.  ``perfect=True`` passes ε = 0, which switches
-on KaHIP's perfectly balanced refinement: exact sizes, but 4-30 s on a 512-vertex
-quotient graph here (against 0.01-0.2 s with a small ε), so it is for measurements,
-not budgets.  Unequal sizes are split by recursive bisection: the size list is cut
-into two halves of totals a ≥ b, one isolated dummy vertex of weight a − b is added,
-and KaFFPa bisects the graph into two halves of weight a; the half holding the dummy
-gets the smaller side's targets (padding with an isolated vertex: it adds no cut).
-The size list is cut nearest its middle where the two totals differ or the two
-halves hold the same sizes, so that KaFFPa's two halves are never interchangeable
-targets of different shapes.  A range of equal sizes is split k-way in one call.  Finally the swap
-refinement :func:`mapper.partition.refine_cut` lowers the cut, as for METIS.
+target weights.  A range of equal sizes is split k-way in one call with a small ε
+(``EPSILON``): the blocks come back within a vertex or two of the target.  Unequal
+sizes are split by recursive bisection: the size list is cut into two halves of
+totals a and b, and one isolated dummy vertex of weight |a − b| (it adds no cut) pads
+the smaller side, so that KaFFPa's two equal halves are the unequal targets; the half
+holding the dummy gets the smaller side's sizes.  Every vertex weighs 2 there and ε
+is 1/(2 · 2 max(a, b)), so that KaFFPa's bound (rounded up) leaves less than one
+vertex of slack and the dummy cannot land on either side (with unit weights a
+dummy of weight 1 could).  The list is cut nearest its middle where the totals
+differ or the halves hold the same sizes, so that the two halves are never
+interchangeable targets of different shapes (a 9-clique must not get targets 5 + 4).
+KaFFPa does not always meet its bound, so :func:`mapper.partition.repair_sizes` makes
+every split exact, and the swap refinement :func:`mapper.partition.refine_cut` lowers
+the final cut, as after METIS.  KaFFPa's own ε = 0 (its perfectly balanced
+refinement, Sanders & Schulz 2013) is not used: 4-30 s on a 512-vertex quotient graph
+here against 0.01-0.2 s with a small ε, for no lower cut after repair and refinement
+(``bench/bench_partitions.py --perfect``).  The mesh partitioners' KaHIP backend
+(:mod:`mapper.mesh.backends`) pads the same way but with unit weights and halves at
+k // 2, the two cases above; hence this module's own bisection.
 
 Complexity: KaFFPa is a multilevel partitioner, near-linear in m per call in
 practice (fast < eco < strong: strong adds flow-based refinement and more V-cycles);
@@ -44,12 +50,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import RankmapError
-from .partition import metis_weights, refine_cut, repair_sizes
+from .partition import cut_weight, metis_weights, refine_cut, repair_sizes
 
 #: KaFFPa preconfigurations (kahip.FAST, ECO, STRONG)
 MODES = {"fast": 0, "eco": 1, "strong": 2}
-# ε asked of KaFFPa when perfect=False: blocks within a vertex or two of the target
-_EPSILON = 0.001
+#: ε of KaFFPa's k-way splits: blocks within a vertex or two of the target
+EPSILON = 0.001
+_SMALL_GRAPH = 16
+_SMALL_GRAPH_TRIES = 4
 
 
 class KahipMissing(RankmapError, RuntimeError):
@@ -66,15 +74,13 @@ def kahip_available() -> bool:
 
 
 def kahip_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
-                    time_limit: float | None = None, mode: str = "eco",
-                    perfect: bool = False) -> np.ndarray:
+                    time_limit: float | None = None, mode: str = "eco") -> np.ndarray:
     """Split ``adj`` into ``len(sizes)`` blocks of exactly ``sizes`` vertices with KaFFPa.
 
     ``adj`` is symmetric CSR without self loops; ``sizes`` sum to its vertex count.
-    ``mode`` is KaFFPa's preconfiguration (``fast``, ``eco``, ``strong``); ``perfect``
-    asks KaFFPa for ε = 0 (slow, see module).  Returns the block of every vertex.
-    ``time_limit`` (seconds) bounds the cut refinement (KaFFPa itself is not
-    interruptible).  Deterministic for a given ``seed``.
+    ``mode`` is KaFFPa's preconfiguration (``fast``, ``eco``, ``strong``).  Returns the
+    block of every vertex.  ``time_limit`` (seconds) bounds the cut refinement (KaFFPa
+    itself is not interruptible).  Deterministic for a given ``seed``.
     """
     start = time.perf_counter()
     if mode not in MODES:
@@ -93,7 +99,18 @@ def kahip_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
     except ImportError as exc:
         raise KahipMissing(f"the KaHIP partitioner needs the kahip package ({exc}); "
                            f"pip install kahip") from exc
-    eps = 0.0 if perfect else _EPSILON
+    if n <= _SMALL_GRAPH:
+        # KaFFPa is erratic on tiny graphs, as METIS is: a few seeds cost next to nothing
+        runs = [_partition(kahip, adj, sizes, seed + 7919 * t, mode, start, time_limit)
+                for t in range(_SMALL_GRAPH_TRIES)]
+        return min(runs, key=lambda p: cut_weight(adj, p))
+    return _partition(kahip, adj, sizes, seed, mode, start, time_limit)
+
+
+def _partition(kahip, adj: sp.csr_matrix, sizes: np.ndarray, seed: int, mode: str,
+               start: float, time_limit: float | None) -> np.ndarray:
+    """One KaFFPa split of ``adj`` into exactly ``sizes``, repaired and refined."""
+    n, k = adj.shape[0], len(sizes)
     weights = metis_weights(adj.data).astype(np.int32)
     csr = sp.csr_matrix((weights, adj.indices, adj.indptr), shape=adj.shape)
     part = np.empty(n, dtype=np.int64)
@@ -107,13 +124,13 @@ def kahip_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
         sub = csr[verts][:, verts].tocsr()
         want = sizes[lo:hi]
         if np.all(want == want[0]):
-            local = _kaffpa(kahip, sub, np.ones(len(verts), np.int32), hi - lo, eps,
+            local = _kaffpa(kahip, sub, np.ones(len(verts), np.int32), hi - lo, EPSILON,
                             seed, MODES[mode])
             part[verts] = lo + repair_sizes(sub, local, want)
             continue
         mid = _split_point(want) + lo
         a, b = int(want[:mid - lo].sum()), int(want[mid - lo:].sum())
-        local = _bisect(kahip, sub, a, b, eps, seed, MODES[mode])
+        local = _bisect(kahip, sub, a, b, seed, MODES[mode])
         local = repair_sizes(sub, local, np.array([a, b]))
         stack.append((verts[local == 0], lo, mid))
         stack.append((verts[local == 1], mid, hi))
@@ -144,21 +161,19 @@ def _kaffpa(kahip, adj: sp.csr_matrix, vwgt: np.ndarray, k: int, eps: float, see
     return np.asarray(parts, dtype=np.int64)
 
 
-def _bisect(kahip, adj: sp.csr_matrix, a: int, b: int, eps: float, seed: int,
-            mode: int) -> np.ndarray:
-    """Two blocks of about ``a`` (block 0) and ``b`` (block 1) vertices.
-
-    A dummy isolated vertex of weight |a − b| pads the smaller side, so that KaFFPa's
-    equal halves are the unequal targets; its block is the smaller side's."""
+def _bisect(kahip, adj: sp.csr_matrix, a: int, b: int, seed: int, mode: int) -> np.ndarray:
+    """Two blocks of about ``a`` (block 0) and ``b`` (block 1) vertices (module
+    docstring: weights 2, a dummy of weight 2|a − b| on the smaller side)."""
     n = adj.shape[0]
-    if a == b:
-        return _kaffpa(kahip, adj, np.ones(n, np.int32), 2, eps, seed, mode)
-    padded = sp.csr_matrix((adj.data, adj.indices, np.r_[adj.indptr, adj.indptr[-1]]),
-                           shape=(n + 1, n + 1))
-    vwgt = np.ones(n + 1, np.int32)
-    vwgt[n] = abs(a - b)
-    parts = _kaffpa(kahip, padded, vwgt, 2, eps, seed, mode)
-    small_side = parts[n]  # the dummy's block takes the smaller target
-    real = parts[:n]
+    big = max(a, b)
+    pad = int(a != b)
+    padded = sp.csr_matrix((adj.data, adj.indices, np.r_[adj.indptr, [adj.indptr[-1]] * pad]),
+                           shape=(n + pad, n + pad))
+    vwgt = np.full(n + pad, 2, np.int32)
+    if pad:
+        vwgt[n] = 2 * abs(a - b)
+    parts = _kaffpa(kahip, padded, vwgt, 2, 1.0 / (4 * big), seed, mode)
+    if not pad:
+        return parts
     small = 1 if a > b else 0
-    return np.where(real == small_side, small, 1 - small)
+    return np.where(parts[:n] == parts[n], small, 1 - small)
