@@ -11,13 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from mapper import CommGraph, MappingResult, map_processes
 from mapper.names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
+from mapper.objective import evaluate
 
 from . import render, report
 from .distribution import DEFAULT, Distribution, default_placements, dist_label
 from .layout import Layout
 from .network_source import HopNetwork, NetworkError, hop_machine
+from .profile_samples import SampledGraph, SampleVerdict, check_samples
 
 #: Launcher files by name, with the renderer that produces each.
 RENDERERS = {
@@ -77,6 +81,12 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     replaced by OHTMA with the same neighbourhood; the congestion check, which needs
     switch uplinks, is skipped; the report adds hop-bytes.  A job node the network
     does not name is a fallback.
+
+    A profile measured in several runs (a :class:`~slurm_plugin.profile_samples.SampledGraph`
+    from a store entry with ``samples``) applies rankmap's placement only when it also
+    beats the default under every sample (lower J, no busiest link raised:
+    :func:`~slurm_plugin.profile_samples.check_samples`); otherwise the default is kept
+    and the report names the sample that disagreed.
     """
     result = None
     defaults = default_placements(layout, distribution)
@@ -106,6 +116,11 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")
             result = None
+    if (result is not None and result.origin != "baseline"
+            and isinstance(graph, SampledGraph) and graph.samples):
+        result, note = _under_samples(graph, machine, result, defaults[default_name],
+                                      default_name, congestion_levels)
+        notes.append(note)
     kept_default = result is not None and result.origin == "baseline"
     rendered: dict[str, str] = {}
     if fallback_reason is None and not kept_default:
@@ -123,6 +138,39 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     return JobPlan(rendered, report.render_report_text(rep, templates_dir=templates_dir),
                    report.report_json(rep), result, fallback_reason,
                    list(layout.notes) + notes, kept_default, rep.summary)
+
+
+def _under_samples(graph: SampledGraph, machine, result: MappingResult,
+                   baseline: np.ndarray, default_name: str,
+                   congestion_levels) -> tuple[MappingResult, str]:
+    """``result`` if it beats the default under every sample of ``graph``, else the
+    default as a result whose ``rejected`` says which sample disagreed; and a note with
+    the verdict of every sample.  O(S·(n + m·L))."""
+    verdicts = check_samples(graph.samples, graph.sample_names, machine, result.mapping,
+                             baseline, congestion_levels)
+    note = (f"checked under {len(verdicts)} measured sample(s) of the profile, J against "
+            f"Slurm's {default_name} placement: " + ", ".join(_verdict(v) for v in verdicts))
+    against = [v for v in verdicts if not v.agrees]
+    if not against:
+        return result, note
+    base_eval = evaluate(graph, machine, baseline)
+    saved = 100 * (1 - result.objective / base_eval.objective)
+    who = f"Slurm's {default_name} placement"
+    why = (f"J {saved:.1f}% lower under the profile, but {against[0].describe(who)} "
+           f"({len(against)} of {len(verdicts)} samples disagree: the profile does not "
+           f"predict this application's traffic)")
+    kept = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
+                         result.seconds, result.algorithm, result.seed,
+                         result.hit_time_limit, "baseline", dict(result.candidates),
+                         {**result.rejected, result.algorithm: why}, result.notes)
+    return kept, note
+
+
+def _verdict(v: SampleVerdict) -> str:
+    text = f"{v.name} {100 * v.j_change:+.1f}%"
+    if v.raised is not None:
+        text += f" (busiest {v.raised} link {v.link_ratio:.2f}x)"
+    return text
 
 
 def hop_algorithm(algorithm: str) -> tuple[str, str | None]:

@@ -56,6 +56,10 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--description", default="")
     q.add_argument("--kinds", default="E,I,C",
                    help="monitoring line kinds to count (E user p2p, I internal, C)")
+    q.add_argument("--add-sample", action="store_true",
+                   help="add this run as one more sample of the existing profile NAME "
+                        "(NAME.sK.mtx, listed in its samples): rankmap then applies a "
+                        "placement only if it beats Slurm's default under every sample")
     q.set_defaults(func=_import)
 
 
@@ -74,6 +78,9 @@ def _show(args: argparse.Namespace) -> int:
     print(f"name         {info.name}\nfile         {info.file}\nranks        {info.ranks}\n"
           f"units        {info.units}\ndescription  {info.description}\n"
           f"source       {info.source}\nedges        {g.m}\ntotal volume {g.total_volume:g}")
+    if info.samples:
+        print(f"samples      {len(info.samples)}: "
+              + ", ".join(p.name for p in info.samples))
     return 0
 
 
@@ -106,10 +113,43 @@ def _import(args: argparse.Namespace) -> int:
     if tty:
         print(file=sys.stderr)
     store = Path(args.store)
+    if args.add_sample:
+        return _add_sample(store, args.name, g, origin)
     store.mkdir(parents=True, exist_ok=True)
     write_mtx(g, store / f"{args.name}.mtx", comment=f"imported from {origin}")
     (store / f"{args.name}.toml").write_text(
         f'ranks = {g.n}\nunits = "bytes"\ndescription = {toml_string(args.description)}\n'
         f'source = {toml_string(origin)}\nfile = "{args.name}.mtx"\n')
     print(f"{store / args.name}.toml: {g.n} ranks, {g.m} edges, {g.total_volume:g} bytes")
+    return 0
+
+
+def _add_sample(store: Path, name: str, g, origin: str) -> int:
+    """Write ``g`` as NAME.sK.mtx and append it to NAME.toml's samples (the first
+    sample is the entry's own ``file`` when it had none)."""
+    if not (store / f"{name}.toml").is_file():
+        raise ProfileError(f"--add-sample: no profile {name!r} in {store} (import the "
+                           f"first run without --add-sample)")
+    info = ProfileStore([store]).find(name)
+    if info.is_mesh:
+        raise ProfileError(f"--add-sample: {info.path} is a mesh, not a measured profile")
+    if g.n != info.ranks:
+        raise ProfileError(f"--add-sample: this run has {g.n} ranks, profile {name!r} "
+                           f"({info.path}) has {info.ranks}")
+    samples = [p.name for p in info.samples] or [info.file.name]
+    k = 1
+    while f"{name}.s{k}.mtx" in samples or (store / f"{name}.s{k}.mtx").exists():
+        k += 1
+    new = f"{name}.s{k}.mtx"
+    write_mtx(g, store / new, comment=f"imported from {origin}")
+    samples.append(new)
+    listed = ", ".join(toml_string(s) for s in samples)
+    (store / f"{name}.toml").write_text(
+        f"ranks = {info.ranks}\nunits = {toml_string(info.units)}\n"
+        f"description = {toml_string(info.description)}\n"
+        f"source = {toml_string(info.source)}\n"
+        f"file = {toml_string(info.file.relative_to(info.path.parent).as_posix())}\n"
+        f"samples = [{listed}]\n")
+    print(f"{store / name}.toml: sample {len(samples)} ({new}): {g.n} ranks, {g.m} edges, "
+          f"{g.total_volume:g} bytes")
     return 0

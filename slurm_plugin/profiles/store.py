@@ -8,6 +8,16 @@ A profile is ``NAME.toml`` beside a matrix file::
     source = "Open MPI pml_monitoring, 2026-11-01"
     file = "lammps-3d.mtx"        # .mtx, .graph, .csv or .npz, relative to the .toml
 
+A profile measured in several runs lists the matrix of each run in ``samples``
+(``rankmap profile import PREFIX --name NAME --store DIR --add-sample`` appends one)::
+
+    file = "hpcc-8.mtx"                       # the profile rankmap maps with
+    samples = ["hpcc-8.mtx", "hpcc-8.s1.mtx", "hpcc-8.s2.mtx"]   # one matrix per run
+
+Each sample must be a file in the store with the profile's rank count.  The plan then
+applies rankmap's placement only when it beats Slurm's default under every sample
+(:mod:`slurm_plugin.profile_samples`); errors in ``samples`` name the ``.toml``'s line.
+
 A **mesh** entry (``--comm-profile=mesh:NAME``, :mod:`slurm_plugin.mesh_job`) says
 ``kind = "mesh"``: its file is an application mesh of any number of vertices, which the
 job partitions onto its ranks, so it has no ``ranks``::
@@ -44,6 +54,7 @@ from mapper.graph_io import read_graph
 from mapper.mesh.mesh import Mesh
 from mapper.mesh.mesh_io import read_mesh
 
+from ..profile_samples import with_samples
 from .generators import GeneratorError, generate, is_generator_spec
 
 
@@ -53,13 +64,15 @@ class ProfileError(RankmapError, ValueError):
 
 NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}$")
 TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str,
-             "kind": str, "weights": str}
+             "kind": str, "weights": str, "samples": list}
 REQUIRED = ("ranks", "file")
 #: the values of ``kind``: a communication profile (default) or a mesh to partition
 KINDS = ("graph", "mesh")
 #: keys of a mesh entry (a mesh has no rank count; weights only there)
 MESH_REQUIRED = ("file",)
 MESH_ONLY = ("weights",)
+#: keys a mesh entry cannot have
+GRAPH_ONLY = ("samples",)
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,7 @@ class ProfileInfo:
     source: str = ""
     kind: str = "graph"              # "graph" or "mesh" (KINDS)
     weights: Path | None = None      # a mesh's optional weights file
+    samples: tuple[Path, ...] = ()   # the matrices of the measured runs (may include file)
 
     @property
     def is_mesh(self) -> bool:
@@ -151,6 +165,9 @@ class ProfileStore:
         if kind not in KINDS:
             raise ProfileError(f"{toml}: kind: {kind!r} is not one of {', '.join(KINDS)}")
         if kind == "mesh":
+            for key in GRAPH_ONLY:
+                if key in data:
+                    raise ProfileError(f"{toml}: {key}: a mesh entry has no {key}")
             if "ranks" in data:
                 raise ProfileError(f"{toml}: ranks: a mesh has no rank count (it is "
                                    f"partitioned onto the job's ranks); remove it")
@@ -169,19 +186,42 @@ class ProfileStore:
         matrix = self._store_file(toml, store, "file", data["file"])
         weights = (self._store_file(toml, store, "weights", data["weights"])
                    if "weights" in data else None)
+        samples = self._samples(toml, store, data.get("samples"))
         return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
                            data.get("units", "bytes"), data.get("description", ""),
-                           data.get("source", ""), kind, weights)
+                           data.get("source", ""), kind, weights, samples)
+
+    def _samples(self, toml: Path, store: Path, value: list | None) -> tuple[Path, ...]:
+        """The ``samples`` list as files inside ``store``; errors name the line."""
+        if value is None:
+            return ()
+        where = f"{toml}:{_key_line(toml, 'samples')}"
+        if not value:
+            raise ProfileError(f"{where}: samples: empty list (remove the key, or list "
+                               f"one matrix file per measured run)")
+        out = []
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise ProfileError(f"{where}: samples[{i}]: must be a file name (str), "
+                                   f"got {type(item).__name__}")
+            path = self._store_file(toml, store, f"samples[{i}]", item, where)
+            if path in out:
+                raise ProfileError(f"{where}: samples[{i}]: {item!r} is listed twice")
+            out.append(path)
+        return tuple(out)
 
     @staticmethod
-    def _store_file(toml: Path, store: Path, key: str, value: str) -> Path:
-        """``value`` (a path relative to the .toml) as a file inside ``store``."""
+    def _store_file(toml: Path, store: Path, key: str, value: str,
+                    where: str | None = None) -> Path:
+        """``value`` (a path relative to the .toml) as a file inside ``store``; errors
+        start with ``where`` (default: the .toml's path)."""
+        where = where or str(toml)
         rel = Path(value)
         if rel.is_absolute() or ".." in rel.parts:
-            raise ProfileError(f"{toml}: {key}: must be a path inside the store")
+            raise ProfileError(f"{where}: {key}: must be a path inside the store")
         path = toml.parent / rel
         if not _inside(path, store):
-            raise ProfileError(f"{toml}: {key} {value!r} is missing or leads outside "
+            raise ProfileError(f"{where}: {key} {value!r} is missing or leads outside "
                                f"the store {store}")
         return path
 
@@ -201,7 +241,22 @@ class ProfileStore:
         if graph.n != ntasks:
             raise ProfileError(f"profile {name!r}: matrix {info.file.name} has {graph.n} "
                                f"ranks, the job has {ntasks} tasks")
-        return graph
+        if not info.samples:
+            return graph
+        samples = []
+        for path in info.samples:
+            if path == info.file:
+                samples.append(graph)
+                continue
+            try:
+                g = read_graph(path, max_bytes=self.max_bytes, expected_n=ntasks)
+            except GraphError as exc:
+                raise ProfileError(f"profile {name!r}: sample {exc}") from None
+            if g.n != ntasks:
+                raise ProfileError(f"profile {name!r}: sample {path.name} has {g.n} ranks, "
+                                   f"the job has {ntasks} tasks ({info.path})")
+            samples.append(g)
+        return with_samples(graph, samples, [p.name for p in info.samples])
 
 
     def load_mesh(self, name: str) -> tuple[Mesh, ProfileInfo]:
@@ -218,6 +273,16 @@ class ProfileStore:
         except GraphError as exc:
             raise ProfileError(f"profile {name!r}: {exc}") from None
         return mesh, info
+
+
+def _key_line(toml: Path, key: str) -> int | str:
+    """The line of ``toml`` where ``key = …`` starts (for error messages), else '?'."""
+    try:
+        lines = toml.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return "?"
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    return next((i for i, line in enumerate(lines, 1) if pattern.match(line)), "?")
 
 
 def bundled_store() -> Path:
