@@ -5,6 +5,7 @@ Run by hand (not a test), about 5-8 minutes on the shared 2-core machine:
 
     nice -n 5 .venv/bin/python bench/bench_partitions.py            # 2^15 quotients
     nice -n 5 .venv/bin/python bench/bench_partitions.py --perfect  # + KaFFPa ε = 0, top level
+    nice -n 5 .venv/bin/python bench/bench_partitions.py --mesh     # RMS quotient vs identity
 
 Partitioners compared inside the same Top-Down loop (Schulz, Träff & von Kirchbach
 §3.1; :mod:`mapper.construction.topdown`), each followed by N_C^10 exactly as
@@ -209,6 +210,43 @@ def table(title: str, rows: list[tuple[str, dict]], names: list[str], key: str,
     return lines + [""]
 
 
+def mesh_rows(parts: dict[str, Partitioner], kprimes=(2, 4, 8, 13)) -> list[str]:
+    """Issue-10 finding: plain Top-Down + N_C^10 on the RMS quotient graph against the
+    identity (bench/mesh/fig4.py's building blocks: the meshes, RMS with ε = 3 %,
+    METIS backend, the quotient graph; S = 4:16:k', D = 1:10:100)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "mesh"))
+    import fig4
+    import meshes
+
+    from mapper.mesh import quotient_graph
+    from mapper.mesh.rms import rms_partition
+
+    found = [meshes.rgg(1 << 15, seed=0), meshes.delaunay(1 << 15, seed=0),
+             meshes.shared_mesh("rgg_n_2_15_s0.graph")]  # the last: README_TABLES' worst
+    head = ["mesh", "k'", "Identity RMS J"] + [f"TD+N10 {n} / Id" for n in parts]
+    lines = ["### RMS quotient: Top-Down + N_C^10 (seed 0) over Identity RMS (below 1: "
+             "Top-Down wins)", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    ratios: dict[str, list[float]] = {n: [] for n in parts}
+    for mesh in (m for m in found if m is not None):
+        for kp in kprimes:
+            h = Hierarchy.homogeneous([4, 16, kp], fig4.DISTANCES)
+            rms = rms_partition(mesh, h, epsilon=fig4.EPSILON, seed=0, backend="metis")
+            q = quotient_graph(mesh, rms.part, h.n)
+            ident = objective(q, h, np.arange(h.n))
+            cells = [mesh.source, str(kp), f"{ident:.0f}"]
+            for n, p in parts.items():
+                _, j, _ = run(q, h, 0, p)
+                ratios[n].append(j / ident)
+                cells.append(f"{j / ident:.3f}")
+            lines.append("| " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
+    lines.append("| geomean | | | " + " | ".join(f"{geomean(r):.3f}" for r in ratios.values())
+                 + " |")
+    lines.append("| Top-Down wins | | | " + " | ".join(
+        f"{sum(x < 1 for x in r)} of {len(r)}" for r in ratios.values()) + " |")
+    return lines + [""]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--starts", type=int, default=5, help="seeds of the eco-like column")
@@ -216,6 +254,8 @@ def main(argv=None) -> int:
                     help="top-level cut of KaFFPa eco with ε = 0 too (n ≤ 1024 only)")
     ap.add_argument("--no-sharedmap", action="store_true")
     ap.add_argument("--only", default=None, help="substring of instance names to run")
+    ap.add_argument("--mesh", action="store_true",
+                    help="only the RMS-quotient check (Top-Down vs the identity)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "partitions.md"))
     args = ap.parse_args(argv)
 
@@ -225,6 +265,10 @@ def main(argv=None) -> int:
         print("KaHIP: n/a (pip install kahip); only the METIS columns run")
     sm = not args.no_sharedmap and bm.sharedmap_available() is None
     top_names = names + (["kaffpa-eco-perfect"] if args.perfect and kahip_available() else [])
+    if args.mesh:
+        text = "\n".join(mesh_rows(parts))
+        print("\n" + text)
+        return 0
     rows: list[tuple[str, dict]] = []
     for inst, g, hs in instances(True):
         if args.only and args.only not in inst:
