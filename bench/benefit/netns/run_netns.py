@@ -408,22 +408,43 @@ def hpcc_app(np_: int, n: int, out: Path) -> App:
     return App("hpcc", wd, ["hpcc"])
 
 
-def measure_profile(sh: Shell, app: App, np_: int, machinefile: Path, rankmap: str) -> None:
-    """One run with Open MPI's pml monitoring, imported into a store for rankmap plan."""
-    cwd = app.workdir / "monitoring"
-    shutil.rmtree(cwd, ignore_errors=True)
-    cwd.mkdir(parents=True)
-    app.prepare_rep(cwd)
-    prefix = cwd / "prof"
-    run_mpi(sh, np_, machinefile, app.argv, cwd,
+def measure_profile(sh: Shell, app: App, np_: int, machinefile: Path, rankmap: str,
+                    samples: int = 1) -> None:
+    """``samples`` runs with Open MPI's pml monitoring, imported into a store for
+    rankmap plan: the first as the profile, the others with ``--add-sample`` (rankmap
+    then applies a placement only if it beats block under every run)."""
+    store = app.workdir / "store"
+    name = f"{app.name}-{np_}"
+    for i in range(samples):
+        cwd = app.workdir / ("monitoring" if i == 0 else f"monitoring.s{i}")
+        shutil.rmtree(cwd, ignore_errors=True)
+        cwd.mkdir(parents=True)
+        app.prepare_rep(cwd)
+        prefix = cwd / "prof"
+        _, wall, cross, _ = run_mpi(
+            sh, np_, machinefile, app.argv, cwd,
             ["--mca", "pml_monitoring_enable", "2",
              "--mca", "pml_monitoring_enable_output", "3",
              "--mca", "pml_monitoring_filename", str(prefix)])
-    store = app.workdir / "store"
+        if not sh.dry:
+            print(f"  monitoring run {i + 1}/{samples}: wall {wall:.1f} s, cross-leaf "
+                  f"{cross / 1e6:.1f} MB", flush=True)
+        sh.run([rankmap, "profile", "import", str(prefix), "--name", name, "--store",
+                str(store)] + (["--add-sample"] if i else []))
+    note = "Open MPI pml monitoring of one block run, E+I+C"
+    if samples > 1:
+        note = f"Open MPI pml monitoring of {samples} block runs (samples), E+I+C"
+    app.profiles.append(Profile("measured", name, store, note=note))
+
+
+def stored_profile(app: App, np_: int, store: Path) -> bool:
+    """Use the measured profile ``APP-NP`` of ``store`` (``--profile-store``) if it has
+    one; True when it did."""
     name = f"{app.name}-{np_}"
-    sh.run([rankmap, "profile", "import", str(prefix), "--name", name, "--store", str(store)])
-    app.profiles.append(Profile("measured", name, store,
-                                note="Open MPI pml monitoring of one block run, E+I+C"))
+    if not (store / f"{name}.toml").is_file():
+        return False
+    app.profiles.append(Profile("measured", name, store, note=f"from {store}"))
+    return True
 
 
 # ---------------------------------------------------------------------- placements
@@ -475,7 +496,10 @@ def measure_case(sh: Shell, args, net: Network, app: App, rankmap: str) -> list[
         mf = report["machinefile"] or block_mf
         same = next((k for k, v in placements.items() if v == mf), None)
         rm = next((p for p in report["placements"] if p["name"] == "rankmap"), {})
-        if not report["machinefile"]:
+        if not report["machinefile"] and "refused" in report.get("summary", ""):
+            note = "kept block (same run as block): " + report["summary"].split(
+                "was refused: ", 1)[-1]
+        elif not report["machinefile"]:
             note = "kept block: nothing beat it (same run as block)"
         elif same:
             note = f"applied ({report['algorithm']}), same placement as {same}"
@@ -490,6 +514,11 @@ def measure_case(sh: Shell, args, net: Network, app: App, rankmap: str) -> list[
     for i, (name, text) in enumerate(placements.items()):
         files[name] = case_dir / f"machinefile.{i}"
         files[name].write_text(text)
+    if args.plan_only:
+        return [{"network": net.name, "app": app.name, "placement": name,
+                 "machinefile": placements[shared].split(),
+                 "same_as_block": placements[shared] == block_mf, **info[name]}
+                for name, shared in runs_as.items()]
     runs: dict[str, list[RunResult]] = {name: [] for name in placements}
     for rep in range(args.hpcc_reps if app.name == "hpcc" else args.reps):
         for i, name in enumerate(placements):  # alternate, so that load drift hits all
@@ -538,6 +567,16 @@ def table(rows: list[dict]) -> str:
             f"{r['cross_leaf_MB']:.1f} | {min(r['app_time']):.3f} | "
             f"{statistics.median(r['app_time']):.3f} | "
             f"{r['ratio_min']:.3f} / {r['ratio_median']:.3f} | {r['note']} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def plan_table(rows: list[dict]) -> str:
+    """--plan-only: every case's placements, no times."""
+    head = ("| wiring | app | placement | J saved vs block | machinefile (rank 0..) | "
+            "note |\n|---|---|---|---|---|---|\n")
+    lines = [f"| {r['network']} | {r['app']} | {r['placement']} | {r['saved'] or '-'} | "
+             f"{' '.join(r['machinefile'])}{' (= block)' if r['same_as_block'] else ''} | "
+             f"{r['note']} |" for r in rows]
     return head + "\n".join(lines) + "\n"
 
 
@@ -619,6 +658,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="repetitions of hpcc (default 1: one hpcc run takes about 4 min "
                          "on the shaped links, its b_eff ring test has fixed counts)")
     ap.add_argument("--hpcc-n", type=int, default=800, help="HPL matrix order (default 800)")
+    ap.add_argument("--samples", type=int, default=1,
+                    help="monitoring runs per app for its measured profile (default 1); "
+                         "runs 2.. are added as samples (rankmap profile import "
+                         "--add-sample): a placement must beat block under each")
+    ap.add_argument("--profile-store", type=Path, default=None, metavar="DIR",
+                    help="take the measured profile APP-NP from this store (e.g. a "
+                         "previous run's OUT/apps/APP/store) instead of measuring it")
+    ap.add_argument("--plan-only", action="store_true",
+                    help="plan every case and write its machinefiles and reports, run "
+                         "no timed job (measuring profiles still runs the apps)")
     ap.add_argument("--rankmap", default=None, help="rankmap executable (default: the "
                     "repository's .venv/bin/rankmap, else PATH)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/rankmap-netns"))
@@ -627,6 +676,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--dry-run", action="store_true", help="print the commands only")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every command")
     args = ap.parse_args(argv)
+    if args.samples < 1:
+        ap.error("--samples must be at least 1")
     if not args.uplink_rate and not args.host_rate:
         ap.error("unshaped host links need an explicit --uplink-rate")
     if "lammps-cube" in args.apps or "lammps-rod" in args.apps:
@@ -660,6 +711,8 @@ def main(argv: list[str] | None = None) -> int:
         print("no rankmap executable (--rankmap)", file=sys.stderr)
         return 2
     args.out = args.out.resolve()
+    if args.profile_store:
+        args.profile_store = args.profile_store.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
@@ -709,11 +762,20 @@ def bench(sh: Shell, args, rankmap: str) -> int:
                 # the profile (bytes between ranks) does not depend on the wiring
                 mf = args.out / "machinefile.monitoring"
                 mf.write_text(block_machinefile(net.nodes, args.slots))
-                print(f"  measuring the {app.name} profile (pml monitoring, one run)",
-                      flush=True)
-                measure_profile(sh, app, np_, mf, rankmap)
+                if args.profile_store and stored_profile(app, np_, args.profile_store):
+                    print(f"  {app.name}: measured profile from {args.profile_store}")
+                else:
+                    print(f"  measuring the {app.name} profile (pml monitoring, "
+                          f"{args.samples} run(s))", flush=True)
+                    measure_profile(sh, app, np_, mf, rankmap, args.samples)
             rows += measure_case(sh, args, net, app, rankmap)
     if sh.dry:
+        return 0
+    if args.plan_only:
+        text = "plans only (no timed runs)\n\n" + plan_table(rows)
+        print(text)
+        (args.out / "plans.md").write_text(text)
+        (args.out / "plans.json").write_text(json.dumps(rows, indent=1))
         return 0
     text = (f"{args.nodes} nodes x {args.slots} ranks, {args.leaves} leaf switches, host "
             f"links {args.host_rate or 'unshaped'} Mbit/s, uplinks {up:g} Mbit/s; "
