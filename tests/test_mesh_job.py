@@ -115,7 +115,7 @@ def spank(profile=None, mode=None):
     return env
 
 
-@pytest.mark.parametrize("mode, algorithm", [(None, "topdown+n10"), ("auto", "topdown+n10"),
+@pytest.mark.parametrize("mode, algorithm", [(None, "fast"), ("auto", "fast"),
                                              ("greedy+n2", "greedy+n2")])
 def test_a_mesh_request_keeps_the_mapping_algorithm(mode, algorithm):
     req = decide(parse_config("", "t.toml"), spank("mesh:plate,method=rb", mode), "debug")
