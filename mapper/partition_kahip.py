@@ -20,11 +20,12 @@ interchangeable targets of different shapes (a 9-clique must not get targets 5 +
 KaFFPa does not always meet its bound, so :func:`mapper.partition.repair_sizes` makes
 every split exact, and the swap refinement :func:`mapper.partition.refine_cut` lowers
 the final cut, as after METIS.  KaFFPa's own ε = 0 (its perfectly balanced
-refinement, Sanders & Schulz 2013) is not used: 4-30 s on a 512-vertex quotient graph
-here against 0.01-0.2 s with a small ε, for no lower cut after repair and refinement
-(``bench/bench_partitions.py --perfect``).  The mesh partitioners' KaHIP backend
-(:mod:`mapper.mesh.backends`) pads the same way but with unit weights and halves at
-k // 2, the two cases above; hence this module's own bisection.
+refinement, Sanders & Schulz 2013) is not used: splitting a 512-vertex quotient graph
+8 ways took 22-131 s here (0.02-1 s with a small ε) for a cut 0.99-1.01 times METIS's
+after repair and refinement (``bench/bench_partitions.py --perfect``).  The mesh
+partitioners' KaHIP backend (:mod:`mapper.mesh.backends`) pads the same way but with
+unit weights and halves at k // 2, the two cases above; hence this module's own
+bisection.
 
 Complexity: KaFFPa is a multilevel partitioner, near-linear in m per call in
 practice (fast < eco < strong: strong adds flow-based refinement and more V-cycles);
@@ -36,7 +37,7 @@ References
 * Sanders & Schulz: Engineering Multilevel Graph Partitioning Algorithms.  ESA 2011,
   LNCS 6942, 469-480, doi:10.1007/978-3-642-23719-5_40 (KaFFPa).
 * Sanders & Schulz: Think Locally, Act Globally: Highly Balanced Graph Partitioning.
-  SEA 2013, LNCS 7933, 164-175, doi:10.1007/978-3-642-38527-8_16 (ε = 0).
+  SEA 2013, LNCS 7933, 164-175 (KaFFPa's ε = 0 mode).
 * Schulz, Träff & von Kirchbach, Better Process Mapping and Sparse Quadratic
   Assignment, arXiv:1702.04164v2 (Top-Down uses KaHIP's perfectly balanced
   partitioner); full entry in :mod:`mapper`.
