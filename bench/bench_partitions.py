@@ -13,7 +13,8 @@ Partitioners compared inside the same Top-Down loop (Schulz, Träff & von Kirchb
 
 * ``metis``      — today: pymetis recursive bisection + size repair + swap refinement
   (:func:`mapper.partition.balanced_partition`);
-* ``metis-best5`` — the same with seeds s, s+1, …, s+4 at every split, the lowest cut kept;
+* ``metis-best3`` / ``metis-best5`` — the same with seeds s, s+1, … (3 or 5 of them) at
+  every split, the lowest cut kept;
 * ``kaffpa-fast`` / ``-eco`` / ``-strong`` — KaHIP's KaFFPa with a small ε, then the same
   repair and refinement (:func:`mapper.partition_kahip.kahip_partition`).  Top-Down with
   KaFFPa at every level is SharedMap's hierarchical multisection run serially (SharedMap
@@ -96,7 +97,8 @@ def kaffpa_perfect(adj, sizes, seed=0, time_limit=None):
 
 
 def partitioners() -> dict[str, Partitioner]:
-    out: dict[str, Partitioner] = {"metis": balanced_partition, "metis-best5": metis_best(5)}
+    out: dict[str, Partitioner] = {"metis": balanced_partition, "metis-best3": metis_best(3),
+                                   "metis-best5": metis_best(5)}
     if kahip_available():
         for mode in ("fast", "eco", "strong"):
             out[f"kaffpa-{mode}"] = kaffpa(mode)
