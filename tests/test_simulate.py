@@ -186,8 +186,8 @@ def test_skip_unguarded_and_ok_exit(tmp_path, capsys):
                "--skip", "block", "--skip", "scrambled", "--unguarded", "--", "app"])
     assert rc == 0
     rows = {p["name"]: p for p in json.loads(capsys.readouterr().out)["placements"]}
-    assert list(rows) == ["block", "cyclic", "scrambled", "rankmap topdown+n10",
-                          "topdown+n10 unguarded"]
+    assert list(rows) == ["block", "cyclic", "scrambled", "rankmap fast",
+                          "fast unguarded"]
     assert rows["block"]["seconds"] is None and rows["scrambled"]["seconds"] is None
     assert rows["cyclic"]["seconds"] == 0.25
     # no reference run: no ratios; links and J are computed for every placement
