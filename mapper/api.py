@@ -34,6 +34,7 @@ from .machine import Hierarchy, Machine, MachineError
 from .names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from .objective import check_mapping, evaluate
 from .result import MappingResult
+from .search.cycles import cycle_search
 
 
 class AlgorithmError(RankmapError, ValueError):
@@ -135,6 +136,9 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     notes = list(best.notes)
     if recipe is not None:
         notes.insert(0, recipe.describe(isinstance(machine, Hierarchy)))
+        if recipe.cycles and not best.hit_time_limit:
+            best = _cycles(graph, machine, best, seed, time_limit, reserve, start,
+                           1.0 if baseline is None else _ALGORITHM_SHARE, progress, notes)
         if recipe.rounds and not best.hit_time_limit:
             share = 1.0 if baseline is None else _ALGORITHM_SHARE
             best = _iterate(graph, machine, best, recipe, seed, time_limit, reserve, start,
@@ -153,6 +157,29 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     return MappingResult(best.mapping, best.objective, best.traffic,
                          time.perf_counter() - start, algorithm, best.seed,
                          best.hit_time_limit, origin, candidates, rejected, tuple(notes))
+
+
+def _cycles(graph: CommGraph, machine: Machine, best: MappingResult, seed: int,
+            time_limit: float | None, reserve: float, start: float, share: float,
+            progress: Callable[[str], None] | None, notes: list[str]) -> MappingResult:
+    """A preset's moves beyond 2-swaps (mapper.search.cycles) from its best start."""
+    if _dense(graph):
+        notes.append("3-cycles and ejection chains skipped: dense profile")
+        return best
+    left = None
+    if time_limit is not None:
+        left = share * (time_limit - reserve) - (time.perf_counter() - start)
+        if left <= 0:
+            return best
+    if progress:
+        progress("3-cycles and ejection chains")
+    pe = best.mapping.copy()
+    stats = cycle_search(graph, machine, pe, seed=seed, time_limit=left)
+    if stats.gain <= 0:
+        return best
+    ev = evaluate(graph, machine, pe)
+    return MappingResult(pe, ev.objective, ev.traffic, time.perf_counter() - start,
+                         best.algorithm, best.seed, stats.hit_time_limit, notes=best.notes)
 
 
 def _iterate(graph: CommGraph, machine: Machine, best: MappingResult,

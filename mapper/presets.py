@@ -7,13 +7,17 @@ limit and keeping the best bijection found:
   machine ``ohtma+n10``).  Today's default.
 * ``eco`` — multi-start: the same pipeline from ``ECO_STARTS`` partition seeds (Top-Down's
   METIS calls differ per seed), the best kept.
-* ``strong`` — ``eco`` with ``STRONG_STARTS`` seeds, then iterated local search
+* ``strong`` — ``eco`` with ``STRONG_STARTS`` seeds, then the moves beyond 2-swaps of
+  :mod:`mapper.search.cycles` (3-cycles along the communication graph and ejection
+  chains, O(d) gains), then iterated local search
   (Lourenço, Martin & Stützle, "Iterated Local Search", Handbook of Metaheuristics,
   2003, doi:10.1007/0-306-48056-5_11): perturb the best mapping by exchanging the
   ranks of a random connected patch of the communication graph among their PEs, run
   N_C^10 from there, and keep the result when J fell; up to ``STRONG_ROUNDS`` rounds,
   stopping early after ``STRONG_PATIENCE`` rounds without improvement.
 
+On a dense profile (mean degree above :data:`mapper.dense.PARTITION_DEGREE`) the
+moves beyond 2-swaps are skipped (their O(n d^4) passes could not stop in time).
 Every stage checks the clock: without a time limit the counts above bound the work;
 with one, the preset returns its best so far when the limit is near (the caller keeps
 a reserve for the final evaluation of J).  Complexity: ``starts`` × (Top-Down +
@@ -52,6 +56,7 @@ class Preset:
     network_algorithm: str
     starts: int
     rounds: int
+    cycles: bool = False
 
     def algorithm_for(self, tree: bool) -> str:
         """The base algorithm on a switch tree (``tree``) or a hop-matrix machine."""
@@ -60,6 +65,8 @@ class Preset:
     def describe(self, tree: bool) -> str:
         base = self.algorithm_for(tree)
         parts = [base if self.starts == 1 else f"best of {self.starts} starts of {base}"]
+        if self.cycles:
+            parts.append("then 3-cycles and ejection chains")
         if self.rounds:
             parts.append(f"then up to {self.rounds} rounds of perturbation + N_C^10 "
                          f"(iterated local search)")
@@ -69,7 +76,8 @@ class Preset:
 _TABLE = {
     "fast": Preset("fast", "topdown+n10", "ohtma+n10", 1, 0),
     "eco": Preset("eco", "topdown+n10", "ohtma+n10", ECO_STARTS, 0),
-    "strong": Preset("strong", "topdown+n10", "ohtma+n10", STRONG_STARTS, STRONG_ROUNDS),
+    "strong": Preset("strong", "topdown+n10", "ohtma+n10", STRONG_STARTS, STRONG_ROUNDS,
+                     cycles=True),
 }
 assert tuple(_TABLE) == PRESETS
 
