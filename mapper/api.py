@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
 from .names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from .objective import check_mapping, evaluate
+from .partition import balanced_partition
 from .result import MappingResult
 from .search.cycles import cycle_search
 
@@ -72,7 +74,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     then return the best mapping found so far; the partitioning inside Top-Down and
     Bottom-Up is not interruptible (callers that need a hard bound, like the prolog,
     enforce it from outside).  ``attempts`` > 1 repeats the algorithm with seeds
-    ``seed, seed+1, …`` inside the same time limit and keeps the best mapping
+    ``seed, seed+1, …`` inside the same time limit and keeps the best mapping (a preset,
+    ``fast``/``eco``/``strong`` (:mod:`mapper.presets`), fixes its own starts)
     (restarts matter for small or rugged instances, where one 2-swap local optimum is
     often not the global one).  ``progress`` is called with a short phase description
     as each phase starts (the CLI shows them on a terminal).
@@ -107,9 +110,10 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     start = time.perf_counter()
     recipe = presets.preset(algorithm) if is_preset(algorithm) else None
     base = algorithm
+    runs = [(i, 1) for i in range(attempts)]
     if recipe is not None:
         base = recipe.algorithm_for(isinstance(machine, Hierarchy))
-        attempts = max(attempts, recipe.starts)
+        runs = recipe.runs()
     _check_inputs(graph, machine, AlgorithmSpec.parse(base))
     if congestion_levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
@@ -122,14 +126,14 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     reserve = (0.0 if time_limit is None else
                min(0.5 * time_limit, evals * graph.m * _EVAL_SECONDS_PER_EDGE))
     best: MappingResult | None = None
-    for i in range(attempts):
+    for i, tries in runs:
         left = (None if time_limit is None
                 else time_limit - reserve - (time.perf_counter() - start))
         if best is not None and left is not None and left <= 0:
             break
         if baseline is not None and left is not None:
             left *= _ALGORITHM_SHARE  # keep time for polishing the baseline
-        r = _map_once(graph, machine, base, seed + i, left, progress)
+        r = _map_once(graph, machine, base, seed + i, left, progress, partition_tries=tries)
         if best is None or r.objective < best.objective:
             best = r
     assert best is not None
@@ -365,10 +369,16 @@ def _search_stretch(graph: CommGraph, machine: Machine, neighborhood: str) -> fl
     return 1024 * d_max * (min(groups, graph.n) + 2) * _SECONDS_PER_STEP
 
 
+def _partitioner(tries: int):
+    """balanced_partition with ``tries`` METIS seeds per split (the presets)."""
+    return balanced_partition if tries == 1 else partial(balanced_partition, tries=tries)
+
+
 def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
               time_limit: float | None,
               progress: Callable[[str], None] | None = None,
-              start_from: np.ndarray | None = None) -> MappingResult:
+              start_from: np.ndarray | None = None,
+              partition_tries: int = 1) -> MappingResult:
     spec = AlgorithmSpec.parse(algorithm)
     report = progress or (lambda phase: None)
     _check_inputs(graph, machine, spec)
@@ -406,9 +416,11 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
     elif spec.construction == "matching":
         pe = construction.matching(graph, machine)
     elif spec.construction == "topdown":
-        pe = construction.top_down(graph, machine, seed, remaining())
+        pe = construction.top_down(graph, machine, seed, remaining(),
+                                   partitioner=_partitioner(partition_tries))
     else:
-        pe = construction.bottom_up(graph, machine, seed, remaining())
+        pe = construction.bottom_up(graph, machine, seed, remaining(),
+                                    partitioner=_partitioner(partition_tries))
     pe = np.ascontiguousarray(pe, dtype=np.int64)
     if time_limit is not None and time.perf_counter() - start >= time_limit:
         timed_out = True  # the construction used the budget (and stopped early)

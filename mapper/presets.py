@@ -5,9 +5,12 @@ limit and keeping the best bijection found:
 
 * ``fast`` — one Top-Down construction + N_C^10 (``topdown+n10``; on a hop-matrix
   machine ``ohtma+n10``).  Today's default.
-* ``eco`` — multi-start: the same pipeline from ``ECO_STARTS`` partition seeds (Top-Down's
-  METIS calls differ per seed), the best kept.
-* ``strong`` — ``eco`` with ``STRONG_STARTS`` seeds, then the moves beyond 2-swaps of
+* ``eco`` — the same pipeline, but every Top-Down split keeps the lowest cut of
+  ``ECO_PARTITION_TRIES`` METIS runs with different seeds (the top levels are where
+  Top-Down loses; ``bench/bench_partitions.py``: KaHIP's KaFFPa inside Top-Down was
+  worse than this at every setting).
+* ``strong`` — the best of ``STRONG_STARTS`` starts (seeds), each split keeping the best
+  of ``STRONG_PARTITION_TRIES`` METIS runs, then the moves beyond 2-swaps of
   :mod:`mapper.search.cycles` (3-cycles along the communication graph and ejection
   chains, O(d) gains), then iterated local search
   (Lourenço, Martin & Stützle, "Iterated Local Search", Handbook of Metaheuristics,
@@ -20,8 +23,9 @@ On a dense profile (mean degree above :data:`mapper.dense.PARTITION_DEGREE`) the
 moves beyond 2-swaps are skipped (their O(n d^4) passes could not stop in time).
 Every stage checks the clock: without a time limit the counts above bound the work;
 with one, the preset returns its best so far when the limit is near (the caller keeps
-a reserve for the final evaluation of J).  Complexity: ``starts`` × (Top-Down +
-N_C^10) + rounds × N_C^10 pass cost (see :mod:`mapper.construction.topdown` and
+a reserve for the final evaluation of J).  Complexity: ``starts`` × (``partition_tries``
+× Top-Down's partitions + N_C^10) + the cycle passes + rounds × one N_C^10 pass (see
+:mod:`mapper.construction.topdown`, :mod:`mapper.search.cycles` and
 :mod:`mapper.search.communication`).
 
 References
@@ -37,8 +41,10 @@ from dataclasses import dataclass
 
 from .names import PRESETS
 
-ECO_STARTS = 5
-STRONG_STARTS = 10
+ECO_STARTS = 1
+ECO_PARTITION_TRIES = 3
+STRONG_STARTS = 5
+STRONG_PARTITION_TRIES = 5
 STRONG_ROUNDS = 60
 STRONG_PATIENCE = 20
 #: ranks exchanged by one perturbation: this share of n, at least PATCH_MIN
@@ -57,6 +63,22 @@ class Preset:
     starts: int
     rounds: int
     cycles: bool = False
+    #: METIS runs per Top-Down/Bottom-Up split, lowest cut kept
+    partition_tries: int = 1
+
+    def runs(self) -> list[tuple[int, int]]:
+        """(seed offset, METIS runs per split) of every start.  Each preset also runs the
+        starts of the cheaper presets, so ``strong`` is never worse than ``eco`` and
+        ``eco`` never worse than ``fast`` on the same seed (the later stages only accept
+        improvements); they cost a fraction of its own starts."""
+        out = [(0, 1)]
+        if self.partition_tries > 1 and self.name == "strong":
+            out.append((0, ECO_PARTITION_TRIES))
+        if self.partition_tries > 1:
+            out += [(i, self.partition_tries) for i in range(self.starts)]
+        else:
+            out += [(i, 1) for i in range(1, self.starts)]
+        return out
 
     def algorithm_for(self, tree: bool) -> str:
         """The base algorithm on a switch tree (``tree``) or a hop-matrix machine."""
@@ -65,6 +87,8 @@ class Preset:
     def describe(self, tree: bool) -> str:
         base = self.algorithm_for(tree)
         parts = [base if self.starts == 1 else f"best of {self.starts} starts of {base}"]
+        if self.partition_tries > 1:
+            parts[0] += f" (best of {self.partition_tries} METIS runs per split)"
         if self.cycles:
             parts.append("then 3-cycles and ejection chains")
         if self.rounds:
@@ -75,9 +99,10 @@ class Preset:
 
 _TABLE = {
     "fast": Preset("fast", "topdown+n10", "ohtma+n10", 1, 0),
-    "eco": Preset("eco", "topdown+n10", "ohtma+n10", ECO_STARTS, 0),
+    "eco": Preset("eco", "topdown+n10", "ohtma+n10", ECO_STARTS, 0,
+                  partition_tries=ECO_PARTITION_TRIES),
     "strong": Preset("strong", "topdown+n10", "ohtma+n10", STRONG_STARTS, STRONG_ROUNDS,
-                     cycles=True),
+                     cycles=True, partition_tries=STRONG_PARTITION_TRIES),
 }
 assert tuple(_TABLE) == PRESETS
 
