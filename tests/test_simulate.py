@@ -162,6 +162,42 @@ def test_sixteen_rank_simulation_scrambled_is_slower_and_hosts_follow_hostfile(
         assert (want == block) == (name == "block")
 
 
+@needs_smpi
+def test_replay_of_a_trace_gives_the_run_s_communication_per_placement(tmp_path, capsys):
+    """--replay: one traced run (smpirun -trace-ti) replayed on every placement; the
+    replay of the block placement takes the traced run's time (same messages, no
+    compute declared), and the scrambled one is slower, as when the program runs."""
+    exe = tmp_path / "halo3d"
+    subprocess.run(["smpicc", "-O2", "-o", str(exe), str(ROOT / "bench/benefit/halo3d.c")],
+                   check=True, capture_output=True)
+    conf = tmp_path / "topology.conf"
+    conf.write_text("SwitchName=s0 Nodes=n[0-1]\nSwitchName=s1 Nodes=n[2-3]\n"
+                    "SwitchName=sp Switches=s[0-1]\n")
+    job = ["simulate", "--nodes", "n[0-3]", "--node-info", "Sockets=1 CoresPerSocket=4",
+           "--topology-conf", str(conf), "--profile", "stencil3d:2x2x4,bytes=1e6", "--json"]
+    app = [str(exe), "-d", "2x2x4", "-b", "1000000", "-i", "3"]
+    assert main([*job, "--out", str(tmp_path / "run"), "--", *app]) == 0
+    direct = {p["name"]: p for p in json.loads(capsys.readouterr().out)["placements"]}
+    trace = tmp_path / "trace"
+    subprocess.run(["smpirun", "-trace-ti", f"--cfg=tracing/filename:{trace}", "-platform",
+                    str(tmp_path / "run/platform.xml"), "-hostfile",
+                    direct["block"]["hostfile"], "-np", "16",
+                    "--cfg=smpi/simulate-computation:no", "--log=root.thresh:error", *app],
+                   check=True, capture_output=True)
+    assert main([*job, "--out", str(tmp_path / "replay"), "--replay", str(trace)]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    replayed = {p["name"]: p["seconds"] for p in rec["placements"]}
+    assert rec["replay"] == str(trace)
+    # the whole replay against the program's whole simulated run (its init included)
+    assert replayed["block"] == pytest.approx(direct["block"]["simulated_total"], rel=0.05)
+    assert replayed["scrambled"] > 1.2 * replayed["block"]
+    # a trace of another rank count is refused, naming both counts
+    (tmp_path / "short").write_text("\n".join(trace.read_text().splitlines()[:8]) + "\n")
+    assert main([*job, "--replay", str(tmp_path / "short")]) != 0
+    assert "the trace has 8 ranks (one file per line) but the job has 16" in \
+        capsys.readouterr().err
+
+
 def _fake_smpirun(tmp_path: Path, rc: int) -> Path:
     """A stand-in smpirun that prints SMPI's time line and exits with ``rc``."""
     script = tmp_path / "smpirun"

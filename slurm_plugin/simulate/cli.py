@@ -127,6 +127,12 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--platform-only", action="store_true",
                    help="write platform.xml and the hostfiles, run nothing")
+    p.add_argument("--replay", metavar="TRACE",
+                   help="instead of a program, replay a time-independent trace (the index "
+                        "file of smpirun -trace-ti, one line per rank) on each placement "
+                        "(smpirun -replay: SimGrid's offline simulation, the recorded "
+                        "messages without the program's own computation, so a "
+                        "compute-heavy code of thousands of ranks replays in seconds)")
     p.add_argument("program", nargs=argparse.REMAINDER,
                    help="-- PROGRAM ARGS: the SMPI binary and its arguments")
     p.set_defaults(func=_simulate)
@@ -144,11 +150,13 @@ class Run:
 
 _APP_TIME = re.compile(r"^rankmap-sim-time\s+([0-9.eE+-]+)\s*$", re.M)
 _SMPI_TIME = re.compile(r"Simulated time:\s*([0-9.eE+-]+)\s*seconds")
+_REPLAY_TIME = re.compile(r"\[smpi_replay/INFO\] Simulation time ([0-9.eE+-]+)")
 
 
 def parse_times(output: str) -> tuple[float | None, float | None]:
-    """(program's ``rankmap-sim-time``, SMPI's ``Simulated time``) from smpirun output."""
-    app = _APP_TIME.findall(output)
+    """(program's ``rankmap-sim-time`` or the replay's ``Simulation time``, SMPI's
+    ``Simulated time``) from smpirun output."""
+    app = _APP_TIME.findall(output) or _REPLAY_TIME.findall(output)
     total = _SMPI_TIME.findall(output)
     return (float(app[-1]) if app else None, float(total[-1]) if total else None)
 
@@ -207,11 +215,30 @@ def build_inputs(args: argparse.Namespace, cfg) -> tuple[Allocation, NodeShape, 
     return inputs.alloc, inputs.shape, inputs.tree, inputs.layout, inputs.graph
 
 
+def check_trace_index(path: str, ranks: int) -> None:
+    """A replay needs the trace's index file with one existing file per rank of the job."""
+    try:
+        lines = [ln.strip() for ln in Path(path).read_text().splitlines() if ln.strip()]
+    except OSError as exc:
+        raise CliError(f"--replay {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"--replay {path}: not a text file (give the index file that "
+                       f"smpirun -trace-ti writes)") from None
+    if len(lines) != ranks:
+        raise CliError(f"--replay {path}: the trace has {len(lines)} ranks (one file per "
+                       f"line) but the job has {ranks} tasks")
+    base = Path(path).parent
+    for number, line in enumerate(lines, 1):
+        if not (Path(line) if Path(line).is_absolute() else base / line).is_file():
+            raise CliError(f"{path}:{number}: rank file {line} not found")
+
+
 def smpirun_command(args: argparse.Namespace, platform: Path, hostfile: Path, n: int,
                     program: list[str]) -> list[str]:
     compute = "yes" if args.measured_compute else "no"
+    replay = ["-replay", args.replay] if getattr(args, "replay", None) else []
     return [args.smpirun, "-platform", str(platform), "-hostfile", str(hostfile),
-            "-np", str(n), f"--cfg=smpi/simulate-computation:{compute}",
+            "-np", str(n), *replay, f"--cfg=smpi/simulate-computation:{compute}",
             "--cfg=smpi/display-timing:yes", "--log=xbt_cfg.thresh:warning",
             "--log=smpi_config.thresh:warning", *program]
 
@@ -255,13 +282,18 @@ def format_table(runs: list[Run]) -> str:
 
 def _simulate(args: argparse.Namespace) -> int:
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    if not program and not args.platform_only:
-        raise CliError("no program: give -- PROGRAM ARGS (an SMPI binary built with smpicc)")
+    if args.replay and program:
+        raise CliError("give either --replay TRACE or -- PROGRAM ARGS, not both")
+    if not program and not args.platform_only and not args.replay:
+        raise CliError("no program: give -- PROGRAM ARGS (an SMPI binary built with smpicc) "
+                       "or --replay TRACE")
     if not args.platform_only and shutil.which(args.smpirun) is None:
         raise CliError(f"{args.smpirun} not found: install SimGrid (Debian: simgrid, "
                          f"libsimgrid-dev) or pass --smpirun")
     cfg = load_config(args.config)
     alloc, shape, tree, layout, graph = build_inputs(args, cfg)
+    if args.replay:
+        check_trace_index(args.replay, layout.n)
     net = network_params(args)
     algorithms = args.algorithm or [cfg.get("solver", "algorithm") or DEFAULT_ALGORITHM]
     plat = build_platform(tree, alloc.nodes, shape, net, host_speeds(args))
@@ -287,7 +319,8 @@ def _simulate(args: argparse.Namespace) -> int:
                                          args.ok_exit)
             runs.append(Run(pl, app if app is not None else total, total, str(hostfile)))
         record = {"ranks": layout.n, "nodes": list(alloc.nodes), "profile": args.profile,
-                  "program": program, "platform": str(out / "platform.xml"),
+                  "program": program, "replay": args.replay,
+                  "platform": str(out / "platform.xml"),
                   "measured_compute": args.measured_compute,
                   "placements": [{"name": r.placement.name, "seconds": r.seconds,
                                   "simulated_total": r.simulated_total, "J": r.placement.j,
