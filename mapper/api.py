@@ -192,11 +192,11 @@ def _iterate(graph: CommGraph, machine: Machine, best: MappingResult,
              ) -> MappingResult:
     """A preset's iterated local search from its best start (mapper.presets), within
     ``share`` of the time left."""
-    left = None if time_limit is None else time_limit - reserve - (time.perf_counter() - start)
-    if left is not None:
-        left = min(left, share * (time_limit - reserve)
-                   - (time.perf_counter() - start))
-    if left is not None and left <= 0:
+    used = time.perf_counter() - start
+    left = presets.ILS_TIME_SHARE * used
+    if time_limit is not None:
+        left = min(left, time_limit - reserve - used, share * (time_limit - reserve) - used)
+    if left <= 0:
         return best
     depth = 10
     if time_limit is not None:
@@ -214,8 +214,10 @@ def _iterate(graph: CommGraph, machine: Machine, best: MappingResult,
     if stats.improvements == 0:
         return best
     ev = evaluate(graph, machine, pe)
-    return MappingResult(pe, ev.objective, ev.traffic, time.perf_counter() - start,
-                         best.algorithm, best.seed, stats.hit_time_limit,
+    elapsed = time.perf_counter() - start
+    # the search stopping at its own share of the time is by design, not the limit
+    return MappingResult(pe, ev.objective, ev.traffic, elapsed, best.algorithm, best.seed,
+                         time_limit is not None and elapsed >= time_limit - reserve,
                          notes=best.notes)
 
 

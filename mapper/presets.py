@@ -17,7 +17,8 @@ limit and keeping the best bijection found:
   2003, doi:10.1007/0-306-48056-5_11): perturb the best mapping by exchanging the
   ranks of a random connected patch of the communication graph among their PEs, run
   N_C^10 from there, and keep the result when J fell; up to ``STRONG_ROUNDS`` rounds,
-  stopping early after ``STRONG_PATIENCE`` rounds without improvement.
+  stopping early after ``STRONG_PATIENCE`` rounds without improvement or after
+  ``ILS_TIME_SHARE`` of the time used before it.
 
 On a dense profile (mean degree above :data:`mapper.dense.PARTITION_DEGREE`) the
 moves beyond 2-swaps are skipped (their O(n d^4) passes could not stop in time).
@@ -43,10 +44,13 @@ from .names import PRESETS
 
 ECO_STARTS = 1
 ECO_PARTITION_TRIES = 3
-STRONG_STARTS = 5
+STRONG_STARTS = 2
 STRONG_PARTITION_TRIES = 5
 STRONG_ROUNDS = 60
 STRONG_PATIENCE = 20
+#: the iterated local search may take this share of the time the preset has used so far
+#: (so strong stays within a small multiple of its starts; the time limit caps it too)
+ILS_TIME_SHARE = 0.5
 #: ranks exchanged by one perturbation: this share of n, at least PATCH_MIN
 PATCH_SHARE = 0.02
 PATCH_MIN = 4
