@@ -6,12 +6,11 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from spank_harness import needs_cc, spank_checker
 
 from mapper import CommGraph, Hierarchy
 from mapper.api import map_processes
@@ -160,30 +159,8 @@ def test_map_cli_preset(tmp_path, capsys):
                      "--algorithm", "greedy", "--output", str(out)])
 
 
-HARNESS = r"""
-#include <stdio.h>
-#include "rankmap_spank.c"
-spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
-{ (void)sp; (void)opt; return ESPANK_SUCCESS; }
-spank_context_t spank_context(void) { return S_CTX_LOCAL; }
-spank_err_t spank_job_control_setenv(spank_t sp, const char *n, const char *v, int o)
-{ (void)sp; (void)n; (void)v; (void)o; return ESPANK_SUCCESS; }
-void slurm_error(const char *fmt, ...) { (void)fmt; }
-int main(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        printf("%d\n", valid_mode(argv[i]));
-    return 0;
-}
-"""
-
-
-@pytest.mark.skipif(not shutil.which("cc") or not Path("/usr/include/slurm/spank.h").is_file(),
-                    reason="needs a C compiler and Slurm's spank.h")
+@needs_cc
 def test_the_c_plugin_accepts_presets(tmp_path):
-    (tmp_path / "h.c").write_text(HARNESS)
-    subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
-                    str(tmp_path / "h.c")], check=True)
-    out = subprocess.run([str(tmp_path / "h"), "strong", "Eco", "fast", "strong+n2",
-                          "faster"], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["1", "1", "1", "0", "0"]
+    check = spank_checker(tmp_path)
+    assert check("mode", ["strong", "Eco", "fast", "strong+n2", "faster"]) == \
+        [True, True, True, False, False]

@@ -125,15 +125,22 @@ needs_smpi = pytest.mark.skipif(shutil.which("smpirun") is None or shutil.which(
                                 is None, reason="SimGrid's smpirun/smpicc not installed")
 
 
-@needs_smpi
-def test_sixteen_rank_simulation_scrambled_is_slower_and_hosts_follow_hostfile(
-        tmp_path, capsys):
+def _halo_and_two_leaves(tmp_path: Path) -> tuple[Path, Path]:
+    """bench/benefit/halo3d.c built with smpicc, and a topology.conf of two leaves of two
+    nodes under a spine."""
     exe = tmp_path / "halo3d"
     subprocess.run(["smpicc", "-O2", "-o", str(exe), str(ROOT / "bench/benefit/halo3d.c")],
                    check=True, capture_output=True)
     conf = tmp_path / "topology.conf"
     conf.write_text("SwitchName=s0 Nodes=n[0-1]\nSwitchName=s1 Nodes=n[2-3]\n"
                     "SwitchName=sp Switches=s[0-1]\n")
+    return exe, conf
+
+
+@needs_smpi
+def test_sixteen_rank_simulation_scrambled_is_slower_and_hosts_follow_hostfile(
+        tmp_path, capsys):
+    exe, conf = _halo_and_two_leaves(tmp_path)
     out = tmp_path / "out"
     rc = main(["simulate", "--nodes", "n[0-3]", "--node-info", "Sockets=1 CoresPerSocket=4",
                "--topology-conf", str(conf), "--profile", "stencil3d:2x2x4,bytes=1e6",
@@ -167,12 +174,7 @@ def test_replay_of_a_trace_gives_the_run_s_communication_per_placement(tmp_path,
     """--replay: one traced run (smpirun -trace-ti) replayed on every placement; the
     replay of the block placement takes the traced run's time (same messages, no
     compute declared), and the scrambled one is slower, as when the program runs."""
-    exe = tmp_path / "halo3d"
-    subprocess.run(["smpicc", "-O2", "-o", str(exe), str(ROOT / "bench/benefit/halo3d.c")],
-                   check=True, capture_output=True)
-    conf = tmp_path / "topology.conf"
-    conf.write_text("SwitchName=s0 Nodes=n[0-1]\nSwitchName=s1 Nodes=n[2-3]\n"
-                    "SwitchName=sp Switches=s[0-1]\n")
+    exe, conf = _halo_and_two_leaves(tmp_path)
     job = ["simulate", "--nodes", "n[0-3]", "--node-info", "Sockets=1 CoresPerSocket=4",
            "--topology-conf", str(conf), "--profile", "stencil3d:2x2x4,bytes=1e6", "--json"]
     app = [str(exe), "-d", "2x2x4", "-b", "1000000", "-i", "3"]

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_pyslurm import fake_pyslurm
+from spank_harness import needs_cc, spank_checker
 
 from slurm_plugin import job_worker, prolog
 from slurm_plugin.allocation import Allocation
@@ -463,36 +463,9 @@ def test_the_c_plugin_knows_the_same_modes():
     assert tuple(re.findall(r'"([a-z]+)"', listed)) == MODES
 
 
-HARNESS = r"""
-#include <stdio.h>
-#include "rankmap_spank.c"
-spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
-{ (void)sp; (void)opt; return ESPANK_SUCCESS; }
-spank_context_t spank_context(void) { return S_CTX_LOCAL; }
-spank_err_t spank_job_control_setenv(spank_t sp, const char *n, const char *v, int o)
-{ (void)sp; (void)n; (void)v; (void)o; return ESPANK_SUCCESS; }
-void slurm_error(const char *fmt, ...) { (void)fmt; }
-int main(int argc, char **argv)
-{
-    for (int i = 2; i < argc; i++)
-        printf("%d\n", argv[1][0] == 'm' ? valid_mode(argv[i]) : valid_profile(argv[i]));
-    return 0;
-}
-"""
-
-
-@pytest.mark.skipif(not shutil.which("cc") or not Path("/usr/include/slurm/spank.h").is_file(),
-                    reason="needs a C compiler and Slurm's spank.h")
+@needs_cc
 def test_the_c_plugin_accepts_summa_and_summa_fpm_files(tmp_path):
-    (tmp_path / "h.c").write_text(HARNESS)
-    subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
-                    str(tmp_path / "h.c")], check=True)
-
-    def check(kind, values):
-        out = subprocess.run([str(tmp_path / "h"), kind, *values], capture_output=True,
-                             text=True, check=True).stdout.split()
-        return [v == "1" for v in out]
-
+    check = spank_checker(tmp_path)
     assert check("mode", ["summa", "auto", "off", "topdown+n10", "SUMMA", "summa+n2"]) == \
         [True, True, True, True, False, False]
     assert check("profile", ["summa-fpm", "summa-fpm:/home/u/s.txt",
