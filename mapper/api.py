@@ -140,11 +140,11 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     notes = list(best.notes)
     if recipe is not None:
         notes.insert(0, recipe.describe(isinstance(machine, Hierarchy)))
+        share = 1.0 if baseline is None else _ALGORITHM_SHARE
         if recipe.cycles and not best.hit_time_limit:
-            best = _cycles(graph, machine, best, seed, time_limit, reserve, start,
-                           1.0 if baseline is None else _ALGORITHM_SHARE, progress, notes)
+            best = _cycles(graph, machine, best, seed, time_limit, reserve, start, share,
+                           progress, notes)
         if recipe.rounds and not best.hit_time_limit:
-            share = 1.0 if baseline is None else _ALGORITHM_SHARE
             best = _iterate(graph, machine, best, recipe, seed, time_limit, reserve, start,
                             share, progress)
     best = MappingResult(best.mapping, best.objective, best.traffic, best.seconds,
@@ -152,7 +152,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     origin, candidates = "algorithm", {algorithm: best.objective}
     if baseline is not None:
         best, origin, candidates, rejected = _against_baseline(
-            graph, machine, algorithm, seed, best, baseline,
+            graph, machine, algorithm, base, seed, best, baseline,
             None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
             congestion_levels)
         notes += [note for note in best.notes if note not in notes]
@@ -179,11 +179,8 @@ def _cycles(graph: CommGraph, machine: Machine, best: MappingResult, seed: int,
         progress("3-cycles and ejection chains")
     pe = best.mapping.copy()
     stats = cycle_search(graph, machine, pe, seed=seed, time_limit=left)
-    if stats.gain <= 0:
-        return best
-    ev = evaluate(graph, machine, pe)
-    return MappingResult(pe, ev.objective, ev.traffic, time.perf_counter() - start,
-                         best.algorithm, best.seed, stats.hit_time_limit, notes=best.notes)
+    return best if stats.gain <= 0 else _improved(graph, machine, best, pe, start,
+                                                  stats.hit_time_limit)
 
 
 def _iterate(graph: CommGraph, machine: Machine, best: MappingResult,
@@ -213,12 +210,17 @@ def _iterate(graph: CommGraph, machine: Machine, best: MappingResult,
         patch=min(patch, graph.n), depth=depth, seed=seed, time_limit=left)
     if stats.improvements == 0:
         return best
-    ev = evaluate(graph, machine, pe)
-    elapsed = time.perf_counter() - start
     # the search stopping at its own share of the time is by design, not the limit
-    return MappingResult(pe, ev.objective, ev.traffic, elapsed, best.algorithm, best.seed,
-                         time_limit is not None and elapsed >= time_limit - reserve,
-                         notes=best.notes)
+    return _improved(graph, machine, best, pe, start, time_limit is not None
+                     and time.perf_counter() - start >= time_limit - reserve)
+
+
+def _improved(graph: CommGraph, machine: Machine, best: MappingResult, pe: np.ndarray,
+              start: float, hit_time_limit: bool) -> MappingResult:
+    """``best`` with the mapping ``pe`` a later stage of a preset improved it to."""
+    ev = evaluate(graph, machine, pe)
+    return MappingResult(pe, ev.objective, ev.traffic, time.perf_counter() - start,
+                         best.algorithm, best.seed, hit_time_limit, notes=best.notes)
 
 
 #: The note of a profile on which every placement has the same J.
@@ -248,7 +250,8 @@ LINK_TOLERANCE = 0.02
 _ALGORITHM_SHARE = 0.8
 
 
-def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
+def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: str,
+                      seed: int,
                       best: MappingResult, baseline: np.ndarray, time_limit: float | None,
                       start: float, progress: Callable[[str], None] | None,
                       congestion_levels: Sequence[int] | None
@@ -258,10 +261,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, seed: 
     levels = sorted(congestion_levels or [])
     if levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
-    name = (presets.preset(algorithm).algorithm_for(isinstance(machine, Hierarchy))
-            if is_preset(algorithm) else algorithm)
-    spec = AlgorithmSpec.parse(name)
-    polish = name.split("+", 1)[1] if spec.neighborhood else "n10"
+    spec = AlgorithmSpec.parse(base)  # a preset's own algorithm
+    polish = base.split("+", 1)[1] if spec.neighborhood else "n10"
     base_eval = evaluate(graph, machine, baseline)
     candidates = {algorithm: best.objective, "baseline": base_eval.objective}
     left = None if time_limit is None else time_limit - (time.perf_counter() - start)
@@ -371,11 +372,6 @@ def _search_stretch(graph: CommGraph, machine: Machine, neighborhood: str) -> fl
     return 1024 * d_max * (min(groups, graph.n) + 2) * _SECONDS_PER_STEP
 
 
-def _partitioner(tries: int):
-    """balanced_partition with ``tries`` METIS seeds per split (the presets)."""
-    return balanced_partition if tries == 1 else partial(balanced_partition, tries=tries)
-
-
 def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
               time_limit: float | None,
               progress: Callable[[str], None] | None = None,
@@ -419,10 +415,12 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
         pe = construction.matching(graph, machine)
     elif spec.construction == "topdown":
         pe = construction.top_down(graph, machine, seed, remaining(),
-                                   partitioner=_partitioner(partition_tries))
+                                   partitioner=partial(balanced_partition,
+                                                       tries=partition_tries))
     else:
         pe = construction.bottom_up(graph, machine, seed, remaining(),
-                                    partitioner=_partitioner(partition_tries))
+                                    partitioner=partial(balanced_partition,
+                                                       tries=partition_tries))
     pe = np.ascontiguousarray(pe, dtype=np.int64)
     if time_limit is not None and time.perf_counter() - start >= time_limit:
         timed_out = True  # the construction used the budget (and stopped early)

@@ -71,18 +71,19 @@ class Preset:
     partition_tries: int = 1
 
     def runs(self) -> list[tuple[int, int]]:
-        """(seed offset, METIS runs per split) of every start.  Each preset also runs the
-        starts of the cheaper presets, so ``strong`` is never worse than ``eco`` and
+        """(seed offset, METIS runs per split) of every start: the starts of every
+        preset up to this one in the table, so ``strong`` is never worse than ``eco`` and
         ``eco`` never worse than ``fast`` on the same seed (the later stages only accept
-        improvements); they cost a fraction of its own starts."""
-        out = [(0, 1)]
-        if self.partition_tries > 1 and self.name == "strong":
-            out.append((0, ECO_PARTITION_TRIES))
-        if self.partition_tries > 1:
-            out += [(i, self.partition_tries) for i in range(self.starts)]
-        else:
-            out += [(i, 1) for i in range(1, self.starts)]
-        return out
+        improvements); the cheaper presets' starts cost a fraction of its own."""
+        out: list[tuple[int, int]] = []
+        for recipe in _TABLE.values():
+            out += [run for run in recipe.own_runs() if run not in out]
+            if recipe.name == self.name:
+                return out
+        raise KeyError(self.name)
+
+    def own_runs(self) -> list[tuple[int, int]]:
+        return [(i, self.partition_tries) for i in range(self.starts)]
 
     def algorithm_for(self, tree: bool) -> str:
         """The base algorithm on a switch tree (``tree``) or a hop-matrix machine."""
