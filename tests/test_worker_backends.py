@@ -6,47 +6,16 @@ one is compared with the CLI on Slurm 25.11 in tests/e2e/test_current_slurm.py."
 
 import json
 import sys
-import types
 from pathlib import Path
 
 import pytest
+from fake_pyslurm import fake_pyslurm
 
 from slurm_plugin import job_worker
 from slurm_plugin.allocation import read_node_shapes
 from slurm_plugin.topology import NodeShape
 
 DATA = Path(__file__).parent / "data"
-
-
-class FakeJob:
-    allocated_nodes = "n[1-2]"
-    cpus_per_task = 1
-    ntasks = 8
-    ntasks_per_node = 4
-    partition = "debug"
-    account = None
-    name = "job"
-    user_name = "root"
-    user_id = 0
-    group_id = 0
-
-    @staticmethod
-    def load(job_id):
-        return FakeJob()
-
-    def get_resource_layout_per_node(self):
-        return {"n1": {"cpu_ids": "0-3"}, "n2": {"cpu_ids": "0-3"}}
-
-
-def fake_pyslurm(broken_nodes=()):
-    class Node:
-        @staticmethod
-        def load(name):
-            if name in broken_nodes:
-                raise RuntimeError(f"no node {name}")
-            return types.SimpleNamespace(sockets=2, cores_per_socket=2, threads_per_core=1)
-
-    return types.SimpleNamespace(Job=FakeJob, Node=Node, __version__="25.11.2")
 
 
 def recording_scontrol(bin_dir: Path, log: Path, node_line: str = "") -> None:
@@ -81,7 +50,7 @@ def job(tmp_path, monkeypatch):
 
 def test_pyslurm_backend_gives_allocation_and_shapes(job, monkeypatch):
     tmp_path, env = job
-    monkeypatch.setitem(sys.modules, "pyslurm", fake_pyslurm())
+    monkeypatch.setitem(sys.modules, "pyslurm", fake_pyslurm(nodes=2))
     recording_scontrol(tmp_path / "bin", tmp_path / "calls")
     result = job_worker.compute(env)
     assert result["n"] == 8
@@ -97,7 +66,7 @@ def test_pyslurm_backend_gives_allocation_and_shapes(job, monkeypatch):
 
 def test_pyslurm_node_fallback_uses_bin_dir_scontrol_for_that_node_only(job, monkeypatch):
     tmp_path, env = job
-    monkeypatch.setitem(sys.modules, "pyslurm", fake_pyslurm(broken_nodes=("n2",)))
+    monkeypatch.setitem(sys.modules, "pyslurm", fake_pyslurm(nodes=2, broken_nodes=("n2",)))
     recording_scontrol(tmp_path / "bin", tmp_path / "calls",
                        "NodeName=n2 CoresPerSocket=2 Sockets=2 ThreadsPerCore=1")
     result = job_worker.compute(env)
