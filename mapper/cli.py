@@ -50,19 +50,24 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_algorithm_arguments(p: argparse.ArgumentParser, algorithm_help: str) -> None:
+    """``--algorithm NAME`` or ``--preset fast|eco|strong`` (one of them)."""
+    chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument("--algorithm", default=None, help=algorithm_help)
+    chosen.add_argument("--preset", choices=PRESETS, default=None,
+                        help="fast (topdown+n10), eco (better partitions) or strong (more "
+                             "starts, moves beyond 2-swaps, iterated local search); README: "
+                             "Presets")
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``map`` and ``evaluate`` on a subparsers object."""
     p = sub.add_parser("map", help="map a communication graph onto a hierarchy",
                        description="Map GRAPH's ranks onto the PEs of a homogeneous hierarchy "
                                    "and write one PE index (0-based) per rank to FILE.")
     _machine_args(p)
-    chosen = p.add_mutually_exclusive_group()
-    chosen.add_argument("--algorithm", default=None,
-                        help="a preset or CONSTRUCTION[+NEIGHBOURHOOD], e.g. topdown+n10, "
-                             "greedy+np")
-    chosen.add_argument("--preset", choices=PRESETS, default=None,
-                        help="fast (default: topdown+n10), eco (best of several starts) or "
-                             "strong (more starts, then iterated local search)")
+    add_algorithm_arguments(p, "a preset or CONSTRUCTION[+NEIGHBOURHOOD], e.g. "
+                               "topdown+n10, greedy+np (default: the preset fast)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS")
     p.add_argument("--attempts", type=int, default=1,

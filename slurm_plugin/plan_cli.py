@@ -8,9 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mapper import CommGraph
-from mapper.cli import CliError, positive_float, positive_int, terminal_progress
+from mapper.cli import (
+    CliError,
+    add_algorithm_arguments,
+    positive_float,
+    positive_int,
+    terminal_progress,
+)
 from mapper.graph_io import read_graph
-from mapper.names import PRESETS
 
 from .allocation import Allocation
 from .config import Config, load_config
@@ -108,12 +113,8 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
                                    "node list, a node shape and a topology.conf, and write "
                                    "the launcher files and the report into --out.")
     add_job_arguments(p)
-    chosen = p.add_mutually_exclusive_group()
-    chosen.add_argument("--algorithm", default=None,
-                        help="a preset or an algorithm such as topdown+n10 (default: the "
-                             "site's [solver] algorithm, else default_preset)")
-    chosen.add_argument("--preset", choices=PRESETS, default=None,
-                        help="fast, eco or strong (README: Presets)")
+    add_algorithm_arguments(p, "a preset or an algorithm such as topdown+n10 (default: the "
+                               "site's [solver] algorithm, else default_preset)")
     p.add_argument("--out", required=True, metavar="DIR")
     p.set_defaults(func=_plan)
 
