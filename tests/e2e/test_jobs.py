@@ -317,6 +317,17 @@ def test_unprivileged_users_job_gets_its_placement(slurm_cluster, scrambled_prof
     assert not log_mode & 0o007, oct(log_mode)  # users cannot read root's log
 
 
+def test_unprivileged_users_preset_job(slurm_cluster, scrambled_profiles):
+    """``--rankmap=strong`` from a normal user: the SPANK plugin accepts the preset, the
+    worker runs it, the report says what it ran, and the ranks run where it says."""
+    c = slurm_cluster
+    job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
+                          "--comm-profile=scrambled16", "--rankmap=strong", user="rmuser"))
+    assert_ranks_ran_where_the_rankfile_says(job, 16)
+    assert "preset strong: " in job.output, job.output
+    assert "rankmap was NOT applied" not in job.output, job.output
+
+
 def test_other_users_cannot_read_a_running_jobs_files(slurm_cluster, scrambled_profiles):
     c = slurm_cluster
     marker = c.state / "jobs" / f"paths.{time.monotonic_ns()}"
