@@ -218,11 +218,11 @@ def layout_uplink_costs(layout: Layout, tree: SwitchTree | None,
         raise SpeedsError(f"link costs: the layout has {k} levels, got {costs.size}")
     tree = tree or SwitchTree()
     factors = switch_cost_factors(tree)
-    paths: dict[str, list[str]] = {}
+    # every host's switch path at once: one tree.path call per host rebuilds the
+    # tree's tables each time, O(hosts²)
+    paths = {h: p or [f"~{h}"] for h, p in tree.paths(layout.hosts()).items()}
 
     def path(host: str) -> list[str]:
-        if host not in paths:
-            paths[host] = tree.path(host) or [f"~{host}"]
         return paths[host]
 
     tops = {path(host)[-1] for host in layout.hosts()}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mapper.errors import RankmapError
@@ -67,15 +67,14 @@ class SwitchTree:
 
     def path(self, node: str) -> list[str]:
         """Switches from the node's leaf switch up to its top switch ([] if none)."""
-        leaf = self.leaf_of().get(node)
-        parents = self.parents()
-        out = []
-        seen = set()
-        while leaf is not None and leaf not in seen:
-            out.append(leaf)
-            seen.add(leaf)
-            leaf = parents.get(leaf)
-        return out
+        return self.paths([node])[node]
+
+    def paths(self, nodes: Iterable[str]) -> dict[str, list[str]]:
+        """:meth:`path` of every node in ``nodes``; the node → leaf and switch → parent
+        tables are built once (O(switches + nodes · depth)), where one :meth:`path`
+        call per node rebuilt them each time (O(nodes²) for a whole machine)."""
+        leaf_of, parents = self.leaf_of(), self.parents()
+        return {node: _path_up(leaf_of.get(node), parents) for node in nodes}
 
     def switch_levels(self) -> dict[str, int]:
         """Level of every switch as Slurm counts it: 0 for a switch without child
@@ -98,6 +97,17 @@ class SwitchTree:
         for s in set(self.nodes) | set(self.children):
             level(s)
         return levels
+
+
+def _path_up(leaf: str | None, parents: Mapping[str, str]) -> list[str]:
+    """Switches from ``leaf`` up through ``parents`` (a cycle stops at the repeat)."""
+    out: list[str] = []
+    seen = set()
+    while leaf is not None and leaf not in seen:
+        out.append(leaf)
+        seen.add(leaf)
+        leaf = parents.get(leaf)
+    return out
 
 
 def switch_cost_factors(tree: SwitchTree) -> dict[str, float]:
