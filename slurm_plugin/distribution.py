@@ -94,10 +94,8 @@ def slurm_placement(layout: Layout, dist: Distribution = DEFAULT) -> np.ndarray:
     runs; it is treated as ``block``.
     """
     n = layout.n
-    node_rank = {h: i for i, h in enumerate(layout.nodes)}
-    node = np.fromiter((node_rank[s.host] for s in layout.slots), np.int64, n)
-    socket = np.fromiter((s.socket for s in layout.slots), np.int64, n)
-    cpu = np.fromiter((s.cpu_ids[0] for s in layout.slots), np.int64, n)
+    # per-PE arrays the layout computes once for all the placements asked of it
+    node, socket, cpu = layout.pe_node, layout.pe_socket, layout.pe_first_cpu
     # position of each slot among the slots of its node on its socket, by core
     by_socket = np.lexsort((cpu, socket, node))
     k_in_socket = _position_in_run(node[by_socket] * (socket.max() + 1) + socket[by_socket])

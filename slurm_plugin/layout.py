@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from mapper import Hierarchy
 
@@ -25,7 +28,7 @@ from .hwloc import CoreGroups
 from .topology import NodeShape, SwitchTree, TopologyError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Slot:
     """One task slot: the cores one rank is bound to.
 
@@ -72,6 +75,22 @@ class Layout:
     def hosts(self) -> list[str]:
         """Distinct hosts in PE order."""
         return list(dict.fromkeys(s.host for s in self.slots))
+
+    @cached_property
+    def pe_node(self) -> np.ndarray:
+        """Per PE, the index of its host in :attr:`nodes` (int64); computed once, O(P)."""
+        index = {h: i for i, h in enumerate(self.nodes)}
+        return np.array([index[s.host] for s in self.slots], dtype=np.int64)
+
+    @cached_property
+    def pe_socket(self) -> np.ndarray:
+        """Per PE, its socket (int64)."""
+        return np.array([s.socket for s in self.slots], dtype=np.int64)
+
+    @cached_property
+    def pe_first_cpu(self) -> np.ndarray:
+        """Per PE, the first Slurm abstract CPU id of its slot (int64)."""
+        return np.array([s.cpu_ids[0] for s in self.slots], dtype=np.int64)
 
     @property
     def network_levels(self) -> tuple[int, ...]:
@@ -132,7 +151,7 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
         notes.append("no switch topology (topology plugin not configured or not readable): "
                      "node, socket and core levels only")
         tree = SwitchTree()
-    paths = {n: tree.path(n) for n in alloc.nodes}
+    paths = tree.paths(alloc.nodes)
     missing = [n for n, p in paths.items() if not p]
     if missing and not tree.empty:
         notes.append(f"nodes outside the switch tree: {', '.join(missing)}")
@@ -146,14 +165,26 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
     with_cache = bool(core_groups)
     per_node: list[tuple[str, NodeShape, list[Slot], list[int]]] = []
     crowded: list[tuple[str, int, int]] = []  # (node, tasks, slots) of oversubscribed nodes
+    # Nodes of one shape and task count have the same slots but for the host name: the
+    # slots (and any error) are computed for the first such node and copied for the
+    # others, which keeps a whole-machine job (10^4 nodes, 10^6 slots) at one Slot
+    # construction per slot.
+    templates: dict[tuple, tuple[list[Slot], list[int]]] = {}
     for node, ntasks in zip(alloc.nodes, alloc.tasks_per_node, strict=True):
         if ntasks == 0:
             continue
         shape = shapes if isinstance(shapes, NodeShape) else shapes.get(node)
         if shape is None:
             raise TopologyError(f"no sockets/cores known for node {node}")
-        slots, shared = _node_slots(node, shape, ntasks, alloc.cpus_per_task,
-                                    alloc.cpu_ids.get(node), oversubscribe)
+        cpu_ids = alloc.cpu_ids.get(node)
+        key = (shape, ntasks, cpu_ids)
+        if key in templates:
+            first, shared = templates[key]
+            slots = [Slot(node, s.socket, s.cores, s.cpu_ids) for s in first]
+        else:
+            slots, shared = _node_slots(node, shape, ntasks, alloc.cpus_per_task, cpu_ids,
+                                        oversubscribe)
+            templates[key] = (slots, shared)
         if len(set(shared)) < ntasks:
             crowded.append((node, ntasks, len(set(shared))))
         per_node.append((node, shape, slots, shared))
@@ -167,15 +198,19 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
         if groups is not None and len(groups.group) != shape.cores:
             raise TopologyError(f"node {node}: hwloc XML has {len(groups.group)} cores, "
                                 f"Slurm says {shape.cores}")
-        top = tuple(reversed(padded[node])) + (node,)
+        # the node's own group, reached once per node; below it, per slot, only the
+        # socket (and cache group, and shared slot) labels
+        node_group = root
+        for label in tuple(reversed(padded[node])) + (node,):
+            node_group = node_group.setdefault(label, {})
         for slot, share in zip(slots, shared, strict=True):
-            key = top + (slot.socket,)
+            key = (slot.socket,)
             if with_cache:
                 core = slot.cpu_ids[0] // shape.threads_per_core
                 key += (groups.group[core] if groups is not None else 0,)
             if crowded:
                 key += (share,)
-            container = root
+            container = node_group
             for label in key[:-1]:
                 container = container.setdefault(label, {})
             container.setdefault(key[-1], []).append(slot)
