@@ -68,6 +68,28 @@ def test_hostfile_machinefile_and_slurm_hostfile():
     assert render_slurm_hostfile(layout, mapping).split() == expected
 
 
+@pytest.mark.parametrize("cpt", [1, 2, 3])
+def test_the_direct_launcher_files_equal_the_packaged_templates_rendered(tmp_path, cpt):
+    """Without a site override the rank-per-line files are built without jinja2
+    (slurm_plugin.render); a site directory holding copies of the packaged templates
+    goes through jinja2, and both must give the same bytes."""
+    from slurm_plugin.render import packaged_templates_dir
+
+    layout = small_layout(cpt) if cpt < 3 else Layout(
+        Hierarchy.from_tree([2, 1], [1, 10], ["socket", "node"]),
+        (Slot("x", 0, (0, 2), (0, 2)), Slot("x", 0, (1,), (1,)), Slot("y", 1, (5, 6, 7), (5,))))
+    for name in ("rankfile.j2", "machinefile.j2", "slurm_hostfile.j2", "hostfile.j2"):
+        shutil.copy(packaged_templates_dir() / name, tmp_path / name)
+    mapping = np.random.default_rng(cpt).permutation(layout.n)
+    for render in (render_rankfile, render_machinefile, render_slurm_hostfile,
+                   render_hostfile):
+        direct = render(layout, mapping, algorithm="topdown+n10", job_id="17")
+        assert direct == render(layout, mapping, templates_dir=str(tmp_path),
+                                algorithm="topdown+n10", job_id="17"), render.__name__
+    assert render_rankfile(layout, mapping) == render_rankfile(
+        layout, mapping, templates_dir=str(tmp_path))
+
+
 def test_site_templates_override_single_files(tmp_path):
     (tmp_path / "hostfile.j2").write_text("{% for h in hosts %}{{ h.host }}:{{ h.slots }}\n"
                                           "{% endfor %}")
