@@ -35,7 +35,7 @@ from .machine import Hierarchy, Machine, MachineError
 from .names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from .objective import check_mapping, evaluate
 from .partition import balanced_partition
-from .result import MappingResult
+from .result import PHASES, MappingResult
 from .search.cycles import cycle_search
 
 
@@ -126,6 +126,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     reserve = (0.0 if time_limit is None else
                min(0.5 * time_limit, evals * graph.m * _EVAL_SECONDS_PER_EDGE))
     best: MappingResult | None = None
+    phases = dict.fromkeys(PHASES, 0.0)
     for i, tries in runs:
         left = (None if time_limit is None
                 else time_limit - reserve - (time.perf_counter() - start))
@@ -134,6 +135,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         if baseline is not None and left is not None:
             left *= _ALGORITHM_SHARE  # keep time for polishing the baseline
         r = _map_once(graph, machine, base, seed + i, left, progress, partition_tries=tries)
+        for name, seconds in r.phases.items():
+            phases[name] += seconds
         if best is None or r.objective < best.objective:
             best = r
     assert best is not None
@@ -141,26 +144,37 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     if recipe is not None:
         notes.insert(0, recipe.describe(isinstance(machine, Hierarchy)))
         share = 1.0 if baseline is None else _ALGORITHM_SHARE
+        searched = time.perf_counter()
         if recipe.cycles and not best.hit_time_limit:
             best = _cycles(graph, machine, best, seed, time_limit, reserve, start, share,
                            progress, notes)
         if recipe.rounds and not best.hit_time_limit:
             best = _iterate(graph, machine, best, recipe, seed, time_limit, reserve, start,
                             share, progress)
+        phases["search"] += time.perf_counter() - searched
     best = MappingResult(best.mapping, best.objective, best.traffic, best.seconds,
                          algorithm, best.seed, best.hit_time_limit, notes=tuple(notes))
     origin, candidates = "algorithm", {algorithm: best.objective}
     if baseline is not None:
+        compared = time.perf_counter()
         best, origin, candidates, rejected = _against_baseline(
             graph, machine, algorithm, base, seed, best, baseline,
             None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
             congestion_levels)
+        phases["baseline"] += time.perf_counter() - compared
         notes += [note for note in best.notes if note not in notes]
     else:
         rejected = {}
-    return MappingResult(best.mapping, best.objective, best.traffic,
-                         time.perf_counter() - start, algorithm, best.seed,
-                         best.hit_time_limit, origin, candidates, rejected, tuple(notes))
+    seconds = time.perf_counter() - start
+    return MappingResult(best.mapping, best.objective, best.traffic, seconds, algorithm,
+                         best.seed, best.hit_time_limit, origin, candidates, rejected,
+                         tuple(notes), _with_other(phases, seconds))
+
+
+def _with_other(phases: dict[str, float], seconds: float) -> dict[str, float]:
+    """``phases`` with ``other``: what of ``seconds`` no phase accounts for."""
+    named = sum(v for k, v in phases.items() if k != "other")
+    return {**phases, "other": max(0.0, seconds - named)}
 
 
 def _cycles(graph: CommGraph, machine: Machine, best: MappingResult, seed: int,
@@ -235,10 +249,12 @@ def _uniform_result(graph: CommGraph, machine: Machine, algorithm: str, seed: in
           else construction.identity(graph.n))
     ev = evaluate(graph, machine, pe)
     name = "baseline" if baseline is not None else algorithm
-    return MappingResult(pe, ev.objective, ev.traffic, time.perf_counter() - start,
+    seconds = time.perf_counter() - start
+    return MappingResult(pe, ev.objective, ev.traffic, seconds,
                          algorithm, seed, False,
                          "baseline" if baseline is not None else "algorithm",
-                         {name: ev.objective}, {}, (f"{UNIFORM_NOTE}; {kept} is kept",))
+                         {name: ev.objective}, {}, (f"{UNIFORM_NOTE}; {kept} is kept",),
+                         _with_other(dict.fromkeys(PHASES, 0.0), seconds))
 
 
 #: A candidate may load a link this much more (relative) than the baseline: measured
@@ -422,7 +438,8 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
                                     partitioner=partial(balanced_partition,
                                                        tries=partition_tries))
     pe = np.ascontiguousarray(pe, dtype=np.int64)
-    if time_limit is not None and time.perf_counter() - start >= time_limit:
+    constructed = time.perf_counter()
+    if time_limit is not None and constructed - start >= time_limit:
         timed_out = True  # the construction used the budget (and stopped early)
 
     if (spec.neighborhood and not timed_out and dense
@@ -450,7 +467,9 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
             stats = search.quadratic_neighborhood(graph, machine, pe, seed,
                                                   remaining())
         timed_out = stats.hit_time_limit
-    seconds = time.perf_counter() - start
+    searched = time.perf_counter()
     ev = evaluate(graph, machine, pe)
-    return MappingResult(pe, ev.objective, ev.traffic, seconds, algorithm, seed, timed_out,
-                         notes=tuple(notes))
+    phases = {"construction": constructed - start, "search": searched - constructed,
+              "evaluation": time.perf_counter() - searched}
+    return MappingResult(pe, ev.objective, ev.traffic, searched - start, algorithm, seed,
+                         timed_out, notes=tuple(notes), phases=phases)

@@ -206,13 +206,19 @@ def terminal_progress():
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
+    clock = start = time.perf_counter()
     progress = terminal_progress()
     if progress:
         progress(f"reading {args.graph}")
     graph, machine = _load(args)
+    phases = {"read": time.perf_counter() - clock}
     result = map_processes(graph, machine, args.preset or args.algorithm or "fast",
                            args.seed, args.time_limit, args.attempts, progress)
+    phases.update({("solver_other" if k == "other" else k): v
+                   for k, v in result.phases.items()})
+    clock = time.perf_counter()
     Path(args.output).write_text("".join(f"{p}\n" for p in result.mapping.tolist()))
+    phases["write"] = time.perf_counter() - clock
     summary = {
         "objective": result.objective,
         "seconds": result.seconds,
@@ -227,6 +233,9 @@ def _cmd_map(args: argparse.Namespace) -> int:
     hops = _hop_bytes(graph, machine, result.mapping)
     if hops is not None:
         summary.update(hops.as_dict())
+    total = time.perf_counter() - start
+    phases["other"] = max(0.0, total - sum(phases.values()))  # hop-bytes, the summary
+    summary["phases"] = {**phases, "total": total}
     if args.json:
         print(json.dumps(summary))
     else:

@@ -8,6 +8,9 @@ import numpy as np
 
 from .objective import TrafficLevel
 
+#: Solver phases reported in :attr:`MappingResult.phases`, in order.
+PHASES = ("construction", "search", "baseline", "evaluation", "other")
+
 
 @dataclass(frozen=True)
 class MappingResult:
@@ -42,6 +45,11 @@ class MappingResult:
     notes:
         Sentences for the user's report about how the result was obtained, e.g. that
         every placement has the same J (:func:`mapper.dense.uniform_pattern`).
+    phases:
+        Wall seconds by solver phase (:data:`PHASES`): the constructions of every
+        start, the local searches (N_C^d, cycles, iterated search), the comparison
+        with the baseline (its polishing and regrouping included) and the evaluations
+        of J; ``other`` is the rest of :attr:`seconds`, so they sum to it.
     """
 
     mapping: np.ndarray
@@ -55,6 +63,7 @@ class MappingResult:
     candidates: dict[str, float] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    phases: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """JSON-ready summary (without the mapping array)."""
@@ -70,4 +79,5 @@ class MappingResult:
             "rejected": dict(self.rejected),
             "notes": list(self.notes),
             "traffic": [t.as_dict() for t in self.traffic],
+            "phases": dict(self.phases),
         }

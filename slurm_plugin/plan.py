@@ -8,6 +8,7 @@ the callers do the I/O.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ import numpy as np
 from mapper import CommGraph, MappingResult, map_processes
 from mapper.names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from mapper.objective import evaluate
+from mapper.result import PHASES
 
 from . import render, report
 from .distribution import DEFAULT, Distribution, default_placements, dist_label
@@ -48,6 +50,10 @@ class JobPlan:
     notes: list[str] = field(default_factory=list)
     kept_default: bool = False  # the solver found nothing better than Slurm's default
     summary: str = ""
+    #: wall seconds by phase: ``default_placements``, the solver's
+    #: (:data:`mapper.result.PHASES`, its ``other`` as ``solver_other``), ``render``
+    #: (the launcher files), ``report`` (evaluating the placements and writing it)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def applied(self) -> bool:
@@ -89,7 +95,10 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     and the report names the sample that disagreed.
     """
     result = None
+    clock = time.perf_counter()
     defaults = default_placements(layout, distribution)
+    phases = {"default_placements": time.perf_counter() - clock,
+              **{_solver_phase(k): 0.0 for k in PHASES}}
     default_name = dist_label(distribution)
     machine, congestion_levels, notes = layout.hierarchy, layout.network_levels, []
     if network is not None:
@@ -112,6 +121,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                                time_limit * SOLVER_SHARE, progress=progress,
                                baseline=defaults[default_name],
                                congestion_levels=congestion_levels)
+        phases.update({_solver_phase(k): v for k, v in result.phases.items()})
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")
@@ -122,12 +132,15 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                                       default_name, congestion_levels)
         notes.append(note)
     kept_default = result is not None and result.origin == "baseline"
+    clock = time.perf_counter()
     rendered: dict[str, str] = {}
     if fallback_reason is None and not kept_default:
         assert result is not None
         for name in files:
             rendered[name] = RENDERERS[name](layout, result.mapping, templates_dir=templates_dir,
                                              algorithm=algorithm, job_id=job_id)
+    phases["render"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     usable_graph = graph if graph is not None and graph.n == layout.n else None
     rep = report.build_report(layout, usable_graph, result, defaults, default_name,
                               job_id=job_id, profile=profile,
@@ -135,9 +148,16 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                               default_assumed=distribution_assumed, units=units,
                               machine=machine,
                               extra_notes=notes + list(result.notes if result else ()))
-    return JobPlan(rendered, report.render_report_text(rep, templates_dir=templates_dir),
-                   report.report_json(rep), result, fallback_reason,
-                   list(layout.notes) + notes, kept_default, rep.summary)
+    text, record = report.render_report_text(rep, templates_dir=templates_dir), \
+        report.report_json(rep)
+    phases["report"] = time.perf_counter() - clock
+    return JobPlan(rendered, text, record, result, fallback_reason,
+                   list(layout.notes) + notes, kept_default, rep.summary, phases)
+
+
+def _solver_phase(name: str) -> str:
+    """A solver phase's name among the plan's (its ``other`` is not the plan's)."""
+    return "solver_other" if name == "other" else name
 
 
 def _under_samples(graph: SampledGraph, machine, result: MappingResult,
@@ -162,7 +182,8 @@ def _under_samples(graph: SampledGraph, machine, result: MappingResult,
     kept = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
                          result.seconds, result.algorithm, result.seed,
                          result.hit_time_limit, "baseline", dict(result.candidates),
-                         {**result.rejected, result.algorithm: why}, result.notes)
+                         {**result.rejected, result.algorithm: why}, result.notes,
+                         result.phases)
     return kept, note
 
 

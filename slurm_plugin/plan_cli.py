@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mapper import CommGraph
@@ -70,11 +72,15 @@ class JobInputs:
     tree: SwitchTree
     layout: Layout
     graph: CommGraph
+    #: wall seconds spent reading the profile (``profile``) and building the machine
+    #: from the allocation, node shape and switch tree (``layout``)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def job_inputs(args: argparse.Namespace, cfg: Config) -> JobInputs:
     """Allocation, node shape, switch tree, layout and communication graph from the
     arguments; files are read here (the CLI edge)."""
+    clock = time.perf_counter()
     nodes = expand_hostlist(args.nodes)
     shape = parse_node_shape(args.node_info)
     if args.tasks_per_node is None:
@@ -99,12 +105,15 @@ def job_inputs(args: argparse.Namespace, cfg: Config) -> JobInputs:
                           cfg.get("hwloc", "cache_distance"),
                           oversubscribe=(args.oversubscribe or
                                          cfg.get("solver", "oversubscribe") == "allow"))
+    phases = {"layout": time.perf_counter() - clock}
+    clock = time.perf_counter()
     if Path(args.profile).is_file():
         graph = read_graph(args.profile)
     else:
         graph = resolve_profile(args.profile, layout.n, store_dirs(args),
                                 max_bytes=cfg.get("profiles", "max_file_bytes"))
-    return JobInputs(alloc, shape, tree, layout, graph)
+    phases["profile"] = time.perf_counter() - clock
+    return JobInputs(alloc, shape, tree, layout, graph, phases)
 
 
 def add_plan_command(sub: argparse._SubParsersAction) -> None:
@@ -116,10 +125,14 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     add_algorithm_arguments(p, "a preset or an algorithm such as topdown+n10 (default: the "
                                "site's [solver] algorithm, else default_preset)")
     p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON summary (decision, J, files, phase times) on stdout "
+                        "instead of the report")
     p.set_defaults(func=_plan)
 
 
 def _plan(args: argparse.Namespace) -> int:
+    clock = time.perf_counter()
     cfg = load_config(args.config)
     inputs = job_inputs(args, cfg)
     layout, graph = inputs.layout, inputs.graph
@@ -133,10 +146,28 @@ def _plan(args: argparse.Namespace) -> int:
                      distribution=parse_distribution(args.distribution),
                      distribution_assumed=args.distribution is None,
                      network=load_network(cfg))
+    written_from = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = write_files(out, {**plan.files, "report": plan.report_text,
                                 "record": plan.report_json})
+    phases = {**inputs.phases, **plan.phases, "write": time.perf_counter() - written_from}
+    total = time.perf_counter() - clock
+    # "other": configuration, argument handling, anything no phase names
+    phases["other"] = max(0.0, total - sum(phases.values()))
+    phases["total"] = total
+    if args.json:
+        result = plan.result
+        print(json.dumps({
+            "applied": plan.applied, "kept_default": plan.kept_default,
+            "fallback_reason": plan.fallback_reason, "summary": plan.summary,
+            "n": layout.n, "algorithm": result.algorithm if result else None,
+            "objective": result.objective if result else None,
+            "origin": result.origin if result else None,
+            "solver_seconds": result.seconds if result else None,
+            "files": {name: str(path) for name, path in written.items()},
+            "phases": phases}))
+        return 0
     sys.stdout.write(plan.report_text)
     print("\nwrote " + ", ".join(str(p) for p in written.values()))
     return 0
