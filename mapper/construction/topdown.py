@@ -55,6 +55,33 @@ def partition_view(graph: CommGraph):
     return sparsify(adj, PARTITION_DEGREE) if adj.nnz > PARTITION_DEGREE * graph.n else adj
 
 
+def induced_subgraph(adj: sp.csr_matrix, ranks: np.ndarray, local: np.ndarray
+                     ) -> sp.csr_matrix:
+    """``adj[ranks][:, ranks]``: the same CSR arrays (each row's entries in their
+    order in ``adj``), in O(Σ degrees of ``ranks``).
+
+    scipy's column selection allocates and scans an array over all of ``adj``'s
+    columns on every call, O(n) per block: Top-Down splits 8192 blocks at 2^20 ranks
+    and spent seconds there.  ``local`` is scratch of length n holding -1; it is
+    restored before returning.
+    """
+    k = len(ranks)
+    local[ranks] = np.arange(k)
+    begin, end = adj.indptr[ranks], adj.indptr[ranks + 1]
+    lengths = end - begin
+    # positions of every entry of the selected rows, row after row
+    offsets = np.repeat(begin - np.cumsum(lengths) + lengths, lengths)
+    entries = offsets + np.arange(int(lengths.sum()))
+    cols = local[adj.indices[entries]]
+    keep = cols >= 0
+    local[ranks] = -1
+    row_of = np.repeat(np.arange(k), lengths)[keep]
+    indptr = np.zeros(k + 1, dtype=adj.indptr.dtype)
+    np.cumsum(np.bincount(row_of, minlength=k), out=indptr[1:])
+    return sp.csr_matrix((adj.data[entries[keep]], cols[keep].astype(adj.indices.dtype),
+                          indptr), shape=(k, k))
+
+
 def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
              time_limit: float | None = None, *,
              partitioner: Partitioner = balanced_partition) -> np.ndarray:
@@ -66,6 +93,7 @@ def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
     """
     start = time.perf_counter()
     adj = partition_view(graph)
+    local = np.full(graph.n, -1, dtype=np.int64)  # scratch for induced_subgraph
     pe = np.empty(graph.n, dtype=np.int64)
     top = machine.levels - 1
     # explicit stack: (ranks, level, group index at that level)
@@ -87,7 +115,7 @@ def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
         if left is not None and left <= 0:
             pe[ranks] = np.arange(lo, hi)  # out of time: this block in its current order
             continue
-        sub: sp.csr_matrix = adj[ranks][:, ranks].tocsr()
+        sub = induced_subgraph(adj, ranks, local)
         # half of what is left at most, so that one refinement cannot starve the rest
         part = np.asarray(partitioner(sub, sizes, seed,
                                       time_limit=None if left is None else left / 2),

@@ -1,0 +1,48 @@
+"""The whole-machine speed-ups (issue 12 item 6) compute exactly what they replace."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mapper.construction.topdown import induced_subgraph
+from slurm_plugin.allocation import Allocation
+from slurm_plugin.layout import Slot, _node_slots, build_layout
+from slurm_plugin.topology import NodeShape, SwitchTree
+
+
+@pytest.mark.parametrize("n", [40, 3000])
+def test_induced_subgraph_equals_scipys_selection(n):
+    """Same CSR arrays and dtypes as ``adj[ranks][:, ranks]`` (what METIS is given, so
+    Top-Down's partitions stay the same), rows with unsorted indices included."""
+    rng = np.random.default_rng(n)
+    a = sp.random(n, n, density=min(1.0, 8 / n), random_state=n, format="csr")
+    a = (a + a.T).tocsr()
+    perm = rng.permutation(n)
+    a = a[perm][:, perm].tocsr()  # scrambles the order inside rows
+    local = np.full(n, -1, dtype=np.int64)
+    for k in (1, 2, n // 3, n):
+        ranks = rng.choice(n, k, replace=False).astype(np.int64)
+        want = a[ranks][:, ranks].tocsr()
+        got = induced_subgraph(a, ranks, local)
+        for field in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(want, field), getattr(got, field)), (k, field)
+            assert getattr(want, field).dtype == getattr(got, field).dtype
+        assert (local == -1).all()  # the scratch is left as it was given
+
+
+def test_nodes_of_one_shape_get_the_slots_computed_for_each():
+    """build_layout copies the first node's slots to nodes of the same shape and task
+    count; they must be what _node_slots gives each node itself, in the same order."""
+    shape = NodeShape(sockets=2, cores_per_socket=3, threads_per_core=2)
+    nodes = ("a1", "a2", "b1", "b2", "b3")
+    tasks = (3, 3, 2, 2, 2)
+    alloc = Allocation(job_id=None, nodes=nodes, tasks_per_node=tasks, cpus_per_task=2,
+                       cpu_ids={"b2": (2, 3, 4, 5, 8, 9, 10, 11)})
+    tree = SwitchTree(nodes={"s1": ("a1", "a2"), "s2": ("b1", "b2", "b3")},
+                      children={"top": ("s1", "s2")})
+    layout = build_layout(alloc, shape, tree, [1, 10, 100])
+    for node, count in zip(nodes, tasks, strict=True):
+        own = _node_slots(node, shape, count, 2, alloc.cpu_ids.get(node))[0]
+        placed = [s for s in layout.slots if s.host == node]
+        assert sorted(placed, key=repr) == sorted(own, key=repr)
+        assert all(isinstance(s, Slot) for s in own)
