@@ -28,7 +28,6 @@ from .hostlist import expand_hostlist
 from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
 from .limits import apply_worker_limits
-from .mesh_job import job_architecture, load_mesh_input, plan_mesh
 from .names import SUMMA_MODE
 from .network_source import load_network
 from .plan import make_plan
@@ -37,7 +36,6 @@ from .reorder_job import write_reorder_files
 from .request import is_mesh_profile
 from .slurm_commands import with_bin_dir
 from .speeds import config_node_speeds
-from .summa_job import load_summa_input, plan_summa
 from .topology import SwitchTree
 from .topology_yaml import read_topology_source
 
@@ -177,6 +175,9 @@ def _compute_summa(env: dict[str, str], cfg: Config, layout: Layout, distributio
                    stores: list[str], backend: str) -> dict:
     """``--rankmap=summa``: the arrangement file, the default placement written out and
     the report (slurm_plugin.summa_job); a failure is a report without files."""
+    # imported for this mode only: the prolog path of a plain mapping job stays short
+    from .summa_job import load_summa_input, plan_summa
+
     job_id, profile = env.get("SLURM_JOB_ID"), env["RANKMAP_PROFILE"]
     reason, data = env.get("RANKMAP_REFUSAL") or None, None
     if reason is None:
@@ -203,6 +204,10 @@ def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution
     """``--comm-profile=mesh:NAME``: the partition file, the launcher files for its
     rank placement and the report (slurm_plugin.mesh_job); a failure is a report
     without files."""
+    # imported for this mode only: the mesh code pulls in scipy.sparse.csgraph and
+    # scipy.linalg (0.2-0.5 s), which a plain mapping job's prolog never needs
+    from .mesh_job import job_architecture, load_mesh_input, plan_mesh
+
     job_id, profile = env.get("SLURM_JOB_ID"), env["RANKMAP_PROFILE"]
     reason, data, arch = env.get("RANKMAP_REFUSAL") or None, None, None
     by_config = bool(cfg.get("speeds", "nodes") or cfg.get("speeds", "features"))
