@@ -99,13 +99,14 @@ class Cluster:
 
     def wait(self, job_id: str, timeout: float = 90) -> Job:
         deadline = time.time() + timeout
-        state = "UNKNOWN"
+        state, finished = "UNKNOWN", False
         while time.time() < deadline:
             out = self.run(["scontrol", "show", "job", "-o", job_id], check=False).stdout
             m = re.search(r"JobState=(\S+)", out)
             state = m.group(1) if m else "GONE"
             if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
                          "GONE", "OUT_OF_MEMORY", "PREEMPTED") or "Held" in out:
+                finished = True
                 break
             time.sleep(0.3)
         outfile = self.outputs[job_id]
@@ -113,7 +114,31 @@ class Cluster:
             if outfile.exists():
                 break
             time.sleep(0.2)
-        return Job(job_id, state, outfile.read_text() if outfile.exists() else "")
+        output = outfile.read_text() if outfile.exists() else ""
+        if not finished:
+            output += self.stuck_job_diagnostics(job_id, timeout)
+        return Job(job_id, state, output)
+
+    def stuck_job_diagnostics(self, job_id: str, timeout: float) -> str:
+        """What Slurm and the process table say about a job still unfinished after
+        ``timeout`` s (appended to its output, so that a failing assertion shows why: a
+        step whose processes linger, a prolog or epilog still running, a lost slurmd)."""
+        parts = [f"\n--- job {job_id} not finished after {timeout:.0f} s ---"]
+        for args in (["scontrol", "show", "job", job_id], ["scontrol", "show", "step", job_id],
+                     ["sinfo", "-N", "-o", "%N %T %E"],
+                     ["ps", "-eo", "pid,ppid,user,stat,etime,args", "--forest"]):
+            res = self.run(args, check=False)
+            text = res.stdout + res.stderr
+            if args[0] == "ps":  # only the slurm daemons' subtrees
+                text = "\n".join(line for line in text.splitlines()
+                                  if re.search(r"slurm|rankmap|orte|prte|mpirun|srun|job",
+                                               line))
+            parts.append(f"$ {' '.join(args)}\n{text.strip()}")
+        for log in sorted(self.state.glob("slurmd-n*.log")) + [self.state / "slurmctld.log"]:
+            if log.exists():
+                tail = log.read_text(errors="replace").splitlines()[-15:]
+                parts.append(f"$ tail {log.name}\n" + "\n".join(tail))
+        return "\n".join(parts) + "\n"
 
     def restart(self, **scripts: str) -> None:
         """Bring the cluster up again with other script settings (cluster.py options)."""
