@@ -168,7 +168,10 @@ static int opt_time(int val, const char *optarg, int remote)
     return ESPANK_SUCCESS;
 }
 
-struct spank_option spank_options[] = {
+/* Registered in slurm_spank_init, not exported as the spank_options symbol: Slurm
+ * registers an exported table by itself, and doing both printed "option provided by
+ * both rankmap_spank.so and rankmap_spank.so" on every sbatch, srun and slurmd start. */
+static struct spank_option rankmap_options[] = {
     {"comm-profile", "NAME",
      "rankmap: communication profile (store name or generator, e.g. stencil3d; "
      "summa-fpm[:FILE] with --rankmap=summa)", 1, 0,
@@ -188,9 +191,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
             slurm_error("rankmap: unknown plugstack argument %s (known: max_time=SECONDS)",
                         av[i]);
     }
-    for (int i = 0; spank_options[i].name; i++) {
-        if (spank_option_register(sp, &spank_options[i]) != ESPANK_SUCCESS) {
-            slurm_error("rankmap: cannot register option --%s", spank_options[i].name);
+    for (int i = 0; rankmap_options[i].name; i++) {
+        if (spank_option_register(sp, &rankmap_options[i]) != ESPANK_SUCCESS) {
+            slurm_error("rankmap: cannot register option --%s", rankmap_options[i].name);
             return -1;
         }
     }
