@@ -46,3 +46,26 @@ def test_nodes_of_one_shape_get_the_slots_computed_for_each():
         placed = [s for s in layout.slots if s.host == node]
         assert sorted(placed, key=repr) == sorted(own, key=repr)
         assert all(isinstance(s, Slot) for s in own)
+
+
+def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
+    """Within a time limit the polish of the baseline stops at its share of the time
+    the algorithm used (mapper.api._POLISH_SHARE), keeping the best it reached; the
+    floor keeps small jobs exactly as without a limit."""
+    from mapper import Hierarchy, map_processes
+    from mapper import api
+    from slurm_plugin.profiles.generators import generate
+
+    graph = generate("stencil3d", 2048)  # its polish: about 0.1 s, under the floor
+    machine = Hierarchy.parse("16:2:8:8", "1:10:100:1000")
+    shuffled = np.random.default_rng(0).permutation(2048)  # far from a local optimum
+    free = map_processes(graph, machine, "identity", baseline=shuffled)
+    within = map_processes(graph, machine, "identity", time_limit=600, baseline=shuffled)
+    assert within.candidates == free.candidates  # above the floor: the same polish
+    assert np.array_equal(within.mapping, free.mapping)
+    monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.002)
+    cut = map_processes(graph, machine, "identity", time_limit=600, baseline=shuffled)
+    polished, bounded = free.candidates["baseline+n10"], cut.candidates["baseline+n10"]
+    assert bounded < cut.candidates["baseline"]  # it still improved the baseline
+    assert bounded > polished  # but stopped before the local optimum
+    assert cut.phases["baseline"] < 0.5 * free.phases["baseline"]
