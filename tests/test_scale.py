@@ -52,8 +52,7 @@ def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
     """Within a time limit the polish of the baseline stops at its share of the time
     the algorithm used (mapper.api._POLISH_SHARE), keeping the best it reached; the
     floor keeps small jobs exactly as without a limit."""
-    from mapper import Hierarchy, map_processes
-    from mapper import api
+    from mapper import Hierarchy, api, map_processes
     from slurm_plugin.profiles.generators import generate
 
     graph = generate("stencil3d", 2048)  # its polish: about 0.1 s, under the floor
@@ -69,3 +68,14 @@ def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
     assert bounded < cut.candidates["baseline"]  # it still improved the baseline
     assert bounded > polished  # but stopped before the local optimum
     assert cut.phases["baseline"] < 0.5 * free.phases["baseline"]
+
+
+def test_divisors_and_near_factors():
+    """near_factors now walks the divisors only; the same factors as scanning 1..n."""
+    from slurm_plugin.profiles.generators import divisors, near_factors
+
+    for n in (1, 2, 12, 36, 97, 360, 1024, 6000):
+        assert divisors(n) == [a for a in range(1, n + 1) if n % a == 0]
+    assert near_factors(1 << 20, 3) == (128, 128, 64)
+    assert near_factors(1 << 22, 3) == (256, 128, 128)
+    assert near_factors(6000, 3) == (20, 20, 15)

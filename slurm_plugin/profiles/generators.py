@@ -66,15 +66,20 @@ def near_factors(n: int, k: int) -> tuple[int, ...]:
         return (n,)
     best: tuple[int, ...] | None = None
     target = n ** (1.0 / k)
-    for a in range(1, n + 1):
-        if n % a:
-            continue
+    for a in divisors(n):
         rest = near_factors(n // a, k - 1)
         cand = tuple(sorted((a,) + rest, reverse=True))
         if best is None or _spread(cand, target) < _spread(best, target):
             best = cand
     assert best is not None
     return best
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n in increasing order, by trial division up to sqrt(n):
+    O(sqrt(n)) (near_factors scanned 1..n, a million steps for a 2^20-rank job)."""
+    small = [a for a in range(1, math.isqrt(n) + 1) if n % a == 0]
+    return small + [n // a for a in reversed(small) if a * a != n]
 
 
 def _spread(f: tuple[int, ...], target: float) -> float:
