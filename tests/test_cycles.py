@@ -116,7 +116,7 @@ def test_chain_kernel_gain_is_the_objective_change():
     graph = random_graph(machine.n, 0.08, 5)
     pe = np.random.default_rng(5).permutation(machine.n).astype(np.int64)
     before = objective(graph, machine, pe)
-    gain, kept, _, timed_out, _ = _cycles.chain_search(
+    gain, kept, _, timed_out, _, _ = _cycles.chain_search(
         graph.indptr, graph.indices, graph.weights, pe, *KernelOracle.of(machine).args(),
         6, 0, 20.0, 0, 1e-9)
     after = objective(graph, machine, pe)
@@ -187,7 +187,8 @@ def test_time_limit_is_honoured():
     graph, machine, pe = _big_random_start()
     before = objective(graph, machine, pe)
     t = time.perf_counter()
-    stats = cycle_search(graph, machine, pe, time_limit=0.1, depth=3, chain_length=0)
+    stats = cycle_search(graph, machine, pe, time_limit=0.1, depth=3, chain_length=0,
+                         work_per_element=None)
     elapsed = time.perf_counter() - t
     assert stats.hit_time_limit
     assert elapsed < 2.0  # generous: the limit plus renumbering, not a timing benchmark
@@ -198,7 +199,7 @@ def test_time_limit_is_honoured():
 def test_chain_kernel_honours_its_time_limit():
     graph, machine, pe = _big_random_start()
     t = time.perf_counter()
-    *_, timed_out, _ = _cycles.chain_search(graph.indptr, graph.indices, graph.weights, pe,
+    *_, timed_out, _, _ = _cycles.chain_search(graph.indptr, graph.indices, graph.weights, pe,
                                             *KernelOracle.of(machine).args(), 16, 0, 0.1, 0,
                                             1e-9)
     assert timed_out and time.perf_counter() - t < 2.0
@@ -220,3 +221,42 @@ def test_bad_arguments_are_refused():
         cycle_search(graph, machine, np.arange(8, dtype=np.int32))
     with pytest.raises(ValueError, match="depth >= 1"):
         cycle_search(graph, machine, np.arange(8, dtype=np.int64), depth=0)
+
+
+def _hubs(n: int = 600, seed: int = 0) -> CommGraph:
+    """Preferential attachment (3 edges per new rank): a few hubs of high degree, where
+    the 3-cycle candidates of one hub are O(d^4)."""
+    rng = np.random.default_rng(seed)
+    src, dst, ends = [], [], [0, 1, 2]
+    for v in range(3, n):
+        picks = {int(ends[i]) for i in rng.integers(len(ends), size=3)}
+        for t in picks:
+            src.append(v)
+            dst.append(t)
+        ends += list(picks) + [v] * len(picks)
+    return CommGraph.from_edges(np.array(src), np.array(dst),
+                                rng.integers(1, 100, len(src)).astype(float), n=n)
+
+
+def test_work_bound_stops_the_kernels_at_the_same_point_every_time():
+    graph = _hubs()
+    machine = Hierarchy.parse("4:10:15", "1:10:100")
+    start = np.random.default_rng(1).permutation(machine.n).astype(np.int64)
+    free = cycle_search(graph, machine, start.copy(), seed=3, work_per_element=None,
+                        rounds=1)
+    runs = []
+    for _ in range(2):
+        pe = start.copy()
+        stats = cycle_search(graph, machine, pe, seed=3, work_per_element=50.0)
+        runs.append((pe, stats))
+        assert sorted(pe.tolist()) == list(range(machine.n))
+        before, after = objective(graph, machine, start), objective(graph, machine, pe)
+        assert before - after == pytest.approx(stats.gain) and stats.gain > 0
+    budget = 50.0 * (graph.n + graph.m)
+    (pe1, s1), (pe2, s2) = runs
+    assert np.array_equal(pe1, pe2) and s1 == s2  # work, not the clock, stopped it
+    # a kernel stops before its next rank once the bound is spent: over it by one
+    # rank's candidates at most (under 10 % here); unbounded, one round of 3-cycles
+    # alone costs thousands of times the bound on these hubs
+    assert budget <= s1.work < 1.5 * budget
+    assert free.work > 1000 * budget and s1.evaluations < free.evaluations / 100

@@ -6,16 +6,19 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from mapper_cases import distance_matrix
 from spank_harness import needs_cc, spank_checker
 
-from mapper import CommGraph, Hierarchy
+from mapper import CommGraph, DistanceMatrix, Hierarchy
 from mapper.api import map_processes
 from mapper.names import PRESETS, normalize_algorithm
-from mapper.search import iterated_local_search
+from mapper.networks import NodeHopMachine
+from mapper.search import communication_neighborhood, iterated_local_search
 from slurm_plugin.cli import main as mapper_main
 from slurm_plugin.config import ConfigError, parse_config
 from slurm_plugin.profiles.generators import generate
@@ -83,12 +86,12 @@ def test_a_preset_on_a_network_site():
     assert cfg.get("solver", "algorithm") == "eco"
 
 
-def _rugged(n: int = 256, seed: int = 3) -> CommGraph:
+def _rugged(n: int = 256, seed: int = 3, radius: float = 0.12) -> CommGraph:
     # a random geometric graph: many local optima for 2-swaps
     rng = np.random.default_rng(seed)
     pts = rng.random((n, 2))
     d = np.linalg.norm(pts[:, None] - pts[None], axis=2)
-    a, b = np.nonzero(np.triu(d < 0.12, 1))
+    a, b = np.nonzero(np.triu(d < radius, 1))
     return CommGraph.from_edges(a, b, rng.uniform(1, 10, len(a)), n=n, source="rgg")
 
 
@@ -109,12 +112,114 @@ def test_iterated_local_search_never_worsens_and_reports_its_gain():
     g, h = _rugged(128, seed=5), Hierarchy.parse("2:4:16", "1:10:100")
     pe = map_processes(g, h, "topdown+n10", seed=1).mapping.copy()
     before = j_of(g, h, pe)
-    stats = iterated_local_search(g, h, pe, rounds=30, patience=30, patch=8, seed=2)
+    stats = iterated_local_search(g, h, pe, rounds=100, patience=100, patch=8, seed=2,
+                                  work_per_element=None)
     after = j_of(g, h, pe)
     assert sorted(pe.tolist()) == list(range(128))
     assert after < before and stats.improvements > 0  # a 2-swap optimum, improved
     assert stats.gain == pytest.approx(before - after, rel=1e-9, abs=1e-9)
-    assert stats.rounds == 30  # patience equals rounds here
+    assert stats.rounds == 100  # patience equals rounds here
+
+
+def _j_scratch(graph: CommGraph, machine, pe: np.ndarray) -> float:
+    """J from the full PE distance matrix and the edge list (no solver gain code)."""
+    dist = distance_matrix(machine)
+    rows = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+    keep = rows < graph.indices
+    return float((graph.weights[keep] * dist[pe[rows[keep]], pe[graph.indices[keep]]]).sum())
+
+
+def _ils_machine(kind: int):
+    """An even hierarchy, an uneven tree, an explicit matrix or a node hop machine."""
+    if kind == 0:
+        return Hierarchy.parse("4:4:8", "1:10:100")
+    if kind == 1:
+        return Hierarchy.from_tree([[[3, 5], [4]], [[6, 2, 4], [8]]], [1, 4, 20, 50])
+    if kind == 2:
+        rng = np.random.default_rng(7)
+        a = rng.integers(1, 30, (96, 96)).astype(float)
+        a = a + a.T
+        np.fill_diagonal(a, 0)
+        return DistanceMatrix(a)
+    trees = [Hierarchy.from_tree(sockets, [0.0, 2.0]) for sockets in
+             ([8, 8], [16, 8], [12, 12], [8, 24])]
+    hops = np.array([[0, 1, 2, 3], [1, 0, 1, 2], [2, 1, 0, 1], [3, 2, 1, 0]])
+    return NodeHopMachine(hops, trees, per_hop=2.5, base=3.0)
+
+
+@pytest.mark.parametrize("kind", range(4))
+@pytest.mark.parametrize("start", ["random", "local optimum"])
+def test_localized_iterated_search_is_exact_and_never_worse(kind, start):
+    machine = _ils_machine(kind)
+    n = machine.n
+    g = _rugged(n, seed=kind + 11, radius=np.sqrt(6 / (np.pi * n)))  # mean degree ~6
+    pe = (np.random.default_rng(kind).permutation(n).astype(np.int64) if start == "random"
+          else map_processes(g, machine, "greedyallc+n10", seed=kind).mapping.copy())
+    first = pe.copy()
+    before = _j_scratch(g, machine, pe)
+    stats = iterated_local_search(g, machine, pe, rounds=400, patience=400, patch=6,
+                                  seed=kind, work_per_element=None)
+    after = _j_scratch(g, machine, pe)
+    assert sorted(pe.tolist()) == list(range(n))  # a bijection
+    assert after <= before  # kept rounds lowered J, rejected ones were restored
+    assert stats.rounds == 400 and stats.improvements > 0 and stats.work > 0
+    # the incremental gains (kick + localized swaps) add up to J recomputed from scratch
+    assert stats.gain == pytest.approx(before - after, rel=1e-9, abs=1e-9)
+    # same seed, same result (no clock involved)
+    again = first.copy()
+    assert iterated_local_search(g, machine, again, rounds=400, patience=400, patch=6,
+                                 seed=kind, work_per_element=None) == stats
+    assert np.array_equal(again, pe)
+
+
+def test_localized_iterated_search_is_cheaper_than_a_full_pass_per_round():
+    # a round re-searches the kicked patch, not every rank: on 1024 ranks a round
+    # costs a fraction of the swap-gain evaluations of one full N_C^10 search from the
+    # (unkicked) local optimum, which is what every round used to run at least
+    g, h = _rugged(1024, seed=2, radius=0.04), Hierarchy.parse("4:16:16", "1:10:100")
+    pe = map_processes(g, h, "topdown+n10", seed=0).mapping.copy()
+    full = communication_neighborhood(g, h, pe.copy(), 10, 0)
+    stats = iterated_local_search(g, h, pe, rounds=300, patience=300, patch=20, seed=0,
+                                  work_per_element=None)
+    assert stats.rounds == 300 and stats.improvements > 0
+    assert stats.evaluations < 300 * full.evaluations / 4
+
+
+def test_work_bound_stops_the_iterated_search_deterministically():
+    g, h = _rugged(512, seed=4, radius=0.06), Hierarchy.parse("4:8:16", "1:10:100")
+    start = map_processes(g, h, "topdown+n10", seed=0).mapping.copy()
+    free = iterated_local_search(g, h, start.copy(), rounds=300, patience=300,
+                                 patch=10, seed=1, work_per_element=None)
+    runs = []
+    for _ in range(2):
+        pe = start.copy()
+        runs.append((iterated_local_search(g, h, pe, rounds=300, patience=300,
+                                           patch=10, seed=1, work_per_element=200.0), pe))
+    (s1, pe1), (s2, pe2) = runs
+    budget = 200.0 * (g.n + g.m)
+    assert s1 == s2 and np.array_equal(pe1, pe2)  # work, not the clock, stopped it
+    # no round starts after the bound: over it by about one round (the same seed
+    # makes the same rounds, so the bounded run is a prefix of the free one)
+    assert budget <= s1.work < budget + 10 * free.work / free.rounds
+    assert s1.rounds < free.rounds == 300
+
+
+def test_iterated_search_honours_its_time_limit():
+    g, h = _rugged(1024, seed=2, radius=0.04), Hierarchy.parse("4:16:16", "1:10:100")
+    pe = map_processes(g, h, "topdown+n10", seed=0).mapping.copy()
+    before = j_of(g, h, pe)
+    t = time.perf_counter()
+    stats = iterated_local_search(g, h, pe, rounds=10**9, patience=10**9, patch=20,
+                                  seed=0, time_limit=0.2, work_per_element=None)
+    assert stats.hit_time_limit and time.perf_counter() - t < 1.5
+    assert sorted(pe.tolist()) == list(range(1024))
+    assert stats.gain == pytest.approx(before - j_of(g, h, pe), rel=1e-9, abs=1e-9)
+
+
+def test_strong_is_deterministic_for_a_seed():
+    g, h = _rugged(), Hierarchy.parse("4:4:16", "1:10:100")
+    a, b = (map_processes(g, h, "strong", seed=3) for _ in range(2))
+    assert np.array_equal(a.mapping, b.mapping) and a.objective == b.objective
 
 
 def test_strong_finds_the_optimum_of_small_instances_by_brute_force():

@@ -191,13 +191,17 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  cnp.ndarray[double, ndim=1, mode="c"] weights,
                  cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
                  object gid, object dist, object mat, int64_t depth, uint64_t seed,
-                 double time_limit, int64_t max_passes, double eps):
+                 double time_limit, int64_t max_passes, double eps, int64_t max_work=0):
     """Improve ``pe`` in place by gain-positive 3-cycle rotations (first improvement).
 
     For each rank u (random order), every neighbour v of u and every rank w within
     ``depth`` hops of u (w != v) is tried in both rotation directions.  Later passes
     visit only ranks next to a moved rank.  ``max_passes`` <= 0: no limit;
-    ``time_limit`` <= 0: none.  Returns (gain, moves, passes, timed_out, evaluations).
+    ``time_limit`` <= 0: none.  ``max_work`` (<= 0: none) stops it before the next rank
+    once this many work units are spent (adjacency entries scanned, an O(d) gain
+    counted as d: a deterministic stand-in for time; on a power-law graph one hub's
+    candidates alone are O(d^4)).
+    Returns (gain, moves, passes, timed_out, evaluations, work spent).
     """
     cdef int64_t n = len(pe)
     cdef Graph g
@@ -221,14 +225,16 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef uint64_t rng = seed * <uint64_t>2654435761 + 12345
     cdef double start = _now(), gain_total = 0.0, delta, cuv, cvw, cuw
     cdef int64_t moves = 0, passes = 0, evals = 0, visit = 0, count, i, j, head, tail
-    cdef int64_t u, v, w, x, e, f, a, pu, pv, pw, t, gu, gv, next_check = 1024
+    cdef int64_t u, v, w, x, e, f, a, pu, pv, pw, t, gu, gv, next_check = 1024, spent = 0
+    cdef int64_t duv
     cdef int64_t TRI[3]
     cdef bint timed_out = False, full_pass = True, moved
     if n < 3:
-        return 0.0, 0, 0, False, 0
+        return 0.0, 0, 0, False, 0, 0
     _set_graph(&g, indptr, indices, weights)
     with nogil:
-        while not timed_out and (max_passes <= 0 or passes < max_passes):
+        while (not timed_out and (max_passes <= 0 or passes < max_passes)
+               and (max_work <= 0 or spent < max_work)):
             count = 0
             for i in range(n):
                 if full_pass or ACT[i]:
@@ -246,6 +252,8 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                 if time_limit > 0 and (i & 63) == 0 and _now() - start > time_limit:
                     timed_out = True
                     break
+                if max_work > 0 and spent >= max_work:
+                    break
                 u = ORD[i]
                 # the ball of radius depth around u (u itself excluded from B)
                 visit += 1
@@ -256,6 +264,7 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                 x = u
                 while True:
                     if LEV[x] < depth:
+                        spent += g.indptr[x + 1] - g.indptr[x]
                         for e in range(g.indptr[x], g.indptr[x + 1]):
                             a = g.indices[e]
                             if ST[a] != visit:
@@ -283,6 +292,7 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                         gu = _group(&o, pu)
                         gv = _group(&o, pv)
                         cuv = g.weights[e]
+                        duv = g.indptr[u + 1] - g.indptr[u] + g.indptr[v + 1] - g.indptr[v]
                         for j in range(tail):
                             w = B[j]
                             if w == v:
@@ -295,10 +305,12 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                             # u -> pv, v -> pw, w -> pu
                             delta = _rotate_delta(&g, &o, P, u, v, w, cuv, cvw, cuw)
                             evals += 1
+                            spent += duv + g.indptr[w + 1] - g.indptr[w]
                             if delta >= -eps:
                                 # the other direction: u -> pw, w -> pv, v -> pu
                                 delta = _rotate_delta(&g, &o, P, u, w, v, cuw, cvw, cuv)
                                 evals += 1
+                                spent += duv + g.indptr[w + 1] - g.indptr[w]
                                 if delta < -eps:
                                     P[u] = pw
                                     P[w] = pv
@@ -327,7 +339,7 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                 if _now() - start > time_limit:
                                     timed_out = True
                                     break
-    return gain_total, moves, passes, bool(timed_out), evals
+    return gain_total, moves, passes, bool(timed_out), evals, spent
 
 
 cdef inline double _swap_delta(const Graph* g, const Oracle* o, const int64_t* pe,
@@ -353,7 +365,7 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  cnp.ndarray[double, ndim=1, mode="c"] weights,
                  cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
                  object gid, object dist, object mat, int64_t length, uint64_t seed,
-                 double time_limit, int64_t max_passes, double eps):
+                 double time_limit, int64_t max_passes, double eps, int64_t max_work=0):
     """Improve ``pe`` in place by ejection chains (cyclic exchanges) of up to
     ``length`` + 1 ranks.
 
@@ -361,7 +373,8 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     hops of x, not yet in the chain and outside p0's innermost group, whose swap lowers
     J most (or raises it least); y lands on p0 and is ejected in turn.
     After ``length`` steps the best prefix is kept if it lowers J, the rest undone.
-    Returns (gain, chains kept, passes, timed_out, evaluations).
+    ``max_work`` (<= 0: none) as in cycle_search.
+    Returns (gain, chains kept, passes, timed_out, evaluations, work spent).
     """
     cdef int64_t n = len(pe)
     cdef Graph g
@@ -380,13 +393,14 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef uint64_t rng = seed * <uint64_t>2654435761 + 12345
     cdef double start = _now(), gain_total = 0.0, delta, best_d, total, best_total
     cdef int64_t kept = 0, passes = 0, evals = 0, visit = 0, count, i, step, steps, best_len
-    cdef int64_t u0, x, y, z, e, f, p0, g0, best_y, t, next_check = 1024
+    cdef int64_t u0, x, y, z, e, f, p0, g0, best_y, t, next_check = 1024, spent = 0
     cdef bint timed_out = False, full_pass = True
     if n < 3 or length < 1:
-        return 0.0, 0, 0, False, 0
+        return 0.0, 0, 0, False, 0, 0
     _set_graph(&g, indptr, indices, weights)
     with nogil:
-        while not timed_out and (max_passes <= 0 or passes < max_passes):
+        while (not timed_out and (max_passes <= 0 or passes < max_passes)
+               and (max_work <= 0 or spent < max_work)):
             count = 0
             for i in range(n):
                 if full_pass or ACT[i]:
@@ -399,7 +413,7 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
             full_pass = False
             _shuffle(ORD, count, &rng)
             for i in range(count):
-                if timed_out:
+                if timed_out or (max_work > 0 and spent >= max_work):
                     break
                 u0 = ORD[i]
                 p0 = P[u0]
@@ -417,6 +431,7 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     visit += 1
                     for e in range(g.indptr[x], g.indptr[x + 1]):
                         z = g.indices[e]
+                        spent += 1 + g.indptr[z + 1] - g.indptr[z]
                         for f in range(g.indptr[z] - 1, g.indptr[z + 1]):
                             y = z if f < g.indptr[z] else g.indices[f]
                             if SEEN[y] == visit:
@@ -428,6 +443,8 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                 continue
                             delta = _swap_delta(&g, &o, P, x, y)
                             evals += 1
+                            spent += (g.indptr[x + 1] - g.indptr[x]
+                                      + g.indptr[y + 1] - g.indptr[y])
                             if best_y < 0 or delta < best_d:
                                 best_d = delta
                                 best_y = y
@@ -473,7 +490,7 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     next_check = evals + 1024
                     if _now() - start > time_limit:
                         timed_out = True
-    return gain_total, kept, passes, bool(timed_out), evals
+    return gain_total, kept, passes, bool(timed_out), evals, spent
 
 
 cdef inline bint _chain_has(const int64_t* ch, int64_t m, int64_t y) noexcept nogil:
@@ -482,3 +499,314 @@ cdef inline bint _chain_has(const int64_t* ch, int64_t m, int64_t y) noexcept no
         if ch[i] == y:
             return True
     return False
+
+
+cdef inline double _gamma(const Graph* g, const Oracle* o, const int64_t* pe, int64_t u,
+                          int64_t p) noexcept nogil:
+    """Volume-weighted distance from PE p to the PEs of u's neighbours: O(deg u)."""
+    cdef int64_t e
+    cdef double s = 0.0
+    for e in range(g.indptr[u], g.indptr[u + 1]):
+        s += g.weights[e] * _dist(o, p, pe[g.indices[e]])
+    return s
+
+
+cdef inline double _gamma_group(const Graph* g, const Oracle* o, const int64_t* pe,
+                                int64_t u, int64_t p) noexcept nogil:
+    """_gamma with a neighbour on p itself counted as inside p's innermost group (as
+    _kernels does): the same for every PE of that group, so memoised per group, and
+    Γ_u(π(u)) minus it bounds from above what u's side of a swap onto p can gain."""
+    cdef int64_t e, q
+    cdef int i
+    cdef double s = 0.0
+    cdef const int32_t* gp
+    cdef const int32_t* gq
+    if o.gid == NULL:
+        return _gamma(g, o, pe, u, p)
+    gp = o.gid + p * o.k
+    for e in range(g.indptr[u], g.indptr[u + 1]):
+        q = pe[g.indices[e]]
+        gq = o.gid + q * o.k
+        if o.hop and gp[o.k - 1] != gq[o.k - 1]:
+            s += g.weights[e] * o.mat[gp[o.k - 1] * o.nodes + gq[o.k - 1]]
+            continue
+        for i in range(o.k):
+            if gp[i] == gq[i]:
+                s += g.weights[e] * o.dist[i]
+                break
+    return s
+
+
+cdef inline double _gamma_from_level(const Graph* g, const Oracle* o, const int64_t* pe,
+                                     int64_t u, int64_t p, int level) noexcept nogil:
+    """Γ_u at a PE that shares p's groups from ``level`` up but no lower group with any
+    of u's neighbours: each neighbour counts at its first shared level >= ``level``
+    (hierarchies only)."""
+    cdef int64_t e
+    cdef int i
+    cdef double s = 0.0
+    cdef const int32_t* gp = o.gid + p * o.k
+    cdef const int32_t* gq
+    for e in range(g.indptr[u], g.indptr[u + 1]):
+        gq = o.gid + pe[g.indices[e]] * o.k
+        for i in range(level, o.k):
+            if gp[i] == gq[i]:
+                s += g.weights[e] * o.dist[i]
+                break
+    return s
+
+
+cdef inline double _best_gamma_bound(const Graph* g, const Oracle* o, const int64_t* pe,
+                                     int64_t u) noexcept nogil:
+    """Lower bound on Γ_u over all PEs of a hierarchy, O(deg(u)² k²) (the swap
+    kernel's bound, restated: every PE's innermost group either holds a neighbour of
+    u, or its first group holding one is some neighbour's level-L group, L >= 1, or it
+    shares only the top level with all of them; the minimum over these candidates is
+    at most the minimum over all PEs)."""
+    cdef int64_t e
+    cdef int level
+    cdef double best, vol = 0.0, val
+    for e in range(g.indptr[u], g.indptr[u + 1]):
+        vol += g.weights[e]
+    best = vol * o.dist[o.k - 1]
+    for e in range(g.indptr[u], g.indptr[u + 1]):
+        val = _gamma_group(g, o, pe, u, pe[g.indices[e]])
+        if val < best:
+            best = val
+        for level in range(1, o.k - 1):
+            val = _gamma_from_level(g, o, pe, u, pe[g.indices[e]], level)
+            if val < best:
+                best = val
+    return best
+
+
+cdef inline void _touch(int64_t x, int64_t mark, int64_t* tst, int64_t* tl,
+                        int64_t* nt) noexcept nogil:
+    # remember x once per round: the ranks whose PE a rejected round must restore
+    if tst[x] != mark:
+        tst[x] = mark
+        tl[nt[0]] = x
+        nt[0] += 1
+
+
+cdef inline void _activate(const Graph* g, int64_t x, int64_t mark, int64_t* ast,
+                           int64_t* nxt, int64_t* nn) noexcept nogil:
+    # x and its neighbours go on the next pass's work list (once each)
+    cdef int64_t e, y
+    if ast[x] != mark:
+        ast[x] = mark
+        nxt[nn[0]] = x
+        nn[0] += 1
+    for e in range(g.indptr[x], g.indptr[x + 1]):
+        y = g.indices[e]
+        if ast[y] != mark:
+            ast[y] = mark
+            nxt[nn[0]] = y
+            nn[0] += 1
+
+
+def iterated_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
+                    cnp.ndarray[int32_t, ndim=1, mode="c"] indices,
+                    cnp.ndarray[double, ndim=1, mode="c"] weights,
+                    cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
+                    object gid, object dist, object mat, int64_t rounds,
+                    int64_t patience, int64_t patch, int64_t depth, int64_t max_work,
+                    uint64_t seed, double time_limit, double eps):
+    """Iterated local search with localized N_C^depth repairs; ``pe`` improved in place.
+
+    Each round permutes the PEs of a breadth-first patch of ``patch`` ranks around a
+    random rank, then searches N_C^depth from the patch and its neighbours only: a
+    pass visits its work list in random order, tries every rank v within ``depth``
+    hops of u (pair skipped when u's side cannot gain, bounded per innermost group),
+    makes each improving swap, and puts the two ranks and their neighbours on the next
+    pass's list.  The round's change of J is the perturbation's (edges at the patch)
+    plus the swaps' gains; it is kept when negative, otherwise the touched ranks get
+    their PEs back.  Stops after ``rounds`` rounds, ``patience`` rounds in a row
+    without improvement, or ``time_limit`` seconds (<= 0: none).
+    ``max_work`` (<= 0: none) stops it before a round once this many work units are
+    spent: adjacency entries scanned, candidate pairs looked at, O(d) gains counted as
+    d (a deterministic stand-in for time).
+    Returns (gain, rounds done, improvements, timed_out, swap gain evaluations, work).
+    """
+    cdef int64_t n = len(pe)
+    cdef Graph g
+    cdef Oracle o = _make_oracle(gid, dist, mat, n)
+    cdef int64_t size = max(n, 1)
+    cdef int64_t nkeys = n if gid is None or n == 0 else int(np.max(gid[:, 0])) + 1
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] best = pe.copy() if n else np.zeros(1, np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] plist = np.empty(size, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] pes = np.empty(size, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] pstamp = np.full(size, -1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] touched = np.empty(size, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] tstamp = np.full(size, -1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] work = np.empty(size, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] nextw = np.empty(size, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] astamp = np.full(size, -1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] ball = np.empty(size, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] bstamp = np.full(size, -1, dtype=np.int64)
+    cdef cnp.ndarray[int32_t, ndim=1, mode="c"] level = np.zeros(size, dtype=np.int32)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] memo = np.zeros(max(nkeys, 1), dtype=np.float64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] mstamp = np.full(max(nkeys, 1), -1,
+                                                                 dtype=np.int64)
+    cdef int64_t* P = &pe[0] if n else NULL
+    cdef int64_t* BEST = &best[0]
+    cdef int64_t* PL = &plist[0]
+    cdef int64_t* PP = &pes[0]
+    cdef int64_t* PST = &pstamp[0]
+    cdef int64_t* TL = &touched[0]
+    cdef int64_t* TST = &tstamp[0]
+    cdef int64_t* W = &work[0]
+    cdef int64_t* NX = &nextw[0]
+    cdef int64_t* AST = &astamp[0]
+    cdef int64_t* B = &ball[0]
+    cdef int64_t* BST = &bstamp[0]
+    cdef int32_t* LEV = &level[0]
+    cdef double* MEMO = &memo[0]
+    cdef int64_t* MST = &mstamp[0]
+    cdef uint64_t rng = seed * <uint64_t>2654435761 + 12345
+    cdef double start = _now(), gain_total = 0.0, change, delta, gu
+    cdef int64_t done = 0, improved = 0, idle = 0, evals = 0, next_check = 1024, spent = 0
+    cdef int64_t du
+    cdef int64_t cnt, head, tail, i, j, e, a, x, y, u, v, t, nt, nw, nn, key, ku
+    cdef int64_t amark = 0, bmark = 0, mmark = 0
+    cdef bint timed_out = False
+    if n < 2 or patch < 2 or rounds < 1:
+        return 0.0, 0, 0, False, 0, 0
+    if patch > n:
+        patch = n
+    _set_graph(&g, indptr, indices, weights)
+    with nogil:
+        while done < rounds and idle < patience and (max_work <= 0 or spent < max_work):
+            if time_limit > 0 and _now() - start > time_limit:
+                timed_out = True
+                break
+            # the patch: breadth-first from a random rank, CSR order
+            x = <int64_t>(_rng_next(&rng) % <uint64_t>n)
+            PST[x] = done
+            PL[0] = x
+            cnt = 1
+            head = 0
+            while head < cnt and cnt < patch:
+                a = PL[head]
+                head += 1
+                for e in range(g.indptr[a], g.indptr[a + 1]):
+                    y = g.indices[e]
+                    if PST[y] != done:
+                        PST[y] = done
+                        PL[cnt] = y
+                        cnt += 1
+                        if cnt == patch:
+                            break
+            # the kick: the patch's PEs in random order; BEST still holds the old ones
+            for i in range(cnt):
+                PP[i] = P[PL[i]]
+            _shuffle(PP, cnt, &rng)
+            nt = 0
+            for i in range(cnt):
+                P[PL[i]] = PP[i]
+                _touch(PL[i], done, TST, TL, &nt)
+            # its change of J: edges with an end in the patch (inside ones once)
+            change = 0.0
+            for i in range(cnt):
+                x = PL[i]
+                for e in range(g.indptr[x], g.indptr[x + 1]):
+                    y = g.indices[e]
+                    if PST[y] == done:
+                        if x < y:
+                            change += g.weights[e] * (_dist(&o, P[x], P[y])
+                                                      - _dist(&o, BEST[x], BEST[y]))
+                    else:
+                        change += g.weights[e] * (_dist(&o, P[x], P[y])
+                                                  - _dist(&o, BEST[x], P[y]))
+            for i in range(cnt):
+                spent += 1 + g.indptr[PL[i] + 1] - g.indptr[PL[i]]
+            # the repair: N_C^depth from the patch and its neighbours only
+            amark += 1
+            nn = 0
+            for i in range(cnt):
+                _activate(&g, PL[i], amark, AST, NX, &nn)
+            while nn > 0 and not timed_out:
+                for i in range(nn):
+                    W[i] = NX[i]
+                nw = nn
+                nn = 0
+                amark += 1
+                _shuffle(W, nw, &rng)
+                for i in range(nw):
+                    if timed_out:
+                        break
+                    u = W[i]
+                    du = g.indptr[u + 1] - g.indptr[u]
+                    gu = _gamma(&g, &o, P, u, P[u])
+                    spent += du * (1 + du * o.k)  # Γ and the bound
+                    if (o.gid != NULL and not o.hop
+                            and gu - _best_gamma_bound(&g, &o, P, u) <= eps):
+                        # u sits in its best group: no swap gains on its side, and
+                        # one gaining on the partner's is seen from there
+                        continue
+                    bmark += 1
+                    BST[u] = bmark
+                    LEV[u] = 0
+                    head = 0
+                    tail = 0
+                    x = u
+                    while True:
+                        if LEV[x] < depth:
+                            spent += g.indptr[x + 1] - g.indptr[x]
+                            for e in range(g.indptr[x], g.indptr[x + 1]):
+                                a = g.indices[e]
+                                if BST[a] != bmark:
+                                    BST[a] = bmark
+                                    LEV[a] = LEV[x] + 1
+                                    B[tail] = a
+                                    tail += 1
+                        if head == tail:
+                            break
+                        x = B[head]
+                        head += 1
+                    mmark += 1
+                    ku = _group(&o, P[u])
+                    spent += tail
+                    for j in range(tail):
+                        v = B[j]
+                        key = _group(&o, P[v])
+                        if key == ku and o.gid != NULL:
+                            continue  # one innermost group: the swap cannot change J
+                        if MST[key] != mmark:
+                            MST[key] = mmark
+                            MEMO[key] = _gamma_group(&g, &o, P, u, P[v])
+                            spent += du
+                        if gu - MEMO[key] <= eps:
+                            continue  # u's side cannot gain; v's is tried from v
+                        delta = _swap_delta(&g, &o, P, u, v)
+                        evals += 1
+                        spent += du + g.indptr[v + 1] - g.indptr[v]
+                        if delta < -eps:
+                            t = P[u]
+                            P[u] = P[v]
+                            P[v] = t
+                            change += delta
+                            _touch(u, done, TST, TL, &nt)
+                            _touch(v, done, TST, TL, &nt)
+                            _activate(&g, u, amark, AST, NX, &nn)
+                            _activate(&g, v, amark, AST, NX, &nn)
+                            gu = _gamma(&g, &o, P, u, P[u])
+                            ku = _group(&o, P[u])
+                            mmark += 1  # u's bounds moved with it
+                        if time_limit > 0 and evals >= next_check:
+                            next_check = evals + 1024
+                            if _now() - start > time_limit:
+                                timed_out = True
+                                break
+            done += 1
+            if change < -eps:
+                gain_total -= change
+                improved += 1
+                idle = 0
+                for i in range(nt):
+                    BEST[TL[i]] = P[TL[i]]
+            else:
+                idle += 1
+                for i in range(nt):
+                    P[TL[i]] = BEST[TL[i]]
+    return gain_total, done, improved, bool(timed_out), evals, spent

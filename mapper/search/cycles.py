@@ -33,7 +33,10 @@ nothing, ``max_passes`` or ``time_limit``.  Swaps alone are not tried by the two
 moves: call it after a swap search (``topdown+n10``), which ends in a swap optimum.
 
 Complexity per full pass, degree d: 3-cycles Σ_u d_u · |ball_depth(u)| · O(d), about
-n d⁴ oracle queries at depth 2; ejection chains n · L · d² · O(d).  Oracle queries are
+n d⁴ oracle queries at depth 2; ejection chains n · L · d² · O(d).  Both are bounded by
+a work count (``work_per_element`` × (n + m) units, an O(d) gain counted as d) so that a
+power-law graph, where a hub's candidates alone are O(d⁴), stops at a deterministic
+point.  Oracle queries are
 O(k) on a hierarchy of k levels.  O(n + L) extra memory.  Machines: hierarchies
 (uniform or uneven), explicit distance matrices and
 :class:`~mapper.networks.NodeHopMachine`, through the swap kernel's oracle arrays.  The
@@ -67,6 +70,15 @@ from . import _cycles
 from .communication import communication_neighborhood
 from .swap import _REL_EPS, _RENUMBER_ABOVE, _max_distance
 
+#: Default work bound of :func:`cycle_search` per element (rank or edge) of the graph.
+#: A work unit of these kernels is about 8 ns here (125 million per second on the
+#: 1024-rank rgg quotient of bench_presets), and ``eco`` takes about 45 µs per
+#: element, so the default bounds the kernels to about ``eco``'s time (the N_C^10
+#: searches between rounds come on top).  Unbounded, one ``cycle_search`` took 21 s on
+#: bench_presets' 4096-rank power-law graph (325 s on a loaded machine): O(n d^4)
+#: around its hubs.
+WORK_PER_ELEMENT = 4000.0
+
 
 @dataclass(frozen=True)
 class CycleStats:
@@ -81,6 +93,7 @@ class CycleStats:
     chains: int = 0        # ejection chains kept
     swaps: int = 0         # swaps made by the interleaved N_C^10 rounds
     swap_gain: float = 0.0  # the part of ``gain`` those swaps made
+    work: int = 0          # work units the 3-cycle and chain kernels spent
 
 
 def cycle_delta(graph: CommGraph, machine: Machine, pe: np.ndarray, u: int, v: int,
@@ -92,16 +105,40 @@ def cycle_delta(graph: CommGraph, machine: Machine, pe: np.ndarray, u: int, v: i
                                       int(w)))
 
 
+def pe_ordered(graph: CommGraph, pe: np.ndarray
+               ) -> tuple[CommGraph, np.ndarray, np.ndarray | None]:
+    """(graph, mapping, rank_at) for a compiled search: above ``_RENUMBER_ABOVE`` ranks
+    the graph renumbered in PE order (new id i = the rank on PE i, mapping the
+    identity; copy back with ``pe[rank_at] = mapping``), so that balls and look-ups
+    stay cache friendly (as ``swap.run``); otherwise the inputs and ``None``.
+    O(m log m) when renumbering."""
+    if graph.n <= _RENUMBER_ABOVE:
+        return graph, pe, None
+    rank_at = np.empty_like(pe)
+    rank_at[pe] = np.arange(len(pe))
+    a = graph.to_csr()[rank_at][:, rank_at].tocsr()
+    a.sort_indices()
+    return (CommGraph(a.indptr.astype(np.int64), a.indices.astype(np.int32),
+                      a.data.astype(np.float64), graph.source),
+            np.arange(len(pe), dtype=np.int64), rank_at)
+
+
 def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: int = 0,
                  time_limit: float | None = None, max_passes: int | None = None,
-                 depth: int = 2, chain_length: int = 8, rounds: int = 3) -> CycleStats:
+                 depth: int = 2, chain_length: int = 8, rounds: int = 3,
+                 work_per_element: float | None = WORK_PER_ELEMENT) -> CycleStats:
     """Improve ``pe`` (rank → PE, C-contiguous int64, modified in place).
 
     Each round: 3-cycles (w within ``depth`` hops of u), ejection chains of up to
     ``chain_length`` swaps (0: none), then the N_C^10 swap search if anything moved;
     at most ``rounds`` rounds, fewer when a round moves nothing.  ``time_limit``
     (seconds) bounds the whole call; ``max_passes`` the passes of each 3-cycle and chain
-    search.  J never increases; ``gain`` is its total decrease.
+    search; ``work_per_element`` × (n + m) the work units of the 3-cycle and chain
+    kernels together (adjacency entries scanned, an O(d) gain counted as d; None: no
+    bound), which stops them at the same point on every machine and load, so the
+    result stays deterministic for a seed (each 3-cycle search may use half of what is
+    left, so the chains always get their turn).  J never increases; ``gain`` is its
+    total decrease.
     """
     if not (isinstance(pe, np.ndarray) and pe.dtype == np.int64 and pe.flags.c_contiguous):
         raise TypeError("pe must be a C-contiguous int64 array (it is modified in place)")
@@ -112,17 +149,7 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
     scale = max(graph.total_volume, 1.0) * max(_max_distance(machine), 1.0)
     eps = _REL_EPS * scale
     oracle = KernelOracle.of(machine).args()
-    if graph.n > _RENUMBER_ABOVE:
-        # ranks renumbered in PE order: balls and look-ups stay cache friendly (as swap.run)
-        rank_at = np.empty_like(pe)
-        rank_at[pe] = np.arange(len(pe))
-        a = graph.to_csr()[rank_at][:, rank_at].tocsr()
-        a.sort_indices()
-        work_graph = CommGraph(a.indptr.astype(np.int64), a.indices.astype(np.int32),
-                               a.data.astype(np.float64), graph.source)
-        work = np.arange(len(pe), dtype=np.int64)
-    else:
-        work_graph, work, rank_at = graph, pe, None
+    work_graph, work, rank_at = pe_ordered(graph, pe)
     csr = (work_graph.indptr, work_graph.indices, work_graph.weights, work)
 
     def budget() -> float | None:
@@ -137,7 +164,13 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
         return 0.0 if left is None else max(left, 1e-9)  # the kernels read 0 as "none"
 
     gain = swap_gain = 0.0
-    cycles = chains = passes = evals = swaps = 0
+    cycles = chains = passes = evals = swaps = used = 0
+    total = (0 if work_per_element is None
+             else max(1, int(work_per_element * (graph.n + graph.m))))
+
+    def work_left(share: float) -> int:
+        # the kernels read 0 as "no bound"
+        return 0 if not total else max(1, int(share * (total - used)))
     timed_out = False
     for r in range(rounds):
         moved = 0
@@ -145,20 +178,25 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
         if spent():
             timed_out = True
             break
-        g, m, p, timed_out, e = _cycles.cycle_search(*csr, *oracle, int(depth), round_seed,
-                                                     kernel_limit(), int(max_passes or 0), eps)
+        if total and used >= total:
+            break
+        g, m, p, timed_out, e, w = _cycles.cycle_search(
+            *csr, *oracle, int(depth), round_seed, kernel_limit(), int(max_passes or 0), eps,
+            work_left(0.5 if chain_length else 1.0))
         gain, cycles, passes, evals, moved = gain + g, cycles + m, passes + p, evals + e, m
+        used += w
         if timed_out:
             break
         if chain_length:
             if spent():
                 timed_out = True
                 break
-            g, m, p, timed_out, e = _cycles.chain_search(*csr, *oracle, int(chain_length),
-                                                         round_seed, kernel_limit(),
-                                                         int(max_passes or 0), eps)
+            g, m, p, timed_out, e, w = _cycles.chain_search(
+                *csr, *oracle, int(chain_length), round_seed, kernel_limit(),
+                int(max_passes or 0), eps, work_left(1.0))
             gain, chains, passes, evals, moved = gain + g, chains + m, passes + p, evals + e, \
                 moved + m
+            used += w
             if timed_out:
                 break
         if moved == 0 or r == rounds - 1:
@@ -175,4 +213,5 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
     if rank_at is not None:
         pe[rank_at] = work
     return CycleStats(float(gain), int(cycles + chains), int(passes), bool(timed_out),
-                      int(evals), int(cycles), int(chains), int(swaps), float(swap_gain))
+                      int(evals), int(cycles), int(chains), int(swaps), float(swap_gain),
+                      int(used))
