@@ -25,6 +25,9 @@
 #   mkdir -p /mnt/huge; mount -t hugetlbfs -o mode=0777 none /mnt/huge
 #   echo 64 > /proc/sys/vm/nr_hugepages)
 # the folding costs 100x fewer page faults: class C took 97 CPU s instead of ~15 min.
+# Class D (1152 ranks) also needs vm.max_map_count above 1M (sysctl -w
+# vm.max_map_count=16777216): its trace took 1637 CPU s and 1.4 GB here, the replays
+# seconds.
 set -eu
 CLASS=${1:-B}
 GRAPH=${2:-SH}
