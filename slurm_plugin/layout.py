@@ -34,13 +34,17 @@ class Slot:
 
     ``socket`` and ``cores`` use Open MPI rankfile numbering (``slot=socket:core``,
     logical core index inside the socket); ``cpu_ids`` are the node-wide Slurm
-    abstract CPU ids of the same cores (as in ``scontrol show job -d`` CPU_IDs).
+    abstract CPU ids of all the slot's cores (as in ``scontrol show job -d`` CPU_IDs).
+    A slot wider than a socket's free cores (``--cpus-per-task``) spans sockets:
+    ``socket``/``cores`` are its first socket's part and ``more_sockets`` the rest,
+    (socket, cores in it) each, which the rankfile writes as ``slot=0:2-3;1:0-1``.
     """
 
     host: str
     socket: int
     cores: tuple[int, ...]
     cpu_ids: tuple[int, ...]
+    more_sockets: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,8 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
         key = (shape, ntasks, cpu_ids)
         if key in templates:
             first, shared = templates[key]
-            slots = [Slot(node, s.socket, s.cores, s.cpu_ids) for s in first]
+            slots = [Slot(node, s.socket, s.cores, s.cpu_ids, s.more_sockets)
+                     for s in first]
         else:
             slots, shared = _node_slots(node, shape, ntasks, alloc.cpus_per_task, cpu_ids,
                                         oversubscribe)
@@ -279,7 +284,7 @@ def _node_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
             f"\"never\")")
     if not slots:  # fewer cores than one task wants: all tasks share what there is
         cores = _allocated_cores(shape, cpu_ids)
-        slots = [_slot(node, cores[0] // shape.cores_per_socket, cores, shape)]
+        slots = [_slot(node, cores, shape)]
     # consecutive tasks share a slot, the counts differing by at most one
     share = [t * len(slots) // ntasks for t in range(ntasks)]
     return [slots[i] for i in share], share
@@ -303,18 +308,24 @@ def _distinct_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
         free = by_socket[socket]
         while len(free) >= cpt and len(slots) < ntasks:
             take, free = free[:cpt], free[cpt:]
-            slots.append(_slot(node, socket, take, shape))
+            slots.append(_slot(node, take, shape))
     if len(slots) < ntasks:
         # tasks spanning sockets: rare (cpus-per-task larger than a socket's free cores)
         used = {c // shape.threads_per_core for s in slots for c in s.cpu_ids}
         rest = [c for c in cores if c not in used]
         while len(slots) < ntasks and len(rest) >= cpt:
             take, rest = rest[:cpt], rest[cpt:]
-            slots.append(_slot(node, take[0] // shape.cores_per_socket, take, shape))
+            slots.append(_slot(node, take, shape))
     return slots
 
 
-def _slot(node: str, socket: int, cores: list[int], shape: NodeShape) -> Slot:
-    tpc = shape.threads_per_core
-    return Slot(node, socket, tuple(c % shape.cores_per_socket for c in cores),
-                tuple(c * tpc + t for c in cores for t in range(tpc)))
+def _slot(node: str, cores: list[int], shape: NodeShape) -> Slot:
+    """The slot of node-wide core numbers ``cores`` (its socket: the first core's)."""
+    tpc, cps = shape.threads_per_core, shape.cores_per_socket
+    parts: dict[int, list[int]] = {}
+    for c in cores:
+        parts.setdefault(c // cps, []).append(c % cps)
+    (socket, first), *rest = parts.items()
+    return Slot(node, socket, tuple(first),
+                tuple(c * tpc + t for c in cores for t in range(tpc)),
+                tuple((s, tuple(cs)) for s, cs in rest))

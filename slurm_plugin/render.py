@@ -53,7 +53,9 @@ def core_list(cores: tuple[int, ...]) -> str:
 
 
 def rank_rows(layout: Layout, mapping: np.ndarray) -> list[dict]:
-    """Per rank, in rank order: host, socket and core list of its slot."""
+    """Per rank, in rank order: host, socket and core list of its slot (``cores`` is the
+    text after ``slot=SOCKET:``, with ``;S:CORES`` for the further sockets of a slot
+    that spans sockets)."""
     text = _core_texts(layout)
     rows = []
     for rank, pe in enumerate(np.asarray(mapping).tolist()):
@@ -74,11 +76,19 @@ def host_rows(layout: Layout, mapping: np.ndarray) -> list[dict]:
 
 
 def _core_texts(layout: Layout) -> list[str]:
-    """Per PE, its core list as the rankfile writes it (one :func:`core_list` per
-    distinct core tuple, not per slot)."""
-    memo: dict[tuple[int, ...], str] = {}
-    return [memo.get(s.cores) or memo.setdefault(s.cores, core_list(s.cores))
-            for s in layout.slots]
+    """Per PE, what the rankfile writes after ``slot=SOCKET:``: its core list, and for a
+    slot spanning sockets ``;SOCKET:CORES`` per further socket (Open MPI's own example:
+    ``slot=0:1;1:0-2``).  One text per distinct core tuple, not per slot."""
+    memo: dict[tuple, str] = {}
+    out = []
+    for s in layout.slots:
+        key = (s.cores, s.more_sockets)
+        text = memo.get(key)
+        if text is None:
+            text = memo[key] = core_list(s.cores) + "".join(
+                f";{sock}:{core_list(cores)}" for sock, cores in s.more_sockets)
+        out.append(text)
+    return out
 
 
 def _packaged(name: str, templates_dir: str | None) -> bool:

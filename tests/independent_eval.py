@@ -55,19 +55,30 @@ def switch_paths(topology_conf: str) -> dict[str, list[str]]:
 
 
 def parse_rankfile(text: str) -> dict[int, tuple[str, int, tuple[int, ...]]]:
-    """rank → (host, socket, cores) from ``rank R=HOST slot=S:C[-C|,C]`` lines."""
+    """rank → (host, socket, cores) from ``rank R=HOST slot=S:C[-C|,C]`` lines; a slot
+    spanning sockets (``slot=0:2-3;1:0-1``) gives its first socket and that socket's
+    cores (:func:`parse_rankfile_cores` has them all)."""
+    return {r: (h, cores[0][0], tuple(c for s, c in cores if s == cores[0][0]))
+            for r, (h, cores) in parse_rankfile_cores(text).items()}
+
+
+def parse_rankfile_cores(text: str) -> dict[int, tuple[str, tuple[tuple[int, int], ...]]]:
+    """rank → (host, ((socket, core in the socket), ...)) from Open MPI rankfile lines
+    ``rank R=HOST slot=S:CORES[;S:CORES]...``, CORES a comma list of cores or ranges."""
     out = {}
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        m = re.fullmatch(r"rank (\d+)=(\S+) slot=(\d+):([\d,-]+)", line.strip())
+        m = re.fullmatch(r"rank (\d+)=(\S+) slot=(\d+:[\d,-]+(?:;\d+:[\d,-]+)*)", line.strip())
         if not m:
             raise ValueError(f"not a rankfile line: {line!r}")
-        cores: list[int] = []
-        for part in m.group(4).split(","):
-            lo, _, hi = part.partition("-")
-            cores.extend(range(int(lo), int(hi or lo) + 1))
-        out[int(m.group(1))] = (m.group(2), int(m.group(3)), tuple(cores))
+        cores: list[tuple[int, int]] = []
+        for spec in m.group(3).split(";"):
+            socket, _, corelist = spec.partition(":")
+            for part in corelist.split(","):
+                lo, _, hi = part.partition("-")
+                cores.extend((int(socket), c) for c in range(int(lo), int(hi or lo) + 1))
+        out[int(m.group(1))] = (m.group(2), tuple(cores))
     return out
 
 

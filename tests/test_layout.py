@@ -3,12 +3,16 @@ distances from an allocation, node shapes, a switch tree and hwloc cache groups.
 
 from pathlib import Path
 
+import independent_eval as ie
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_slurm_parsers import MULTI
 
 from slurm_plugin.allocation import Allocation
 from slurm_plugin.layout import build_layout
+from slurm_plugin.render import render_rankfile
 from slurm_plugin.topology import NodeShape, SwitchTree, TopologyError, parse_topology_conf
 
 HWLOC = Path(__file__).parent / "data" / "hwloc" / "2pkg-2l3-2core-2pu.xml"
@@ -114,3 +118,50 @@ def test_overcommitted_tasks_are_spread_as_slurm_does():
             "Nodes=n[1-2] CPU_IDs=0 Mem=0 GRES=")
     alloc = parse_scontrol_job(line)
     assert alloc.tasks_per_node == (12, 12) and alloc.cpu_ids == {"n1": (0,), "n2": (0,)}
+
+
+@st.composite
+def wide_tasks(draw):
+    """One node whose tasks may be wider than a socket: (shape, cpus per task, task count,
+    allocated CPU ids) with the allocated cores a random subset."""
+    shape = NodeShape(draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 2)))
+    cpt = draw(st.integers(1, shape.cores))
+    ntasks = draw(st.integers(1, shape.cores // cpt))
+    cores = sorted(draw(st.permutations(range(shape.cores)))[:ntasks * cpt])
+    cpu_ids = tuple(c * shape.threads_per_core + t for c in cores
+                    for t in range(shape.threads_per_core))
+    return shape, cpt, ntasks, cpu_ids
+
+
+@settings(max_examples=200, deadline=None)
+@given(wide_tasks(), st.integers(0, 2**32 - 1))
+def test_tasks_wider_than_a_socket_get_all_their_cores_in_the_rankfile(task, seed):
+    """--cpus-per-task above a socket's free cores: each rank's rankfile line names
+    exactly cpus-per-task allocated cores, on every socket they lie on, no core twice
+    (the old slot wrote the second socket's cores as the first's: ``slot=0:0,1,2,0,1,2``
+    for cores 0-2 and 4-6 of a 2 x 4 node)."""
+    shape, cpt, ntasks, cpu_ids = task
+    alloc = Allocation("1", ("a",), (ntasks,), cpt, cpu_ids={"a": cpu_ids})
+    layout = build_layout(alloc, shape, None, [1, 10, 100])
+    mapping = np.random.default_rng(seed).permutation(layout.n)
+    lines = ie.parse_rankfile_cores(render_rankfile(layout, mapping))
+    assert sorted(lines) == list(range(ntasks))
+    used = []
+    for rank, (host, cores) in lines.items():
+        node_cores = [s * shape.cores_per_socket + c for s, c in cores]
+        assert host == "a" and len(set(node_cores)) == cpt, (rank, cores)
+        slot = layout.slots[mapping[rank]]
+        assert sorted(node_cores) == sorted({i // shape.threads_per_core
+                                             for i in slot.cpu_ids})
+        assert all(c * shape.threads_per_core in cpu_ids for c in node_cores)
+        assert cores[0][0] == slot.socket  # the socket the distances use
+        used += node_cores
+    assert len(used) == len(set(used))
+
+
+def test_a_task_spanning_sockets_is_written_as_open_mpi_writes_it():
+    """Open MPI's rankfile syntax for several sockets: ``slot=0:1;1:0-2`` (its own
+    example; Open MPI 4.1 binds ``slot=0:2-3;1:0-1`` to PUs 2-5 of a 2 x 4 node)."""
+    alloc = Allocation("1", ("a",), (1,), 6, cpu_ids={"a": (0, 1, 2, 4, 5, 6)})
+    layout = build_layout(alloc, NodeShape(2, 4), None, [1, 10, 100])
+    assert render_rankfile(layout, np.array([0])).splitlines()[1] == "rank 0=a slot=0:0-2;1:0-2"
