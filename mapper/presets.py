@@ -9,25 +9,39 @@ limit and keeping the best bijection found:
   ``ECO_PARTITION_TRIES`` METIS runs with different seeds (the top levels are where
   Top-Down loses; ``bench/bench_partitions.py``: KaHIP's KaFFPa inside Top-Down was
   worse than this at every setting).
-* ``strong`` — the best of ``STRONG_STARTS`` starts (seeds), each split keeping the best
-  of ``STRONG_PARTITION_TRIES`` METIS runs, then the moves beyond 2-swaps of
-  :mod:`mapper.search.cycles` (3-cycles along the communication graph and ejection
-  chains, O(d) gains), then iterated local search
+* ``strong`` — ``eco``'s starts, then iterated local search
   (Lourenço, Martin & Stützle, "Iterated Local Search", Handbook of Metaheuristics,
-  2003, doi:10.1007/0-306-48056-5_11): perturb the best mapping by exchanging the
-  ranks of a random connected patch of the communication graph among their PEs, run
-  N_C^10 from there, and keep the result when J fell; up to ``STRONG_ROUNDS`` rounds,
-  stopping early after ``STRONG_PATIENCE`` rounds without improvement or after
-  ``ILS_TIME_SHARE`` of the time used before it.
+  2003, doi:10.1007/0-306-48056-5_11; :mod:`mapper.search.iterated`): perturb the best
+  mapping by exchanging the ranks of a random connected patch of the communication
+  graph among their PEs, repair with N_C^10 from the patch and its neighbours only
+  (localized: a round costs what the patch touches, not a pass over every rank), and
+  keep the result when J fell; up to ``STRONG_ROUNDS`` rounds, stopping early after
+  ``STRONG_PATIENCE`` rounds in a row without improvement or when its work bound
+  (:data:`mapper.search.iterated.WORK_PER_ELEMENT` × (n + m) units, about ``eco``'s
+  own time) is spent.  The bound counts work, not seconds, so the result is the same
+  for a seed on any machine and load; ``ILS_TIME_SHARE`` of the time used before it
+  is only a safety cap.
 
-On a dense profile (mean degree above :data:`mapper.dense.PARTITION_DEGREE`) the
-moves beyond 2-swaps are skipped (their O(n d^4) passes could not stop in time).
-Every stage checks the clock: without a time limit the counts above bound the work;
-with one, the preset returns its best so far when the limit is near (the caller keeps
-a reserve for the final evaluation of J).  Complexity: ``starts`` × (``partition_tries``
-× Top-Down's partitions + N_C^10) + the cycle passes + rounds × one N_C^10 pass (see
-:mod:`mapper.construction.topdown`, :mod:`mapper.search.cycles` and
-:mod:`mapper.search.communication`).
+Measured (``python3 bench/bench_presets.py``, 21 instances, 2026-11-25, every tool in
+the same run on a loaded 2-core machine): ``strong``'s geomean J is 0.974 × the
+per-instance best of SharedMap fast/eco/strong and Scotch, in 0.65 × SharedMap eco's
+geomean time (issue 12's target: ≤ 0.98 at ≤ 1.0); ``eco`` 0.978 at 0.35, ``fast``
+0.986 at 0.10.  The previous ``strong`` (2 more starts × 5 METIS runs per split,
+3-cycles and ejection chains, then 60 rounds each running a full N_C^10 search, for at
+most half the time used before it) reached 0.972 in 2.32 × SharedMap eco's time (README
+of 2026-11-23).  Why it now runs neither the extra starts nor the moves beyond 2-swaps
+(measured after ``eco``'s starts, J relative to ``eco``'s, time in units of ``eco``'s):
+one more start (seed 1, 3 METIS runs per split) −0.11 % for +0.9; 3-cycles and chains
+bounded to 1500 work units per element −0.12 % for +0.4; the localized iterated local
+search −0.46 % for +0.9 to +1.1, and adding bounded 3-cycles to it (1000 units) gave
+0.9742 × best peer at +1.2 against 0.9737 at +0.9 without.  ``cycles`` stays a preset
+field (:mod:`mapper.search.cycles` is bounded by a work count now, see there).
+
+Every stage checks the clock: with a time limit the preset returns its best so far
+when the limit is near (the caller keeps a reserve for the final evaluation of J).
+Complexity: the starts' (``partition_tries`` × Top-Down's partitions + N_C^10 each,
+see :mod:`mapper.construction.topdown` and :mod:`mapper.search.communication`), plus
+O((n + m) · WORK_PER_ELEMENT) for the iterated local search.
 
 References
 ----------
@@ -44,13 +58,18 @@ from .names import PRESETS
 
 ECO_STARTS = 1
 ECO_PARTITION_TRIES = 3
-STRONG_STARTS = 2
-STRONG_PARTITION_TRIES = 5
-STRONG_ROUNDS = 60
-STRONG_PATIENCE = 20
-#: the iterated local search may take this share of the time the preset has used so far
-#: (so strong stays within a small multiple of its starts; the time limit caps it too)
-ILS_TIME_SHARE = 0.5
+STRONG_STARTS = ECO_STARTS
+STRONG_PARTITION_TRIES = ECO_PARTITION_TRIES
+#: localized rounds are cheap (under a millisecond on 1024 ranks); the work bound of
+#: mapper.search.iterated normally stops the search first
+STRONG_ROUNDS = 5000
+#: rounds in a row without improvement before giving up (stencils and tori, whose
+#: optimum the starts find, stop after these rounds instead of spending the bound)
+STRONG_PATIENCE = 150
+#: a safety cap only: the iterated local search may take this share of the time the
+#: preset has used so far (its work bound normally stops it near 1x; a cap that binds
+#: makes the result depend on the machine's load)
+ILS_TIME_SHARE = 2.0
 #: ranks exchanged by one perturbation: this share of n, at least PATCH_MIN
 PATCH_SHARE = 0.02
 PATCH_MIN = 4
@@ -97,7 +116,7 @@ class Preset:
         if self.cycles:
             parts.append("then 3-cycles and ejection chains")
         if self.rounds:
-            parts.append(f"then up to {self.rounds} rounds of perturbation + N_C^10 "
+            parts.append(f"then up to {self.rounds} rounds of perturbation + localized N_C^10 "
                          f"(iterated local search)")
         return f"preset {self.name}: " + ", ".join(parts)
 
@@ -107,7 +126,7 @@ _TABLE = {
     "eco": Preset("eco", "topdown+n10", "ohtma+n10", ECO_STARTS, 0,
                   partition_tries=ECO_PARTITION_TRIES),
     "strong": Preset("strong", "topdown+n10", "ohtma+n10", STRONG_STARTS, STRONG_ROUNDS,
-                     cycles=True, partition_tries=STRONG_PARTITION_TRIES),
+                     partition_tries=STRONG_PARTITION_TRIES),
 }
 assert tuple(_TABLE) == PRESETS
 

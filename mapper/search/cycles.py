@@ -74,9 +74,9 @@ from .swap import _REL_EPS, _RENUMBER_ABOVE, _max_distance
 #: A work unit of these kernels is about 8 ns here (125 million per second on the
 #: 1024-rank rgg quotient of bench_presets), and ``eco`` takes about 45 µs per
 #: element, so the default bounds the kernels to about ``eco``'s time (the N_C^10
-#: searches between rounds come on top).  Unbounded, one ``cycle_search`` took 21 s on
-#: bench_presets' 4096-rank power-law graph (325 s on a loaded machine): O(n d^4)
-#: around its hubs.
+#: searches between rounds come on top).  Unbounded, ``cycle_search`` took 21 s on
+#: bench_presets' 4096-rank power-law graph in the run of 2026-11-23 (and once 325 s
+#: on this machine under heavy load): O(n d^4) around its hubs.
 WORK_PER_ELEMENT = 4000.0
 
 
