@@ -17,6 +17,7 @@ from mapper.mesh.architecture import (
     architecture_from_links,
     architecture_from_matrix,
     fig2_1d_array,
+    fig2_2d_array,
     fig2_cluster,
     fig2_metacomputer,
 )
@@ -143,22 +144,30 @@ def test_valid_and_never_worse_than_predictor(objective, sparse):
     mesh = grid(30, 30, w=np.random.default_rng(0).uniform(1, 2, 900),
                 c=np.random.default_rng(1).uniform(0.5, 3, 900))
     arch = arch32_3()
-    before = placed_predictor(mesh, arch, seed=3)
     result = aa.archaware_partition(mesh, arch, objective=objective, sparse=sparse, seed=3)
     part = result.part
     assert part.dtype == np.int64 and part.shape == (mesh.n,)
     assert part.min() >= 0 and part.max() < arch.P and result.k == arch.P
     assert result.method == aa._METHODS[(objective, sparse)]
     assert {"predictor", "pair_costs", "corrector", "total"} <= set(result.seconds)
-    # the predictor and the placement are deterministic: the corrector started from `before`
-    refined = aa.refine_partition(mesh, arch, before, objective=objective, sparse=sparse, seed=3)
-    np.testing.assert_array_equal(refined.part, part)
-    old = ref_values(mesh, before, arch, objective).max()
+    # the predictor and the placements are deterministic: the best of the corrector runs
+    # from every start (kvmetis' numbering first), each never above its start
+    kv = aa.kvmetis_partition(mesh, arch, seed=3).part
+    starts = [pi[kv] for pi in aa.placement_candidates(mesh, arch, kv, seed=3)]
+    assert len(starts) >= 2 and (starts[0] == kv).all()
+    runs = [aa.refine_partition(mesh, arch, s0, objective=objective, sparse=sparse, seed=3)
+            for s0 in starts]
+    for s0, r in zip(starts, runs, strict=True):
+        assert r.max_values[0] == pytest.approx(ref_values(mesh, s0, arch, objective).max())
+        assert r.max_values[-1] <= r.max_values[0] * (1 + 1e-12)
+    old = ref_values(mesh, kv, arch, objective).max()
     new = ref_values(mesh, part, arch, objective).max()
-    assert new <= old * (1 + 1e-12)
-    assert new < old  # and on this instance it does improve
-    assert refined.max_values[0] == pytest.approx(old)
-    assert refined.max_values[-1] == pytest.approx(new)
+    best = min(r.max_values[-1] for r in runs)
+    if objective == "vol":
+        assert new == pytest.approx(best)
+    else:  # ElT also refines the Vol result: at or below its own starts' best
+        assert new <= best * (1 + 1e-9)
+    assert new < old  # and on this instance it does improve on kvmetis
 
 
 @pytest.mark.parametrize("objective", ["vol", "elt"])
@@ -343,22 +352,25 @@ def test_place_parts_orders_a_chain_on_the_1d_array():
 
 
 def test_placement_keeps_the_pair_count_and_sparse_stays_inside(monkeypatch):
-    """The placed predictor is kvmetis relabelled (same number of communicating pairs);
-    the sparse variants add no pair to it; with place=False the corrector starts from
-    kvmetis itself."""
+    """Every placed start is kvmetis relabelled (same number of communicating pairs);
+    the sparse variants add no pair to the start they came from; with place=False the
+    corrector starts from kvmetis itself."""
     mesh = grid(30, 30)
     arch = fig2_1d_array(np.r_[np.full(16, 2.0), np.ones(16)])
     raw = aa.kvmetis_partition(mesh, arch, seed=0).part
-    placed = placed_predictor(mesh, arch, seed=0)
-    assert (placed != raw).any() and len(pairs(mesh, placed)) == len(pairs(mesh, raw))
+    starts = [pi[raw] for pi in aa.placement_candidates(mesh, arch, raw, seed=0)]
+    assert len(starts) == 3 and (placed_predictor(mesh, arch, seed=0) == starts[1]).all()
+    for s0 in starts:
+        assert len(pairs(mesh, s0)) == len(pairs(mesh, raw))
     for objective in ("vol", "elt"):
         after = aa.archaware_partition(mesh, arch, objective=objective, sparse=True).part
-        assert pairs(mesh, after) <= pairs(mesh, placed)
+        assert any(pairs(mesh, after) <= pairs(mesh, s0) for s0 in starts)
     unplaced = aa.archaware_partition(mesh, arch, objective="vol", sparse=True, place=False)
     assert "placement" not in unplaced.seconds
     assert pairs(mesh, unplaced.part) <= pairs(mesh, raw)
     monkeypatch.setattr(aa, "PLACE_MAX_PES", 31)
     assert (aa.place_parts(mesh, arch, raw) == np.arange(32)).all()
+    assert len(aa.placement_candidates(mesh, arch, raw)) == 1
 
 
 def test_placement_lowers_max_el_time_on_the_1d_array():
@@ -375,22 +387,114 @@ def test_placement_lowers_max_el_time_on_the_1d_array():
 
 @pytest.mark.parametrize("objective,sparse", VARIANTS)
 def test_never_above_kvmetis_with_placement(objective, sparse, monkeypatch):
-    """The placement lowers a sum, not the maximum: the placed start is kept only when
-    its maximum is not above kvmetis', so every variant ends at or below kvmetis on its
-    own objective — here against a placement that scatters the parts at random within
-    each speed class (the corrector cannot undo that)."""
+    """The placement lowers a sum, not the maximum, but kvmetis' own numbering is always
+    one of the starts: every variant ends at or below kvmetis on its own objective, and
+    at or below the corrector run from kvmetis alone — here against placements that
+    scatter the parts at random within each speed class."""
     mesh = grid(40, 40, c=np.random.default_rng(4).uniform(0.5, 2, 1600))
     arch = fig2_metacomputer(np.r_[np.full(16, 2.0), np.ones(16)])
     rng = np.random.default_rng(0)
-    monkeypatch.setattr(aa, "place_parts", lambda mesh, arch, part: np.r_[
-        rng.permutation(16), 16 + rng.permutation(16)])
+    monkeypatch.setattr(aa, "placement_candidates", lambda mesh, arch, part, seed: [
+        np.arange(32), np.r_[rng.permutation(16), 16 + rng.permutation(16)]])
     for seed in range(3):
         kv = aa.kvmetis_partition(mesh, arch, seed=seed).part
         got = aa.archaware_partition(mesh, arch, objective=objective, sparse=sparse,
                                      seed=seed).part
-        assert ref_values(mesh, got, arch, objective).max() \
-            <= ref_values(mesh, kv, arch, objective).max() * (1 + 1e-12)
-        # the scattered start is worse than kvmetis: the corrector started from kvmetis
+        value = ref_values(mesh, got, arch, objective).max()
+        assert value <= ref_values(mesh, kv, arch, objective).max() * (1 + 1e-12)
         alone = aa.refine_partition(mesh, arch, kv, objective=objective, sparse=sparse,
-                                    seed=seed).part
-        np.testing.assert_array_equal(got, alone)
+                                    seed=seed)
+        assert value <= alone.max_values[-1] * (1 + 1e-9)
+
+
+def delaunay_mesh(n: int, seed: int):
+    """Unit-weight Delaunay triangulation of n random points in the unit square."""
+    from scipy.spatial import Delaunay
+    tri = Delaunay(np.random.default_rng(seed).random((n, 2))).simplices
+    u = np.r_[tri[:, 0], tri[:, 1], tri[:, 2]]
+    v = np.r_[tri[:, 1], tri[:, 2], tri[:, 0]]
+    a = sp.coo_matrix((np.ones(len(u)), (u, v)), shape=(n, n)).tocsr()
+    a = a + a.T
+    a.data[:] = 1.0
+    return make_mesh(a)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("place", [True, False])
+def test_elt_never_above_vol_on_max_el_time(sparse, place):
+    """ElTS/ElTNS also refine VolS/VolNS's result (a second start), so on MaxElTime they
+    end at or below the Vol variant of the same arguments in every run.  Refined from
+    kvmetis alone the ElT corrector ends above it on these instances (weighted grid on
+    a random 6-PE machine, seed 3: +1.1 %; Delaunay mesh, seeds 0-1, sparse: +2.0 %), as
+    ElTS did on seed 002's delaunay_n15 / Arch32_2 / seed 3 before."""
+    cases = [(grid(16, 16, w=np.random.default_rng(0).uniform(1, 3, 256),
+                   c=np.random.default_rng(1).uniform(0.5, 2, 256)), random_arch(6, 2)),
+             (delaunay_mesh(600, 2), random_arch(6, 3))]
+    for mesh, arch in cases:
+        for seed in range(6):
+            got = {obj: metrics.max_el_time(mesh, aa.archaware_partition(
+                mesh, arch, objective=obj, sparse=sparse, seed=seed, place=place).part, arch)
+                for obj in ("vol", "elt")}
+            assert got["elt"] <= got["vol"] * (1 + 1e-12), (seed, got)
+
+
+def test_elt_from_vol_keeps_the_sparse_pair_set():
+    """The ElTS refinement of VolS's result stays inside the pairs of the start VolS came
+    from; a start with a pair outside ``allowed`` is refused."""
+    mesh = grid(24, 24)
+    arch = random_arch(12, 5)
+    kv = aa.kvmetis_partition(mesh, arch, seed=1).part
+    vol = aa.refine_partition(mesh, arch, kv, objective="vol", sparse=True, seed=1).part
+    elt = aa.refine_partition(mesh, arch, vol, objective="elt", sparse=True, seed=1,
+                              allowed=kv).part
+    assert (elt != vol).any() and pairs(mesh, elt) <= pairs(mesh, kv)
+    other = aa.kvmetis_partition(mesh, arch, seed=7).part
+    assert pairs(mesh, other) - pairs(mesh, kv)
+    with pytest.raises(PartitionError, match="outside allowed"):
+        aa.refine_partition(mesh, arch, other, objective="elt", sparse=True, allowed=kv)
+
+
+def test_multistart_refine_keeps_the_best_order():
+    """Restart 0 is the single-start corrector; the best of several orders is never above
+    it, and here (ElTS, Delaunay mesh on the 1D array) well below: 313 vs 252.5, the
+    greedy's result depends on the visit order."""
+    mesh = delaunay_mesh(800, 1)
+    arch = fig2_1d_array(np.r_[np.full(16, 2.0), np.ones(16)])
+    start = aa.kvmetis_partition(mesh, arch, seed=0).part
+    kw = dict(objective="elt", sparse=True)
+    one = aa.refine_partition(mesh, arch, start, seed=0, **kw)
+    same = aa.multistart_refine(mesh, arch, start, seed=0, restarts=1, **kw)
+    np.testing.assert_array_equal(one.part, same.part)
+    finals = [aa.refine_partition(mesh, arch, start, seed=(0, r) if r else 0,
+                                  **kw).max_values[-1] for r in range(4)]
+    best = aa.multistart_refine(mesh, arch, start, seed=0, restarts=4, **kw)
+    assert best.max_values[-1] == pytest.approx(min(finals))
+    assert min(finals) < 0.9 * finals[0]
+    assert pairs(mesh, best.part) <= pairs(mesh, start)
+    with pytest.raises(PartitionError, match="restarts"):
+        aa.archaware_partition(mesh, arch, restarts=0)
+
+
+def test_placement_multistart_beats_the_single_placement():
+    """Seed 002's 2D array on a 40 x 40 grid: the swap search from random assignments
+    finds a placement of lower e*-weighted volume than from kvmetis' numbering, and the
+    corrector run from every start ends well below the run from that one placement
+    (VolS and ElTS, three seeds)."""
+    mesh = grid(40, 40)
+    arch = fig2_2d_array(np.r_[np.full(16, 2.0), np.ones(16)])
+    for seed in range(3):
+        kv = aa.kvmetis_partition(mesh, arch, seed=seed).part
+        cands = aa.placement_candidates(mesh, arch, kv, seed=seed)
+        assert (cands[0] == np.arange(32)).all()
+        assert (cands[1] == aa.place_parts(mesh, arch, kv)).all()
+        for pi in cands:  # every candidate keeps each part on a PE of its speed
+            assert (arch.speeds[pi] == arch.speeds).all()
+        if seed == 0:
+            assert placement_cost(mesh, kv, arch, cands[2]) \
+                < 0.9 * placement_cost(mesh, kv, arch, cands[1])
+        for objective in ("vol", "elt"):
+            single = aa.refine_partition(mesh, arch, cands[1][kv], objective=objective,
+                                         sparse=True, seed=seed).max_values[-1]
+            got = aa.archaware_partition(mesh, arch, objective=objective, sparse=True,
+                                         seed=seed).part
+            assert ref_values(mesh, got, arch, objective).max() < 0.9 * single

@@ -17,15 +17,37 @@ speed-proportional target it was built for) to lower the e*-weighted volume betw
 parts — the mapping step of Schulz, Träff & von Kirchbach's model-creation pipeline
 (arXiv:1702.04164 §4) applied to the predictor.  The sparse pair set is then the
 placed predictor's, so "no pair beyond those of the first phase" (§4) holds for it.
-The placed parts are kept only when their maximum objective value (max CommCost for
-Vol, MaxElTime for ElT) is not above kvmetis' own — the sum the placement lowers is not
-the maximum — so the corrector, which never raises its start's maximum, still ends at
-or below kvmetis.
-Measured on seed 002 (5 meshes x 4 Fig. 2 machines, 32 PEs, seeds 0-1): MaxElTime of
-every variant 8-12 % lower on average; sparse within 2 % of dense in 55 of 80 runs
-instead of 48.  Dense variants gain less than sparse ones: they could already move
-communication to cheap new pairs.  It needs e* of all PE pairs (P x P), so it runs only
-up to PLACE_MAX_PES PEs.
+
+**Multi-start** (not in the paper; measured on seed 002, see bench/mesh/README_TABLES.md).
+The corrector is a local search whose end point depends on its start and visit order,
+so the result is the best of several runs (multi-start local search, e.g. Marti,
+Resende & Ribeiro, EJOR 226(1):1-8, 2013), each a legitimate run of the method:
+
+* starts (:func:`placement_candidates`): kvmetis' own numbering, :func:`place_parts`
+  from it, and the lowest-volume result of :func:`place_parts` from PLACE_RANDOM_STARTS
+  random assignments within each speed class (the swap search from kvmetis' numbering
+  alone stops at local optima up to 25 % above that).  Every start is the predictor's
+  partition relabelled, so a sparse run stays inside its own start's pairs (§4: no pair
+  beyond those of the first phase); kvmetis' numbering is always a start and the
+  corrector never raises its start's maximum, so every variant ends at or below kvmetis
+  on its objective.  The best start is kept by the objective's final maximum.
+* ``restarts`` visit orders per start (default RESTARTS = 1: on seed 002 a second order
+  gained < 1 % for twice the time, while the starts gained 5-10 %);
+* ElT only: the Vol variant's result of the same call (same starts, seed, restarts) is
+  refined once more with the ElT objective, inside the pair set of the start it came
+  from, and kept when better.  ElTS / ElTNS therefore end at or below VolS / VolNS on
+  MaxElTime in every run (before: 99 of 100 seed-002 runs, +0.2 % in the other).
+
+Cost: Vol runs the corrector once per start (3 starts for P <= PLACE_MULTI_MAX_PES,
+2 up to PLACE_MAX_PES, 1 above); ElT three times that (own, Vol, ElT from Vol).  At
+10^6 vertices on 4096 PEs (one start) Vol is unchanged and ElT runs the corrector 3
+times; ``time_limit`` bounds it (no corrector run or pass starts after it).
+On seed 002 (100 runs per variant): ElTS MaxElTime 37.0 % below kvmetis instead of
+31.7 %; seconds per run Vol 0.16 -> 0.14-0.24, ElT 0.2 -> 0.3-0.6 (machine shared).
+The sparse / dense ratio did not move (within 2 % in 126 of 200 runs, 122 before):
+the dense variants gain as much, and the gap is where the pair costs are uneven
+(1D array, metacomputer), where dense variants create cheap (or spread expensive)
+pairs that the sparse ones may not.
 
 **Corrector** (§4, "randomized greedy refinement similar to those used in METIS' p-way
 partitioning"): passes over the boundary vertices in a random order; a vertex v moves
@@ -97,6 +119,8 @@ from .result import Partition, PartitionError
 
 #: ElTS / ElTNS keep every part below (1 + max(epsilon, this)) x its target (memory bound)
 ELT_LOAD_SLACK = 0.5
+#: corrector runs (visit orders) per start, the best kept: archaware_partition's default
+RESTARTS = 1
 #: default pass limit of the corrector
 MAX_PASSES = 20
 #: the corrector stops when STALL_PASSES passes together lowered the maximum by less than
@@ -109,6 +133,10 @@ STALL_GAIN = 1e-3
 ORDER_CHUNK = 64
 #: place_parts runs up to this many PEs (O(P^2) memory, O(P^3) time per sweep)
 PLACE_MAX_PES = 512
+#: placement_candidates: random initial assignments for the swap search (multi-start)
+PLACE_RANDOM_STARTS = 8
+#: ... and only up to this many PEs (each start costs O(sweeps * P^3))
+PLACE_MULTI_MAX_PES = 128
 #: place_parts sweep limit (32 PEs: 2-4 sweeps until no swap gains)
 PLACE_MAX_SWEEPS = 10
 #: relative gain below which a move is not an improvement (rounding)
@@ -141,48 +169,107 @@ def kvmetis_partition(mesh, arch, *, epsilon: float = 0.03, seed: int = 0) -> Pa
 
 def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = True,
                         epsilon: float = 0.03, seed: int = 0, max_passes: int = MAX_PASSES,
-                        time_limit: float | None = None, place: bool = True) -> Partition:
+                        time_limit: float | None = None, place: bool = True,
+                        restarts: int = RESTARTS) -> Partition:
     """Partition ``mesh`` onto the PEs of ``arch``: VolS, VolNS, ElTS or ElTNS.
 
     ``objective`` is ``"vol"`` (minimise the maximum e*-weighted volume, load within
     ``epsilon`` of speed-proportional targets) or ``"elt"`` (minimise MaxElTime);
     ``sparse`` forbids communicating pairs of parts the predictor did not have.  Block
     id = PE id.  The algorithm, acceptance rule and complexity are in the module
-    docstring.  ``place`` (default) puts the predictor's parts on PEs of the same speed
-    by :func:`place_parts` before the corrector (P <= PLACE_MAX_PES only).  ``seconds``
-    holds ``predictor``, ``placement`` (when run), ``pair_costs``, ``corrector``,
-    ``total``.
+    docstring.  ``place`` (default): the corrector runs from every start of
+    :func:`placement_candidates` (kvmetis' numbering and placements of its parts on PEs
+    of the same speed) and the best result is kept; ``place=False``: from kvmetis'
+    numbering only.  ``restarts``: corrector runs per start with different visit
+    orders, the best kept.  ``"elt"`` also refines the result of the same call with
+    ``"vol"`` (a second start), so ElTS/ElTNS end at or below VolS/VolNS of the same
+    arguments on MaxElTime.  All three are multi-start (module docstring).
+    ``seconds`` holds ``predictor``, ``placement`` (when run), ``pair_costs`` and
+    ``corrector`` (summed over the runs), ``total``.
     ``time_limit`` (seconds, from the call): no corrector pass starts after it (the
     predictor always runs whole).
     """
     if objective not in ("vol", "elt"):
         raise PartitionError(f"objective must be 'vol' or 'elt', not {objective!r}")
+    if restarts < 1:
+        raise PartitionError(f"restarts must be >= 1, got {restarts}")
     _check(mesh, arch, epsilon)
-    seconds: dict[str, float] = {}
+    seconds: dict[str, float] = {"pair_costs": 0.0, "corrector": 0.0}
     start = time.perf_counter()
-    part = _kvmetis(mesh, np.asarray(arch.speeds, dtype=np.float64), epsilon, seed)
+    raw = _kvmetis(mesh, np.asarray(arch.speeds, dtype=np.float64), epsilon, seed)
     seconds["predictor"] = time.perf_counter() - start
+    starts = [raw]
     if place:
         t0 = time.perf_counter()
-        placed = place_parts(mesh, arch, part)[part]
-        # the corrector never raises its start's maximum: start from the placed parts
-        # only when that maximum is not above kvmetis' own, so the result stays <= kvmetis
-        if (placed != part).any() and (
-                _start_max(mesh, arch, placed, objective, sparse, epsilon)
-                <= _start_max(mesh, arch, part, objective, sparse, epsilon)):
-            part = placed
+        starts = [pi[raw] for pi in placement_candidates(mesh, arch, raw, seed=seed)]
         seconds["placement"] = time.perf_counter() - t0
-    remaining = None if time_limit is None else time_limit - (time.perf_counter() - start)
-    result = refine_partition(mesh, arch, part, objective=objective, sparse=sparse,
-                              epsilon=epsilon, seed=seed, max_passes=max_passes,
-                              time_limit=remaining)
-    seconds.update(result.seconds)
+
+    def remaining() -> float | None:
+        return None if time_limit is None else time_limit - (time.perf_counter() - start)
+
+    def run(part0, obj, allowed) -> Refinement:
+        res = multistart_refine(mesh, arch, part0, objective=obj, sparse=sparse,
+                                epsilon=epsilon, seed=seed, max_passes=max_passes,
+                                time_limit=remaining(), restarts=restarts, allowed=allowed)
+        for key in ("pair_costs", "corrector"):
+            seconds[key] += res.seconds[key]
+        return res
+
+    def best_over_starts(obj) -> tuple[Refinement, np.ndarray]:
+        # kvmetis' own numbering is the first start and the corrector never raises its
+        # start's maximum, so the best is at or below kvmetis on the objective
+        runs = [(run(s0, obj, s0), s0) for s0 in starts]
+        return min(runs, key=lambda rs: rs[0].max_values[-1])
+
+    result, allowed = best_over_starts(objective)
+    if objective == "elt":
+        # second start: the Vol variant's result (same predictor, starts, seed, restarts),
+        # refined for MaxElTime inside the pair set of the start it came from; the better
+        # of the two is kept, so ElT ends at or below Vol on MaxElTime
+        vol, vol_start = best_over_starts("vol")
+        from_vol = run(vol.part, "elt", vol_start)
+        if from_vol.max_values[-1] < result.max_values[-1]:
+            result = from_vol
     seconds["total"] = time.perf_counter() - start
     return Partition(result.part, int(arch.P), _METHODS[(objective, bool(sparse))], seconds)
 
 
-def place_parts(mesh, arch, part: np.ndarray, *, max_sweeps: int = PLACE_MAX_SWEEPS
-                ) -> np.ndarray:
+def multistart_refine(mesh, arch, part: np.ndarray, *, objective: str, sparse: bool,
+                      epsilon: float = 0.03, seed: int = 0, max_passes: int = MAX_PASSES,
+                      time_limit: float | None = None, restarts: int = RESTARTS,
+                      allowed: np.ndarray | None = None) -> Refinement:
+    """Best of ``restarts`` runs of :func:`refine_partition` from ``part``.
+
+    Run r visits the boundary vertices in the order drawn from seed ``seed`` (r = 0, the
+    single-start corrector) or ``(seed, r)``; the run with the lowest final maximum is
+    kept (ties: the earlier run).  Multi-start local search (e.g. Marti, Resende &
+    Ribeiro, *Multi-start methods for combinatorial optimization*, EJOR 226(1):1-8,
+    2013): the greedy corrector's final maximum depends on the visit order by several
+    per cent on 32 PEs (module docstring), and the best of a few orders is less
+    dependent on it.  No run starts after ``time_limit`` seconds (the first always
+    runs, with what is left of the limit).  ``seconds`` are summed over the runs.
+    Complexity: ``restarts`` times :func:`refine_partition`'s.
+    """
+    t0 = time.perf_counter()
+    best: Refinement | None = None
+    spent = {"pair_costs": 0.0, "corrector": 0.0}
+    for r in range(restarts):
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+        if r and left is not None and left <= 0:
+            break
+        res = refine_partition(mesh, arch, part, objective=objective, sparse=sparse,
+                               epsilon=epsilon, seed=seed if r == 0 else (seed, r),
+                               max_passes=max_passes, time_limit=left, allowed=allowed)
+        for key in spent:
+            spent[key] += res.seconds[key]
+        if best is None or res.max_values[-1] < best.max_values[-1]:
+            best = res
+    assert best is not None
+    return Refinement(best.part, best.moves, best.max_values, spent)
+
+
+def place_parts(mesh, arch, part: np.ndarray, *, max_sweeps: int = PLACE_MAX_SWEEPS,
+                init: np.ndarray | None = None) -> np.ndarray:
     """PE of every part of ``part`` lowering the e*-weighted quotient volume (a QAP).
 
     Minimises C(pi) = sum over part pairs {i, j} of F_ij * e*(pi_i, pi_j), F_ij the
@@ -208,10 +295,59 @@ def place_parts(mesh, arch, part: np.ndarray, *, max_sweeps: int = PLACE_MAX_SWE
     speeds = np.asarray(arch.speeds, dtype=np.float64)
     if P < 3 or P > PLACE_MAX_PES or np.unique(speeds).size == P:
         return pi
+    if init is not None:
+        pi = np.array(init, dtype=np.int64)
     F = np.asarray(quotient_graph(mesh, np.asarray(part), P).to_csr().todense(),
                    dtype=np.float64)
     E = np.asarray(arch.dense_costs(), dtype=np.float64)
-    D = E.copy()  # e*(pi_a, pi_b) by part; pi is the identity now
+    return _swap_search(F, E, speeds, pi, max_sweeps)
+
+
+def placement_candidates(mesh, arch, part: np.ndarray, *, seed: int = 0,
+                         random_starts: int = PLACE_RANDOM_STARTS) -> list[np.ndarray]:
+    """PE assignments (part -> PE) worth starting the corrector from, the identity first.
+
+    The identity (kvmetis' own numbering), :func:`place_parts` from the identity, and
+    the lowest-C result of :func:`place_parts` from ``random_starts`` random
+    assignments within each speed class (multi-start of the swap local search: from
+    the identity alone it stops at a local optimum up to 25 % above the best of 20 random
+    starts on seed 002's 2D array).  Duplicates are dropped.  Only the identity when
+    P > PLACE_MAX_PES, and no random starts when P > PLACE_MULTI_MAX_PES (O(P^3) per sweep).
+    """
+    P = int(arch.P)
+    ident = np.arange(P, dtype=np.int64)
+    speeds = np.asarray(arch.speeds, dtype=np.float64)
+    if P < 3 or P > PLACE_MAX_PES or np.unique(speeds).size == P:
+        return [ident]
+    F = np.asarray(quotient_graph(mesh, np.asarray(part), P).to_csr().todense(),
+                   dtype=np.float64)
+    E = np.asarray(arch.dense_costs(), dtype=np.float64)
+    out = [ident, _swap_search(F, E, speeds, ident.copy(), PLACE_MAX_SWEEPS)]
+    if P <= PLACE_MULTI_MAX_PES and random_starts > 0:
+        rng = np.random.default_rng((seed, 0x91ACE))
+        best, best_c = None, np.inf
+        for _ in range(random_starts):
+            init = ident.copy()
+            for sp in np.unique(speeds):
+                members = np.flatnonzero(speeds == sp)
+                init[members] = rng.permutation(members)
+            pi = _swap_search(F, E, speeds, init, PLACE_MAX_SWEEPS)
+            c = float((F * E[np.ix_(pi, pi)]).sum())
+            if c < best_c:
+                best, best_c = pi, c
+        out.append(best)
+    unique: list[np.ndarray] = []
+    for pi in out:
+        if not any((pi == u).all() for u in unique):
+            unique.append(pi)
+    return unique
+
+
+def _swap_search(F: np.ndarray, E: np.ndarray, speeds: np.ndarray, pi: np.ndarray,
+                 max_sweeps: int) -> np.ndarray:
+    """The pairwise-exchange local search of :func:`place_parts` from ``pi`` (modified)."""
+    P = len(pi)
+    D = E[np.ix_(pi, pi)]  # e*(pi_a, pi_b) by part
     r = (F * D).sum(axis=1)
     total = 0.5 * float(r.sum())
     for _ in range(max_sweeps):
@@ -260,16 +396,19 @@ PassHook = Callable[[int, np.ndarray, np.ndarray, np.ndarray], None]
 
 
 def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bool,
-                     epsilon: float = 0.03, seed: int = 0, max_passes: int = MAX_PASSES,
-                     time_limit: float | None = None,
-                     on_pass: PassHook | None = None) -> Refinement:
+                     epsilon: float = 0.03, seed: int | tuple[int, ...] = 0,
+                     max_passes: int = MAX_PASSES, time_limit: float | None = None,
+                     on_pass: PassHook | None = None,
+                     allowed: np.ndarray | None = None) -> Refinement:
     """The corrector: randomized greedy refinement of ``part`` (see module docstring).
 
     ``on_pass(k, part, comm_cost, weights)`` is called after pass k with the
     incrementally maintained per-part CommCost and weights (copies), before they are
     rebuilt from scratch — a hook for checking the bookkeeping.  No pass starts after
     ``time_limit`` seconds from the call (a pass takes well under a second per 10^5
-    boundary vertices).
+    boundary vertices).  ``allowed`` (sparse only): the partition whose communicating
+    pairs are allowed (the predictor's when ``part`` is already a refinement of it);
+    default ``part`` itself.  Every pair of ``part`` must be among them.
     """
     if objective not in ("vol", "elt"):
         raise PartitionError(f"objective must be 'vol' or 'elt', not {objective!r}")
@@ -287,7 +426,10 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
 
     t0 = time.perf_counter()
     if sparse:
-        qptr, qadj, qcost = _pair_table(xadj, adjncy, part, P, arch)
+        base = part if allowed is None else np.asarray(allowed, dtype=np.int64)
+        if base.shape != (n,):
+            raise PartitionError(f"allowed must give every one of the {n} vertices a part")
+        qptr, qadj, qcost = _pair_table(xadj, adjncy, base, P, arch)
         dmat = np.zeros((1, 1))
     else:
         qptr, qadj, qcost = np.zeros(P + 1, np.int64), np.zeros(0, np.int32), np.zeros(0)
@@ -309,7 +451,8 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
     Fc = np.zeros(P)
     dense = 0 if sparse else 1
     table = (dense, dmat, qptr, qadj, qcost)
-    init_state(xadj, adjncy, cs, part, *table, nslot, slot_part, slot_cnt, Fc)
+    if init_state(xadj, adjncy, cs, part, *table, nslot, slot_part, slot_cnt, Fc):
+        raise PartitionError("the start partition has a communicating pair outside allowed")
 
     def max_value() -> float:
         return float((Fc + wstar * W if elt else Fc).max()) if P else 0.0
@@ -336,12 +479,6 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
             break
     t2 = time.perf_counter()
     return Refinement(part, moves, max_values, {"pair_costs": t1 - t0, "corrector": t2 - t1})
-
-
-def _start_max(mesh, arch, part, objective, sparse, epsilon) -> float:
-    """The objective's maximum over the parts of ``part`` (no pass run)."""
-    return refine_partition(mesh, arch, part, objective=objective, sparse=sparse,
-                            epsilon=epsilon, max_passes=0).max_values[0]
 
 
 def _chunked_permutation(items: np.ndarray, rng: np.random.Generator) -> np.ndarray:
