@@ -147,7 +147,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         searched = time.perf_counter()
         if recipe.cycles and not best.hit_time_limit:
             best = _cycles(graph, machine, best, seed, time_limit, reserve, start, share,
-                           progress, notes)
+                           progress, notes, recipe.cycle_work)
         if recipe.rounds and not best.hit_time_limit:
             best = _iterate(graph, machine, best, recipe, seed, time_limit, reserve, start,
                             share, progress)
@@ -179,8 +179,10 @@ def _with_other(phases: dict[str, float], seconds: float) -> dict[str, float]:
 
 def _cycles(graph: CommGraph, machine: Machine, best: MappingResult, seed: int,
             time_limit: float | None, reserve: float, start: float, share: float,
-            progress: Callable[[str], None] | None, notes: list[str]) -> MappingResult:
-    """A preset's moves beyond 2-swaps (mapper.search.cycles) from its best start."""
+            progress: Callable[[str], None] | None, notes: list[str],
+            work_per_element: float) -> MappingResult:
+    """A preset's moves beyond 2-swaps (mapper.search.cycles) from its best start,
+    bounded by ``work_per_element`` × (n + m) work units."""
     if _dense(graph):
         notes.append("3-cycles and ejection chains skipped: dense profile")
         return best
@@ -192,7 +194,8 @@ def _cycles(graph: CommGraph, machine: Machine, best: MappingResult, seed: int,
     if progress:
         progress("3-cycles and ejection chains")
     pe = best.mapping.copy()
-    stats = cycle_search(graph, machine, pe, seed=seed, time_limit=left)
+    stats = cycle_search(graph, machine, pe, seed=seed, time_limit=left,
+                         work_per_element=work_per_element)
     return best if stats.gain <= 0 else _improved(graph, machine, best, pe, start,
                                                   stats.hit_time_limit)
 

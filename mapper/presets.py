@@ -9,7 +9,10 @@ limit and keeping the best bijection found:
   ``ECO_PARTITION_TRIES`` METIS runs with different seeds (the top levels are where
   Top-Down loses; ``bench/bench_partitions.py``: KaHIP's KaFFPa inside Top-Down was
   worse than this at every setting).
-* ``strong`` — ``eco``'s starts, then iterated local search
+* ``strong`` — ``eco``'s starts, then a short pass of the moves beyond 2-swaps of
+  :mod:`mapper.search.cycles` (3-cycles along the communication graph and ejection
+  chains, O(d) gains; bounded by ``STRONG_CYCLE_WORK`` × (n + m) work units), then
+  iterated local search
   (Lourenço, Martin & Stützle, "Iterated Local Search", Handbook of Metaheuristics,
   2003, doi:10.1007/0-306-48056-5_11; :mod:`mapper.search.iterated`): perturb the best
   mapping by exchanging the ranks of a random connected patch of the communication
@@ -18,24 +21,24 @@ limit and keeping the best bijection found:
   keep the result when J fell; up to ``STRONG_ROUNDS`` rounds, stopping early after
   ``STRONG_PATIENCE`` rounds in a row without improvement or when its work bound
   (:data:`mapper.search.iterated.WORK_PER_ELEMENT` × (n + m) units, about ``eco``'s
-  own time) is spent.  The bound counts work, not seconds, so the result is the same
+  own time) is spent.  The bounds count work, not seconds, so the result is the same
   for a seed on any machine and load; ``ILS_TIME_SHARE`` of the time used before it
   is only a safety cap.
 
 Measured (``python3 bench/bench_presets.py``, 21 instances, 2026-11-25, every tool in
 the same run on a loaded 2-core machine): ``strong``'s geomean J is 0.974 × the
-per-instance best of SharedMap fast/eco/strong and Scotch, in 0.65 × SharedMap eco's
+per-instance best of SharedMap fast/eco/strong and Scotch, in 0.74 × SharedMap eco's
 geomean time (issue 12's target: ≤ 0.98 at ≤ 1.0); ``eco`` 0.978 at 0.35, ``fast``
 0.986 at 0.10.  The previous ``strong`` (2 more starts × 5 METIS runs per split,
-3-cycles and ejection chains, then 60 rounds each running a full N_C^10 search, for at
-most half the time used before it) reached 0.972 in 2.32 × SharedMap eco's time (README
-of 2026-11-23).  Why it now runs neither the extra starts nor the moves beyond 2-swaps
-(measured after ``eco``'s starts, J relative to ``eco``'s, time in units of ``eco``'s):
-one more start (seed 1, 3 METIS runs per split) −0.11 % for +0.9; 3-cycles and chains
-bounded to 1500 work units per element −0.12 % for +0.4; the localized iterated local
-search −0.46 % for +0.9 to +1.1, and adding bounded 3-cycles to it (1000 units) gave
-0.9742 × best peer at +1.2 against 0.9737 at +0.9 without.  ``cycles`` stays a preset
-field (:mod:`mapper.search.cycles` is bounded by a work count now, see there).
+unbounded 3-cycles and ejection chains, then 60 rounds each running a full N_C^10
+search, for at most half the time used before it) reached 0.972 in 2.32 × SharedMap
+eco's time (README of 2026-11-23).  What each addition after ``eco``'s starts bought
+(J relative to ``eco``'s, time in units of ``eco``'s): one more start (seed 1, 3 METIS
+runs per split) −0.11 % for +0.9; 3-cycles and chains bounded to 1500 work units per
+element −0.12 % for +0.4; the localized iterated local search −0.46 % for +0.9 to
++1.1.  ``strong`` runs the last two (the cycles short, at 1000 units): 0.9738 × best
+peer at 0.74 × SharedMap eco's time, against 0.9737 at 0.65 without the cycles — the
+moves beyond 2-swaps cost little and are where a local optimum of the swaps is left.
 
 Every stage checks the clock: with a time limit the preset returns its best so far
 when the limit is near (the caller keeps a reserve for the final evaluation of J).
@@ -70,6 +73,10 @@ STRONG_PATIENCE = 150
 #: preset has used so far (its work bound normally stops it near 1x; a cap that binds
 #: makes the result depend on the machine's load)
 ILS_TIME_SHARE = 2.0
+#: work units per element for strong's 3-cycles and ejection chains before its
+#: iterated local search: a short pass (about 0.3 x eco's time), so that the preset
+#: uses moves beyond the pairwise swap at little cost (issue 12 item 4)
+STRONG_CYCLE_WORK = 1000.0
 #: ranks exchanged by one perturbation: this share of n, at least PATCH_MIN
 PATCH_SHARE = 0.02
 PATCH_MIN = 4
@@ -88,6 +95,9 @@ class Preset:
     cycles: bool = False
     #: METIS runs per Top-Down/Bottom-Up split, lowest cut kept
     partition_tries: int = 1
+    #: work bound of the 3-cycle and ejection-chain passes, in units per element of
+    #: the graph (mapper.search.cycles)
+    cycle_work: float = 0.0
 
     def runs(self) -> list[tuple[int, int]]:
         """(seed offset, METIS runs per split) of every start: the starts of every
@@ -126,7 +136,8 @@ _TABLE = {
     "eco": Preset("eco", "topdown+n10", "ohtma+n10", ECO_STARTS, 0,
                   partition_tries=ECO_PARTITION_TRIES),
     "strong": Preset("strong", "topdown+n10", "ohtma+n10", STRONG_STARTS, STRONG_ROUNDS,
-                     partition_tries=STRONG_PARTITION_TRIES),
+                     cycles=True, partition_tries=STRONG_PARTITION_TRIES,
+                     cycle_work=STRONG_CYCLE_WORK),
 }
 assert tuple(_TABLE) == PRESETS
 

@@ -269,3 +269,25 @@ def test_the_c_plugin_accepts_presets(tmp_path):
     check = spank_checker(tmp_path)
     assert check("mode", ["strong", "Eco", "fast", "strong+n2", "faster"]) == \
         [True, True, True, False, False]
+
+
+@pytest.mark.parametrize("name", ["fast", "eco", "strong"])
+def test_only_strong_runs_the_moves_beyond_two_swaps_with_its_work_bound(monkeypatch, name):
+    """Issue 12 item 4: the 3-cycles and ejection chains are used by ``strong`` (with the
+    preset's work bound), not by the cheaper presets."""
+    import mapper.api
+    from mapper.presets import STRONG_CYCLE_WORK
+
+    calls = []
+    real = mapper.api.cycle_search
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("work_per_element"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mapper.api, "cycle_search", spy)
+    graph = generate("stencil3d:8x8x4", 256)
+    machine = Hierarchy.parse("4:8:8", "1:10:100")
+    result = map_processes(graph, machine, name, seed=1)
+    assert sorted(result.mapping.tolist()) == list(range(256))
+    assert calls == ([STRONG_CYCLE_WORK] if name == "strong" else [])
