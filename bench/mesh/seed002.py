@@ -33,7 +33,8 @@ seed) and the comparison of means over the seeds.
 
 Time: the defaults (5 meshes × 4 machines × 5 seeds × 5 methods) took 85 s wall, 42 s
 CPU, on the shared 2-core machine with the single-start corrector; with the multi-start
-corrector (3 starts, ElT also from the Vol result) 114 s wall in a window where the single-start code took 44 s.
+corrector (3 starts, ElT also from the Vol result) 114 s wall in a window where the
+single-start code took 44 s.
 """
 
 from __future__ import annotations
