@@ -11,7 +11,11 @@ oracle, given as ``(gid, dist, mat)``:
   ``dist`` describe the levels inside the nodes, the last column of ``gid`` being the
   node, and ``mat`` is the N x N between-node cost (``base + per_hop * hops``).  Two
   PEs of one node are at their node-level distance, PEs of nodes a != b at
-  ``mat[a, b]``: O(N² + n k) memory, never n x n.  The Python modules that call these functions
+  ``mat[a, b]``: O(N² + n k) memory, never n x n.
+
+The oracle, the graph view, ``_dist``, the Γ bounds, ``_swap_delta``, the clock and the
+random generator are in ``mapper/_oracle.pxd``, shared as inline functions with
+:mod:`mapper.search._cycles`.  The Python modules that call these functions
 hold the documentation, the complexities and the references; this file only makes their
 inner loops fast:
 
@@ -32,7 +36,9 @@ cimport numpy as cnp
 from libc.math cimport INFINITY
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memset
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+from mapper._oracle cimport (Graph, Oracle, _best_gamma_bound, _dist, _gamma, _gamma_group,
+                             _make_oracle, _now, _shuffle, _swap_delta)
 
 cnp.import_array()
 
@@ -48,34 +54,6 @@ def search_modes():
     """The mode numbers ``local_search`` understands, by name."""
     return {"COMMUNICATION": MODE_COMMUNICATION, "PRUNED": MODE_PRUNED,
             "QUADRATIC": MODE_QUADRATIC}
-
-
-cdef struct Oracle:
-    const int32_t* gid    # NULL: explicit matrix
-    const double* dist
-    const double* mat     # n x n (gid NULL) or, with hop, N x N between nodes
-    int k
-    int64_t n
-    int64_t nodes         # hop: N
-    bint hop              # node hop machine: gid/dist inside nodes, mat between them
-
-
-cdef inline double _dist(const Oracle* o, int64_t p, int64_t q) noexcept nogil:
-    cdef int i
-    cdef const int32_t* gp
-    cdef const int32_t* gq
-    if p == q:
-        return 0.0
-    if o.gid == NULL:
-        return o.mat[p * o.n + q]
-    gp = o.gid + p * o.k
-    gq = o.gid + q * o.k
-    if o.hop and gp[o.k - 1] != gq[o.k - 1]:
-        return o.mat[gp[o.k - 1] * o.nodes + gq[o.k - 1]]
-    for i in range(o.k):
-        if gp[i] == gq[i]:
-            return o.dist[i]
-    return o.dist[o.k - 1]
 
 
 cdef void _dist_row_add(const Oracle* o, int64_t p, double coef, double* out) noexcept nogil:
@@ -118,98 +96,6 @@ cdef inline bint _equivalent(const Oracle* o, int64_t p, int64_t q) noexcept nog
     return o.gid[p * o.k] == o.gid[q * o.k]
 
 
-cdef inline double _now() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return ts.tv_sec + ts.tv_nsec * 1e-9
-
-
-cdef inline uint64_t _rng_next(uint64_t* s) noexcept nogil:
-    # splitmix64: small, seedable, good enough to shuffle visiting orders
-    s[0] += <uint64_t>0x9E3779B97F4A7C15
-    cdef uint64_t z = s[0]
-    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
-    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
-    return z ^ (z >> 31)
-
-
-cdef void _shuffle(int64_t* a, int64_t n, uint64_t* s) noexcept nogil:
-    cdef int64_t i, j, t
-    i = n - 1
-    while i > 0:
-        j = <int64_t>(_rng_next(s) % <uint64_t>(i + 1))
-        t = a[i]
-        a[i] = a[j]
-        a[j] = t
-        i -= 1
-
-
-cdef struct Graph:
-    const int64_t* indptr
-    const int32_t* indices
-    const double* weights
-
-
-cdef inline double _swap_delta(const Graph* g, const Oracle* o, const int64_t* pe,
-                               int64_t u, int64_t v) noexcept nogil:
-    """Change of J if ranks u and v exchange their PEs: O(deg u + deg v)."""
-    cdef int64_t pu = pe[u]
-    cdef int64_t pv = pe[v]
-    cdef int64_t e, w, pw
-    cdef double delta = 0.0
-    for e in range(g.indptr[u], g.indptr[u + 1]):
-        w = g.indices[e]
-        if w != v:
-            pw = pe[w]
-            delta += g.weights[e] * (_dist(o, pv, pw) - _dist(o, pu, pw))
-    for e in range(g.indptr[v], g.indptr[v + 1]):
-        w = g.indices[e]
-        if w != u:
-            pw = pe[w]
-            delta += g.weights[e] * (_dist(o, pu, pw) - _dist(o, pv, pw))
-    return delta
-
-
-cdef Oracle _make_oracle(object gid, object dist, object mat, int64_t n) except *:
-    """The oracle over the caller's arrays (they must outlive it); see the module
-    docstring for the three cases.  Shapes are checked, O(n)."""
-    cdef Oracle o
-    cdef cnp.ndarray[int32_t, ndim=2, mode="c"] g
-    cdef cnp.ndarray[double, ndim=1, mode="c"] d
-    cdef cnp.ndarray[double, ndim=2, mode="c"] m
-    o.n = n
-    o.gid = NULL
-    o.dist = NULL
-    o.mat = NULL
-    o.k = 0
-    o.nodes = 0
-    o.hop = False
-    if gid is None:
-        m = mat
-        if m.shape[0] != n or m.shape[1] != n:
-            raise ValueError(f"distance matrix is {m.shape[0]} x {m.shape[1]}, need {n} x {n}")
-        o.mat = &m[0, 0]
-        return o
-    g = gid
-    d = dist
-    if g.shape[0] != n or g.shape[1] != d.shape[0] or g.shape[1] == 0:
-        raise ValueError(f"group ids {g.shape[0]} x {g.shape[1]} do not fit {n} PEs and "
-                         f"{d.shape[0]} level distances")
-    o.gid = &g[0, 0]
-    o.dist = &d[0]
-    o.k = g.shape[1]
-    if mat is not None:
-        m = mat
-        if m.shape[0] != m.shape[1] or (n and (np.min(gid[:, o.k - 1]) < 0
-                                               or np.max(gid[:, o.k - 1]) >= m.shape[0])):
-            raise ValueError(f"node ids (last group-id column) must index the "
-                             f"{m.shape[0]} x {m.shape[1]} between-node table")
-        o.mat = &m[0, 0]
-        o.nodes = m.shape[0]
-        o.hop = True
-    return o
-
-
 def swap_delta(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                cnp.ndarray[int32_t, ndim=1, mode="c"] indices,
                cnp.ndarray[double, ndim=1, mode="c"] weights,
@@ -222,94 +108,6 @@ def swap_delta(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     g.weights = &weights[0]
     cdef Oracle o = _make_oracle(gid, dist, mat, len(pe))
     return _swap_delta(&g, &o, &pe[0], u, v)
-
-
-cdef inline double _gamma(const Graph* g, const Oracle* o, const int64_t* pe, int64_t u,
-                          int64_t p) noexcept nogil:
-    """Volume-weighted distance from PE p to the PEs of u's neighbours: O(deg u)."""
-    cdef int64_t e
-    cdef double s = 0.0
-    for e in range(g.indptr[u], g.indptr[u + 1]):
-        s += g.weights[e] * _dist(o, p, pe[g.indices[e]])
-    return s
-
-
-cdef inline double _gamma_group(const Graph* g, const Oracle* o, const int64_t* pe, int64_t u,
-                                int64_t p) noexcept nogil:
-    """Like _gamma, but a neighbour on p itself counts as inside p's innermost group.
-
-    The value is then the same for every PE of p's innermost group, so it can be
-    memoised per group, and Γ_u(π(u)) minus it bounds u's side of the swap gain from
-    above (see local_search).
-    """
-    cdef int64_t e, q
-    cdef int i
-    cdef double s = 0.0
-    cdef const int32_t* gp
-    cdef const int32_t* gq
-    if o.gid == NULL:
-        return _gamma(g, o, pe, u, p)
-    gp = o.gid + p * o.k
-    for e in range(g.indptr[u], g.indptr[u + 1]):
-        q = pe[g.indices[e]]
-        gq = o.gid + q * o.k
-        if o.hop and gp[o.k - 1] != gq[o.k - 1]:
-            s += g.weights[e] * o.mat[gp[o.k - 1] * o.nodes + gq[o.k - 1]]
-            continue
-        for i in range(o.k):
-            if gp[i] == gq[i]:
-                s += g.weights[e] * o.dist[i]
-                break
-    return s
-
-
-cdef inline double _gamma_from_level(const Graph* g, const Oracle* o, const int64_t* pe,
-                                     int64_t u, int64_t p, int level) noexcept nogil:
-    """Γ_u at a PE that shares p's groups from ``level`` up but no lower group with any
-    of u's neighbours: each neighbour counts at its first shared level >= ``level``."""
-    cdef int64_t e, q
-    cdef int i
-    cdef double s = 0.0
-    cdef const int32_t* gp = o.gid + p * o.k
-    cdef const int32_t* gq
-    for e in range(g.indptr[u], g.indptr[u + 1]):
-        q = pe[g.indices[e]]
-        gq = o.gid + q * o.k
-        if o.hop and gp[o.k - 1] != gq[o.k - 1]:
-            s += g.weights[e] * o.mat[gp[o.k - 1] * o.nodes + gq[o.k - 1]]
-            continue
-        for i in range(level, o.k):
-            if gp[i] == gq[i]:
-                s += g.weights[e] * o.dist[i]
-                break
-    return s
-
-
-cdef inline double _best_gamma_bound(const Graph* g, const Oracle* o, const int64_t* pe,
-                                     int64_t u) noexcept nogil:
-    """Lower bound on Γ_u over all PEs, O(deg(u)² k²): hierarchies only (on a node
-    hop machine a node holding none of u's neighbours may be closer to all of them).
-
-    Any PE's innermost group either holds one of u's neighbours (exact value), or its
-    first group holding one is the level-L group of some neighbour, L >= 1 (value with
-    every neighbour counted from level L up), or it shares only the root with all of
-    them.  The minimum over these candidates is at most the minimum over all PEs.
-    """
-    cdef int64_t e
-    cdef int level
-    cdef double best, vol = 0.0, val
-    for e in range(g.indptr[u], g.indptr[u + 1]):
-        vol += g.weights[e]
-    best = vol * o.dist[o.k - 1]
-    for e in range(g.indptr[u], g.indptr[u + 1]):
-        val = _gamma_group(g, o, pe, u, pe[g.indices[e]])
-        if val < best:
-            best = val
-        for level in range(1, o.k - 1):
-            val = _gamma_from_level(g, o, pe, u, pe[g.indices[e]], level)
-            if val < best:
-                best = val
-    return best
 
 
 cdef void _mark_ball(const Graph* g, int64_t src, int64_t radius, cnp.uint8_t* act,
