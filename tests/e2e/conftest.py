@@ -101,9 +101,16 @@ class Cluster:
         deadline = time.time() + timeout
         state, finished = "UNKNOWN", False
         while time.time() < deadline:
-            out = self.run(["scontrol", "show", "job", "-o", job_id], check=False).stdout
+            res = self.run(["scontrol", "show", "job", "-o", job_id], check=False)
+            out = res.stdout
             m = re.search(r"JobState=(\S+)", out)
-            state = m.group(1) if m else "GONE"
+            if m:
+                state = m.group(1)
+            elif "Invalid job id" in res.stderr:
+                state = "GONE"  # purged (MinJobAge) between two polls
+            else:  # scontrol itself failed (slurmctld busy under load): ask again
+                time.sleep(0.3)
+                continue
             if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
                          "GONE", "OUT_OF_MEMORY", "PREEMPTED") or "Held" in out:
                 finished = True
