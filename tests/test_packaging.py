@@ -28,14 +28,15 @@ def test_the_sdist_carries_the_cython_sources(tmp_path):
     # a clean copy of the tree as git sees it: an egg-info left by an earlier build
     # lists the sources itself and would hide a missing MANIFEST.in
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                           cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
+                           cwd=ROOT, check=True, capture_output=True, text=True).stdout.splitlines()
     src = tmp_path / "src"
     for name in files:
         if (ROOT / name).is_file():
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, src / name)
-    subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)],
-                   cwd=src, check=True, capture_output=True)
+    built = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)],
+                           cwd=src, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
     (sdist,) = tmp_path.glob("*.tar.gz")
     with tarfile.open(sdist) as tar:
         shipped = {Path(*Path(name).parts[1:]) for name in tar.getnames()}
