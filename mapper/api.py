@@ -392,6 +392,12 @@ _STRETCH_SHARE = 0.25
 _EVAL_SECONDS_PER_EDGE = 60e-9
 
 
+def _partitioned_size(graph: CommGraph) -> int:
+    """Vertices + arcs of the graph the constructions partition (a dense graph's
+    sparsified view: :func:`mapper.construction.topdown.partition_view`)."""
+    return graph.n + min(len(graph.indices), PARTITION_DEGREE * graph.n)
+
+
 def _dense(graph: CommGraph) -> bool:
     return len(graph.indices) > PARTITION_DEGREE * graph.n
 
@@ -449,14 +455,12 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
             pe, timed_out = construction.ohtma(graph, machine, time_limit=remaining())
     elif spec.construction == "matching":
         pe = construction.matching(graph, machine)
-    elif spec.construction == "topdown":
-        pe = construction.top_down(graph, machine, seed, remaining(),
-                                   partitioner=partial(balanced_partition,
-                                                       tries=partition_tries))
     else:
-        pe = construction.bottom_up(graph, machine, seed, remaining(),
-                                    partitioner=partial(balanced_partition,
-                                                       tries=partition_tries))
+        build = (construction.top_down if spec.construction == "topdown"
+                 else construction.bottom_up)
+        pe = build(graph, machine, seed, remaining(),
+                   partitioner=partial(balanced_partition, tries=partition_tries,
+                                       whole=_partitioned_size(graph)))
     pe = np.ascontiguousarray(pe, dtype=np.int64)
     constructed = time.perf_counter()
     if time_limit is not None and constructed - start >= time_limit:

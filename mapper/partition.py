@@ -55,7 +55,8 @@ def metis_weights(weights: np.ndarray) -> np.ndarray:
 
 
 def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
-                       time_limit: float | None = None, tries: int = 1) -> np.ndarray:
+                       time_limit: float | None = None, tries: int = 1,
+                       whole: int | None = None) -> np.ndarray:
     """Split the graph ``adj`` into ``len(sizes)`` blocks of exactly ``sizes`` vertices.
 
     ``adj`` is symmetric CSR without self loops; ``sizes`` sum to its vertex count.
@@ -64,7 +65,10 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
     not interruptible; on a dense graph pass :func:`mapper.dense.sparsify`'s view).
     ``tries`` > 1 runs METIS with that many seeds and keeps the lowest cut (the eco and
     strong presets: 1-4 % lower J measured in ``bench/bench_partitions.py``); no new
-    run starts after ``time_limit``.
+    run starts after ``time_limit``.  ``whole`` (vertices + arcs of the graph a
+    construction splits level by level, of which ``adj`` is one block) caps METIS's
+    effort so that one level of splits costs about the same at any scale
+    (:func:`metis_effort`).
     """
     start = time.perf_counter()
     n = adj.shape[0]
@@ -76,7 +80,7 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
         return np.zeros(n, dtype=np.int64)
     if adj.nnz == 0 or n <= k:
         return np.repeat(np.arange(k), sizes)
-    ncuts, runs = metis_effort(n, adj.nnz, k)
+    ncuts, runs = metis_effort(n, adj.nnz, k, whole)
     tiny = runs > 1
     tries = max(runs, tries)
     best, best_cut = None, np.inf
@@ -99,7 +103,7 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
     return best
 
 
-def metis_effort(n: int, nnz: int, k: int) -> tuple[int, int]:
+def metis_effort(n: int, nnz: int, k: int, whole: int | None = None) -> tuple[int, int]:
     """(bisections METIS tries at every step of its recursive bisection, METIS runs).
 
     METIS's ``ncuts`` keeps the best of that many bisections at every step of the
@@ -109,13 +113,23 @@ def metis_effort(n: int, nnz: int, k: int) -> tuple[int, int]:
     ``_NCUTS_MIN_BLOCK`` vertices get one bisection per step: there the swap
     refinement sees whole blocks, and such splits are the most numerous (2048 per
     Top-Down on 2^17 ranks, where METIS's per-bisection overhead would add 40 %).
+    ``whole`` (vertices + arcs of the whole graph when the block is one of many splits
+    of a level, as in Top-Down) also caps the bisections at ``_LEVEL_WORK / whole``:
+    the blocks of one level add up to the whole graph, so the level's METIS work stays
+    within about ``_LEVEL_WORK`` arcs per bisection step.  Without the cap the 8192
+    node splits of a 2^20-rank Top-Down took 6.1 s of its 17 s with 8 bisections each,
+    for 0.04 % of J at 2^17; the periodic stencils of issue 12 item 3, where the
+    extra bisections matter, are far below the cap.
     One run, except on tiny graphs where METIS is erratic and a few seeded runs cost
     next to nothing."""
     if n <= _SMALL_GRAPH:
         return 1, _SMALL_GRAPH_TRIES
     if n < _NCUTS_MIN_BLOCK * k:
         return 1, 1
-    return int(max(1, min(_MAX_NCUTS, _EFFORT_WORK // (n + nnz)))), 1
+    ncuts = min(_MAX_NCUTS, _EFFORT_WORK // (n + nnz))
+    if whole is not None:
+        ncuts = min(ncuts, _LEVEL_WORK // max(whole, 1))
+    return int(max(1, ncuts)), 1
 
 
 log = logging.getLogger("rankmap.mapper")
@@ -125,6 +139,7 @@ _SMALL_GRAPH_TRIES = 4
 _MAX_NCUTS = 8
 _NCUTS_MIN_BLOCK = 8
 _EFFORT_WORK = 80_000
+_LEVEL_WORK = 2_000_000
 _DENSE_BELOW = 512
 
 

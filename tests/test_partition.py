@@ -145,3 +145,45 @@ def test_refinement_never_raises_the_cut_and_keeps_the_sizes():
         # a second run from the refined partition finds no improving swap left
         assert cut_weight(adj, refine_cut(adj, out, sizes, seed=trial)) <= after + 1e-9
     assert lowered >= 20  # random starts are far from locally optimal
+
+
+def test_metis_effort_is_capped_per_level_of_a_large_graph():
+    """A block's bisections follow its own size, but when it is one of the many blocks
+    of a level of a large graph (``whole``) the level's total work is capped: the 8192
+    node splits of a 2^20-rank Top-Down get one bisection each, while the splits of a
+    small job (the periodic stencils, where the extra bisections find the better
+    planes) keep theirs."""
+    node_split = (128, 768, 2)  # 128 ranks of a 3D stencil into 2 sockets
+    assert partition.metis_effort(*node_split) == (partition._MAX_NCUTS, 1)
+    assert partition.metis_effort(*node_split, whole=256 + 1536) == (partition._MAX_NCUTS, 1)
+    assert partition.metis_effort(*node_split, whole=(1 << 20) * 7) == (1, 1)
+    # between: the level's work stays near _LEVEL_WORK arcs per bisection step
+    whole = 4 * partition._LEVEL_WORK // 10
+    assert partition.metis_effort(*node_split, whole=whole)[0] == 2
+
+
+def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
+    """map_processes passes the size of the graph it splits to every Top-Down and
+    Bottom-Up split, so the per-level cap applies inside them."""
+    from mapper import Hierarchy
+    from mapper.api import map_processes
+
+    seen = []
+    real = partition._metis
+
+    def spy(adj, sizes, seed, recursive, ncuts=1):
+        seen.append(ncuts)
+        return real(adj, sizes, seed, recursive, ncuts)
+
+    monkeypatch.setattr(partition, "_metis", spy)
+    graph = generate("stencil3d", 512)
+    machine = Hierarchy.homogeneous([8, 2, 8, 4], [1, 10, 100, 1000])
+    for algorithm in ("topdown", "bottomup"):
+        seen.clear()
+        map_processes(graph, machine, algorithm)
+        assert max(seen) > 1  # a small graph: several bisections where they pay
+        monkeypatch.setattr(partition, "_LEVEL_WORK", graph.n + len(graph.indices))
+        seen.clear()
+        map_processes(graph, machine, algorithm)
+        assert seen and max(seen) == 1
+        monkeypatch.setattr(partition, "_LEVEL_WORK", 2_000_000)
