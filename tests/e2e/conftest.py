@@ -101,7 +101,12 @@ class Cluster:
         deadline = time.time() + timeout
         state, finished = "UNKNOWN", False
         while time.time() < deadline:
-            res = self.run(["scontrol", "show", "job", "-o", job_id], check=False)
+            try:
+                res = self.run(["scontrol", "show", "job", "-o", job_id], check=False)
+            except subprocess.TimeoutExpired:
+                # slurmctld did not answer in 120 s (the machine stalled): a failed
+                # poll like any other; the deadline still ends the wait
+                continue
             out = res.stdout
             m = re.search(r"JobState=(\S+)", out)
             if m:
