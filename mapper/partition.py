@@ -117,8 +117,8 @@ def metis_effort(n: int, nnz: int, k: int, whole: int | None = None) -> tuple[in
     of a level, as in Top-Down) also caps the bisections at ``_LEVEL_WORK / whole``:
     the blocks of one level add up to the whole graph, so the level's METIS work stays
     within about ``_LEVEL_WORK`` arcs per bisection step.  Without the cap the 8192
-    node splits of a 2^20-rank Top-Down took 6.1 s of its 17 s with 8 bisections each,
-    for 0.04 % of J at 2^17; the periodic stencils of issue 12 item 3, where the
+    node splits of a 2^20-rank Top-Down took 6.1 s of its 17 s with 8 bisections each;
+    with the cap J rose by 0.02 % at 2^17; the periodic stencils of issue 12 item 3, where the
     extra bisections matter, are far below the cap.
     One run, except on tiny graphs where METIS is erratic and a few seeded runs cost
     next to nothing."""

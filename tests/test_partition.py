@@ -178,6 +178,7 @@ def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
     monkeypatch.setattr(partition, "_metis", spy)
     graph = generate("stencil3d", 512)
     machine = Hierarchy.homogeneous([8, 2, 8, 4], [1, 10, 100, 1000])
+    level_work = partition._LEVEL_WORK
     for algorithm in ("topdown", "bottomup"):
         seen.clear()
         map_processes(graph, machine, algorithm)
@@ -186,4 +187,4 @@ def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
         seen.clear()
         map_processes(graph, machine, algorithm)
         assert seen and max(seen) == 1
-        monkeypatch.setattr(partition, "_LEVEL_WORK", 2_000_000)
+        monkeypatch.setattr(partition, "_LEVEL_WORK", level_work)
