@@ -188,3 +188,18 @@ def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
         map_processes(graph, machine, algorithm)
         assert seen and max(seen) == 1
         monkeypatch.setattr(partition, "_LEVEL_WORK", level_work)
+
+
+def test_the_vertex_order_is_a_candidate_split():
+    # a ring numbered around: consecutive blocks cut k edges, the fewest possible;
+    # an NPB-CG process grid in rank order: consecutive blocks are its rows of nodes
+    ring = path_graph(96).tolil()
+    ring[0, 95] = ring[95, 0] = 1.0
+    for adj, sizes in ((ring.tocsr(), np.full(6, 16)),
+                       (csr(generate("npb-cg", 128)), np.full(16, 8)),
+                       (csr(generate("npb-cg", 128)), np.array([40, 24, 64]))):
+        in_order = np.repeat(np.arange(len(sizes)), sizes)
+        for seed in range(4):
+            part = balanced_partition(adj, sizes, seed)
+            assert np.array_equal(np.bincount(part, minlength=len(sizes)), sizes)
+            assert cut_weight(adj, part) <= cut_weight(adj, in_order)

@@ -63,13 +63,14 @@ def test_interleaved_halo_is_applied_and_loads_no_link_more():
 
 
 def test_interleaved_cg_gets_its_nodes_regrouped_on_the_leaves():
-    # topdown's own result loads a node link more and is refused; keeping block's node
-    # groups and putting nodes that talk on the same leaf switch is applied instead
+    # random+n10's own result loads a node link more and is refused; keeping block's
+    # node groups and putting nodes that talk on the same leaf switch is applied instead
     layout = _layout(INTERLEAVED)
     graph = generate("npb-cg", 128)
-    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=10,
+    plan = make_plan(layout, graph, algorithm="random+n10", time_limit=10,
                      files=("machinefile",))
     assert plan.result.origin == "baseline regrouped" and plan.files
+    assert "random+n10" in plan.result.rejected
     assert "nodes rearranged" in plan.summary
     block = default_placements(layout)["block"]
     levels = layout.network_levels
@@ -77,4 +78,23 @@ def test_interleaved_cg_gets_its_nodes_regrouped_on_the_leaves():
     theirs = uplink_loads(graph, layout.hierarchy, block, levels)
     assert raised_uplink(mine, theirs) is None
     assert mine[0].volume == theirs[0].volume  # the same rank sets on the nodes
+    assert mine[1].volume < theirs[1].volume
+
+
+def test_interleaved_cg_topdown_keeps_the_node_groups_itself():
+    # Top-Down's splits take the rank order's consecutive blocks when they cut less
+    # (mapper.partition): on NPB CG that is block's node groups, which Top-Down then
+    # puts on leaves by their traffic -- as good as the regrouping, never refused
+    layout = _layout(INTERLEAVED)
+    graph = generate("npb-cg", 128)
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=10,
+                     files=("machinefile",))
+    result = plan.result
+    assert result.origin == "algorithm" and not result.rejected
+    assert result.objective <= result.candidates["baseline regrouped"]
+    block = default_placements(layout)["block"]
+    levels = layout.network_levels
+    mine = uplink_loads(graph, layout.hierarchy, result.mapping, levels)
+    theirs = uplink_loads(graph, layout.hierarchy, block, levels)
+    assert raised_uplink(mine, theirs) is None
     assert mine[1].volume < theirs[1].volume
