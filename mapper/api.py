@@ -290,6 +290,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     so far (at least :data:`_POLISH_MIN_SECONDS`) and keeps the best mapping it
     reached: from Slurm's block placement of a 3D stencil on 2^20 ranks it ran 52 s
     (CPU) to lower the baseline's J by 0.3 %, after a 20 s algorithm 64 % below it.
+    It also stops early when it cannot reach the algorithm's J (:func:`_polished`).
     Without a time limit it runs to its local optimum, as before."""
     levels = sorted(congestion_levels or [])
     if levels and not isinstance(machine, Hierarchy):
@@ -298,14 +299,35 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     polish = base.split("+", 1)[1] if spec.neighborhood else "n10"
     base_eval = evaluate(graph, machine, baseline)
     candidates = {algorithm: best.objective, "baseline": base_eval.objective}
+    # strict improvement only: on a tie the caller's own placement stays
+    tol = 1e-12 * max(abs(base_eval.objective), 1.0)
+    base_loads = uplink_loads(graph, machine, baseline, levels) if levels else ()
+
+    def refusal(cand: MappingResult) -> str | None:
+        """Why ``cand`` may not replace the baseline although its J is lower."""
+        if not levels:
+            return None
+        loads = uplink_loads(graph, machine, cand.mapping, levels)
+        raised = raised_uplink(loads, base_loads, LINK_TOLERANCE)
+        if raised is None:
+            return None
+        ref = base_loads[levels.index(raised.level)].volume
+        ratio = f"{raised.volume / ref:.2f}x" if ref > 0 else "more than"
+        return (f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its "
+                f"busiest {raised.name} link carries {ratio} the baseline's busiest")
+
+    lower = best.objective < base_eval.objective - tol
+    best_refused = refusal(best) if lower else None
+    # the J a polished baseline must beat to matter: the algorithm's, when it may win
+    bar = best.objective if lower and best_refused is None else None
     used = time.perf_counter() - start
     left = None
     if time_limit is not None:
         left = min(time_limit - used, max(_POLISH_MIN_SECONDS, _POLISH_SHARE * used))
     polished = None
     if left is None or left > 0:
-        polished = _map_once(graph, machine, f"identity+{polish}", seed, left, progress,
-                             start_from=baseline)
+        polished = _polished(graph, machine, polish, seed, baseline, base_eval.objective,
+                             bar, left, progress)
         candidates[f"baseline+{polish}"] = polished.objective
     regrouped = None
     if levels:
@@ -314,11 +336,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                                else time_limit - (time.perf_counter() - start))
         if regrouped is not None:
             candidates["baseline regrouped"] = regrouped.objective
-    # strict improvement only: on a tie the caller's own placement stays
-    tol = 1e-12 * max(abs(base_eval.objective), 1.0)
     winner, origin = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
                                    0.0, "baseline", seed), "baseline"
-    base_loads = uplink_loads(graph, machine, baseline, levels) if levels else ()
     rejected: dict[str, str] = {}
     # (candidate, its origin, its name in candidates/rejected)
     for cand, name, key in ((best, "algorithm", algorithm),
@@ -326,19 +345,52 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                             (regrouped, "baseline regrouped", "baseline regrouped")):
         if cand is None or cand.objective >= base_eval.objective - tol:
             continue
-        if levels:
-            loads = uplink_loads(graph, machine, cand.mapping, levels)
-            raised = raised_uplink(loads, base_loads, LINK_TOLERANCE)
-            if raised is not None:
-                ref = base_loads[levels.index(raised.level)].volume
-                ratio = f"{raised.volume / ref:.2f}x" if ref > 0 else "more than"
-                rejected[key] = (
-                    f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its "
-                    f"busiest {raised.name} link carries {ratio} the baseline's busiest")
-                continue
+        why = best_refused if cand is best else refusal(cand)
+        if why is not None:
+            rejected[key] = why
+            continue
         if cand.objective < winner.objective - tol:
             winner, origin = cand, name
     return winner, origin, candidates, rejected
+
+
+#: The polish's first slice of its budget, after which it goes on only if, at the rate
+#: of that slice, it could still beat the algorithm.
+_POLISH_PROBE = 0.25
+
+
+def _polished(graph: CommGraph, machine: Machine, polish: str, seed: int,
+              baseline: np.ndarray, base_objective: float, bar: float | None,
+              left: float | None, progress: Callable[[str], None] | None) -> MappingResult:
+    """The baseline improved by the local search ``polish`` within ``left`` seconds.
+
+    With a budget and a ``bar`` (the J it must beat to win: the algorithm's), the
+    search first runs for :data:`_POLISH_PROBE` of the budget; if it has not
+    converged and, gaining at that slice's rate for the rest of the budget, would
+    still end at or above the bar, it stops there.  A local search gains most in its
+    first passes, so its first rate bounds the later ones: the stop drops only
+    polishes that could not have won.  At 2^20
+    ranks (3D stencil, fast preset) the polish of Slurm's block placement lowered J by
+    0.02 % in 3.1 s after an algorithm 64 % below it; it now stops after a quarter
+    of that.  Cost: the kernel's start (renumbering, O(m)) twice when it goes on."""
+    algorithm = f"identity+{polish}"
+    if left is None or bar is None:
+        return _map_once(graph, machine, algorithm, seed, left, progress,
+                         start_from=baseline)
+    probe = _POLISH_PROBE * left
+    first = _map_once(graph, machine, algorithm, seed, probe, progress, start_from=baseline)
+    rest = left - first.seconds
+    if not first.hit_time_limit or rest <= 0:
+        return first
+    rate = (base_objective - first.objective) / max(first.seconds, 1e-9)
+    if first.objective - rate * rest >= bar:
+        return first
+    more = _map_once(graph, machine, algorithm, seed, rest, progress,
+                     start_from=first.mapping)
+    return MappingResult(more.mapping, more.objective, more.traffic,
+                         first.seconds + more.seconds, algorithm, seed, more.hit_time_limit,
+                         phases={k: first.phases.get(k, 0.0) + more.phases.get(k, 0.0)
+                                 for k in set(first.phases) | set(more.phases)})
 
 
 def _regrouped(graph: CommGraph, machine: Hierarchy, algorithm: str, seed: int,

@@ -176,8 +176,10 @@ def _metis(adj: sp.csr_matrix, sizes: np.ndarray, seed: int, recursive: bool,
 
 def cut_weight(adj: sp.csr_matrix, part: np.ndarray) -> float:
     """Total weight of edges between different blocks (each edge once)."""
-    coo = adj.tocoo()
-    return float(coo.data[part[coo.row] != part[coo.col]].sum()) / 2.0
+    # on the CSR arrays: scipy's tocoo costs ~50 us per call, and Top-Down counts the
+    # cut of 2 candidates in each of 8192 splits at 2^20 ranks
+    own = np.repeat(part, np.diff(adj.indptr))
+    return float(adj.data[own != part[adj.indices]].sum()) / 2.0
 
 
 def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
@@ -199,8 +201,9 @@ def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
     order = np.argsort(part, kind="stable")
     pe[order] = np.arange(n)
     assert np.array_equal(np.diff(bounds), np.bincount(part, minlength=k))
-    _kernels.local_search(adj.indptr.astype(np.int64), adj.indices.astype(np.int32),
-                          adj.data.astype(np.float64), pe, gid,
+    _kernels.local_search(adj.indptr.astype(np.int64, copy=False),
+                          adj.indices.astype(np.int32, copy=False),
+                          adj.data.astype(np.float64, copy=False), pe, gid,
                           np.array([0.0, 1.0]), None, int(SearchMode.COMMUNICATION), 2,
                           int(seed), float(time_limit or 0.0),
                           1e-12 * max(float(adj.data.sum()), 1.0))

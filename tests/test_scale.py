@@ -58,16 +58,84 @@ def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
     graph = generate("stencil3d", 2048)  # its polish: about 0.1 s, under the floor
     machine = Hierarchy.parse("16:2:8:8", "1:10:100:1000")
     shuffled = np.random.default_rng(0).permutation(2048)  # far from a local optimum
-    free = map_processes(graph, machine, "identity", baseline=shuffled)
-    within = map_processes(graph, machine, "identity", time_limit=600, baseline=shuffled)
+    # the algorithm is random: a polish that could beat it never stops at its probe
+    free = map_processes(graph, machine, "random", seed=2, baseline=shuffled)
+    within = map_processes(graph, machine, "random", seed=2, time_limit=600,
+                           baseline=shuffled)
     assert within.candidates == free.candidates  # above the floor: the same polish
     assert np.array_equal(within.mapping, free.mapping)
     monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.002)
-    cut = map_processes(graph, machine, "identity", time_limit=600, baseline=shuffled)
+    cut = map_processes(graph, machine, "random", seed=2, time_limit=600,
+                        baseline=shuffled)
     polished, bounded = free.candidates["baseline+n10"], cut.candidates["baseline+n10"]
     assert bounded < cut.candidates["baseline"]  # it still improved the baseline
     assert bounded > polished  # but stopped before the local optimum
     assert cut.phases["baseline"] < 0.5 * free.phases["baseline"]
+
+
+def _polish_runs(monkeypatch):
+    """Spy on the polish's kernel runs: the objective each run started from."""
+    from mapper import api
+    from mapper.objective import objective
+
+    runs = []
+    real = api._map_once
+
+    def spy(graph, machine, algorithm, seed, time_limit, progress=None, start_from=None,
+            **kw):
+        result = real(graph, machine, algorithm, seed, time_limit, progress,
+                      start_from=start_from, **kw)
+        if start_from is not None:
+            runs.append((objective(graph, machine, start_from), result))
+        return result
+
+    monkeypatch.setattr(api, "_map_once", spy)
+    return runs
+
+
+def test_a_polish_that_cannot_reach_the_algorithm_stops_after_its_probe(monkeypatch):
+    """From a shuffled placement of a 3D stencil the polish's first slice gains a few
+    percent while the algorithm (the identity, the stencil's own order) is about 90 %
+    below: it stops there instead of spending its whole budget."""
+    from mapper import Hierarchy, api, map_processes
+    from slurm_plugin.profiles.generators import generate
+
+    graph = generate("stencil3d", 1 << 14)
+    machine = Hierarchy.parse("16:2:16:16:2", "1:2:10:100:1000")
+    shuffled = np.random.default_rng(1).permutation(graph.n)
+    monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.2)
+    monkeypatch.setattr(api, "_POLISH_PROBE", 0.02)
+    runs = _polish_runs(monkeypatch)
+    result = map_processes(graph, machine, "identity", time_limit=600, baseline=shuffled)
+    assert result.origin == "algorithm"
+    assert len(runs) == 1 and runs[0][1].hit_time_limit  # the probe only, not converged
+    assert result.candidates["baseline+n10"] > 2 * result.objective
+    assert result.phases["baseline"] < 0.1  # not the 0.2 s budget
+
+
+def test_a_polish_that_could_win_goes_on_after_its_probe(monkeypatch):
+    """Against a random placement the polish of a shuffled one could win: it goes on
+    from where its probe stopped."""
+    from mapper import Hierarchy, api, map_processes
+    from mapper.objective import objective
+    from slurm_plugin.profiles.generators import generate
+
+    graph = generate("stencil3d", 1 << 14)
+    machine = Hierarchy.parse("16:2:16:16:2", "1:2:10:100:1000")
+    shuffled = np.random.default_rng(1).permutation(graph.n)
+    monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.2)
+    monkeypatch.setattr(api, "_POLISH_PROBE", 0.02)
+    runs = _polish_runs(monkeypatch)
+    result = map_processes(graph, machine, "random", seed=2, time_limit=600,
+                           baseline=shuffled)
+    assert result.candidates["random"] < result.candidates["baseline"]  # a bar to beat
+    assert len(runs) == 2
+    (from_base, probe), (from_probe, more) = runs
+    assert probe.hit_time_limit and from_probe == probe.objective < from_base
+    polished = result.candidates["baseline+n10"]
+    assert polished == more.objective < probe.objective
+    assert result.origin == "baseline+n10"
+    assert objective(graph, machine, result.mapping) == polished
 
 
 def test_divisors_and_near_factors():
