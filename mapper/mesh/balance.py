@@ -8,8 +8,13 @@ result is repaired: while a side is above its bound, vertices of overloaded side
 to a side that can take them, largest cut gain first (gain = edge weight into the new
 side minus edge weight into the old one, as in Fiduccia & Mattheyses' vertex moves); a
 side accepts a vertex while it stays within its bound, or while it is still below its
-target and the move lowers the largest overload.  Finally every side gets at least as
-many vertices as it has blocks to make (so no block ends empty).
+target and the move lowers the largest overload.  Then sides below their lower bound
+(the same slack below the target, :func:`step_floor`) are filled: vertices next to such
+a side move into it from neighbouring sides that stay at or above their own lower bound,
+largest cut gain first (with a small target next to a large one, the backends' upper
+tolerance of the large side alone can swallow the small side: METIS and KaHIP left a
+1 % target empty, and the large side was still "within its bound").  Finally every side
+gets at least as many vertices as it has blocks to make (so no block ends empty).
 
 Complexity per repair round: O(Σ deg) over the vertices of overloaded sides plus a
 sort of them; rounds are few because the backends are close to balanced.
@@ -55,12 +60,14 @@ def induced(adj: sp.csr_matrix, idx: np.ndarray, local: np.ndarray) -> sp.csr_ma
 
 
 def repair(adj: sp.csr_matrix, w: np.ndarray, part: np.ndarray, targets: np.ndarray,
-           bounds: np.ndarray, min_counts: np.ndarray) -> np.ndarray:
-    """Move vertices until every side i weighs at most ``bounds[i]`` (see module doc).
+           bounds: np.ndarray, min_counts: np.ndarray,
+           lower: np.ndarray | None = None) -> np.ndarray:
+    """Move vertices until every side i weighs at most ``bounds[i]`` and, given
+    ``lower``, at least ``lower[i]`` (see module doc).
 
     Stops early only when no vertex can move (vertices heavier than every side's room);
-    then the overload left is below one vertex weight.  Rounds move whole layers of
-    boundary vertices, so a backend that is near its targets needs one or two.
+    then the overload (or shortfall) left is below one vertex weight.  Rounds move whole
+    layers of boundary vertices, so a backend that is near its targets needs one or two.
     """
     part = part.copy()
     m = len(targets)
@@ -72,8 +79,84 @@ def repair(adj: sp.csr_matrix, w: np.ndarray, part: np.ndarray, targets: np.ndar
             break
         if not _repair_round(adj, w, part, load, targets, bounds, over, tol):
             break
+    if lower is not None:
+        for _ in range(_MAX_ROUNDS):
+            short = load < lower - tol
+            if not short.any() or not _fill_round(adj, w, part, load, lower, bounds,
+                                                  short, tol):
+                break
     _ensure_counts(adj, part, min_counts)
     return part
+
+
+def _fill_round(adj, w, part, load, lower, bounds, short, tol) -> bool:
+    """One round of moves into sides below their lower bound; True when a vertex moved.
+
+    Candidates are the vertices of other sides with an edge into a short side, each
+    proposing the short neighbour side it is most connected to, gain = that connection
+    minus its connection to its own side; a move keeps the source at or above its lower
+    bound and the destination within its upper bound.  When no neighbour can give (an
+    empty side has none), the side with the most to spare gives one vertex, the one
+    least connected to itself, which the next rounds grow from.
+    """
+    m = len(lower)
+    members = np.flatnonzero(short[part])
+    sub = adj[members].tocoo()
+    near = np.unique(sub.col[~short[part[sub.col]]])
+    spare = load - lower
+    if len(near):
+        nb = adj[near].tocoo()
+        key = nb.row.astype(np.int64) * m + part[nb.col]
+        uniq, inv = np.unique(key, return_inverse=True)
+        conn = np.bincount(inv, weights=nb.data.astype(np.float64))
+        row, blk = uniq // m, uniq % m
+        own = np.zeros(len(near))
+        mine = blk == part[near[row]]
+        own[row[mine]] = conn[mine]
+        into = short[blk]
+        rr, bb, cc = row[into], blk[into], conn[into]
+        order = np.lexsort((cc, rr))          # per row ascending: the last is the best
+        last = np.r_[np.flatnonzero(np.diff(rr[order])), len(order) - 1]
+        cand, dst = near[rr[order][last]], bb[order][last]
+        gain = cc[order][last] - own[rr[order][last]]
+        if _fills(adj, w, part, load, lower, bounds, tol, cand, dst, gain):
+            return True
+    # no neighbour can give: the side with the most to spare, least own edges first
+    src = int(np.argmax(np.where(short, -np.inf, spare)))
+    cand = np.flatnonzero(part == src)
+    inside = adj[cand].tocoo()
+    keep = part[inside.col] == src
+    own = np.bincount(inside.row[keep], weights=inside.data[keep].astype(np.float64),
+                      minlength=len(cand))
+    dst = int(np.argmax(np.where(short, lower - load, -np.inf)))
+    # one seed only: the next rounds grow it through its own neighbours, layer by
+    # layer, into one region instead of scattered vertices
+    order = np.argsort(own, kind="stable")
+    for v in cand[order]:
+        if _fills(adj, w, part, load, lower, bounds, tol, np.array([v]), np.array([dst]),
+                  np.zeros(1)):
+            return True
+    return False
+
+
+def _fills(adj, w, part, load, lower, bounds, tol, cand, dst, gain) -> bool:
+    """Move candidates best gain first while their destination is short, it takes them
+    and their source can give them; neighbours of a moved vertex wait for the next
+    round."""
+    moved = False
+    dirty = np.zeros(len(part), dtype=bool)
+    for i in np.argsort(-gain, kind="stable"):
+        v, d = cand[i], dst[i]
+        s = part[v]
+        if (dirty[v] or s == d or load[d] >= lower[d] - tol
+                or load[d] + w[v] > bounds[d] + tol or load[s] - w[v] < lower[s] - tol):
+            continue
+        part[v] = d
+        load[s] -= w[v]
+        load[d] += w[v]
+        dirty[adj.indices[adj.indptr[v]:adj.indptr[v + 1]]] = True
+        moved = True
+    return moved
 
 
 def _accepts(load_dst, wv, bound_dst, target_dst, excess_src, tol):
@@ -174,17 +257,18 @@ def _ensure_counts(adj: sp.csr_matrix, part: np.ndarray, min_counts: np.ndarray)
 def split_step(adj: sp.csr_matrix, w: np.ndarray, wi: np.ndarray, targets: np.ndarray,
                bounds: np.ndarray, min_counts: np.ndarray, delta: float, *, backend: str,
                seed: int, recursive: bool, kahip_mode: str,
-               seconds: dict[str, float]) -> np.ndarray:
+               seconds: dict[str, float], lower: np.ndarray | None = None) -> np.ndarray:
     """Backend split of ``adj`` into ``len(targets)`` sides, then :func:`repair`.
 
     ``w`` are the true vertex weights (float), ``wi`` their integer version for the
-    backend; ``delta`` is the backend's imbalance.  Adds phase times to ``seconds``.
+    backend; ``delta`` is the backend's imbalance; ``lower`` the sides' lower bounds.
+    Adds phase times to ``seconds``.
     """
     t0 = time.perf_counter()
     part = backend_split(backend, adj, wi, targets / targets.sum(), imbalance=delta,
                          seed=seed, recursive=recursive, kahip_mode=kahip_mode)
     t1 = time.perf_counter()
-    part = repair(adj, w, part, targets, bounds, min_counts)
+    part = repair(adj, w, part, targets, bounds, min_counts, lower)
     t2 = time.perf_counter()
     seconds["partition"] = seconds.get("partition", 0.0) + t1 - t0
     seconds["repair"] = seconds.get("repair", 0.0) + t2 - t1
@@ -199,6 +283,15 @@ def step_delta(epsilon: float, scale: float, depth: int) -> float:
     evenly (multiplicatively) over the steps still to come.
     """
     return max(((1.0 + epsilon) / scale) ** (1.0 / max(depth, 1)) - 1.0, 0.0)
+
+
+def step_floor(epsilon: float, scale: float, depth: int) -> float:
+    """Per-step slack below the target so that ``depth`` more steps stay at or above
+    (1 - epsilon) of the original target: ``1 - ((1 - epsilon) / scale)^(1/depth)``,
+    0 when the set is already below that (then each step aims at its full target)."""
+    if epsilon >= 1.0:
+        return 1.0
+    return max(1.0 - ((1.0 - epsilon) / max(scale, 1e-300)) ** (1.0 / max(depth, 1)), 0.0)
 
 
 def mesh_arrays(mesh) -> tuple[sp.csr_matrix, np.ndarray]:

@@ -8,13 +8,16 @@ the blocks' wanted weights ``targets`` need not be equal (they are proportional 
 PEs' speeds): each side's target is the sum of its blocks' targets, which is what the
 paper's ⌊p/2⌋·⌈c(V)/p⌉ bound becomes with unequal blocks.
 
-Balance: every block ends within (1 + ε) of its target.  Each bisection gets the slack
-``((1 + ε) / s)^(1/d) - 1`` where d is the number of bisection levels still to come and
-s how far the current side already is above its target, so the slack left over by
-earlier steps is passed down and the product over all levels stays within 1 + ε.  The
-backend's split is repaired to that bound (:mod:`mapper.mesh.balance`).  The guarantee
-needs the vertices to be light compared with a block's slack: a block whose ε·target is
-below its heaviest vertex can end up to one vertex weight above (1 + ε)·target.
+Balance: every block ends between (1 - ε) and (1 + ε) of its target.  Each bisection
+gets the slack ``((1 + ε) / s)^(1/d) - 1`` above and ``1 - ((1 - ε) / s)^(1/d)`` below
+its sides' targets, where d is the number of bisection levels still to come and s how
+far the current side already is above its target, so the slack left over by earlier
+steps is passed down and the product over all levels stays within 1 ± ε.  The
+backend's split is repaired to those bounds (:mod:`mapper.mesh.balance`; without the
+lower one a 1 % block next to a 99 % one ended nearly empty, inside the large side's
+tolerance).  The guarantee needs the vertices to be light compared with a block's
+slack: a block whose ε·target is below its heaviest vertex can end up to one vertex
+weight outside.
 
 Complexity: O(log k) levels, each a backend call on disjoint vertex sets, so
 O(m log k) in practice plus the repairs; memory O(n + m).
@@ -35,7 +38,7 @@ import time
 import numpy as np
 
 from .backends import integer_vertex_weights
-from .balance import check_common, induced, mesh_arrays, split_step, step_delta
+from .balance import check_common, induced, mesh_arrays, split_step, step_delta, step_floor
 from .names import DEFAULT_BACKEND, RB
 from .result import Partition, PartitionError
 
@@ -77,7 +80,9 @@ def rb_partition(mesh, targets: np.ndarray, *, epsilon: float = 0.03, seed: int 
         side = split_step(sub, w[idx], wi[idx], side_t, (1.0 + delta) * side_t,
                           np.array([mid - lo, hi - mid]), delta, backend=backend,
                           seed=seed, recursive=True, kahip_mode=kahip_mode,
-                          seconds=seconds)
+                          seconds=seconds,
+                          lower=(1.0 - step_floor(epsilon, scale, math.ceil(math.log2(p))))
+                          * side_t)
         t0 = time.perf_counter()
         for s, (a, b) in enumerate(((lo, mid), (mid, hi))):
             sel = np.flatnonzero(side == s)

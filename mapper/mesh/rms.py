@@ -18,10 +18,11 @@ vertices its parent step gave to the group).  A group with a single child is pas
 through without a split.
 
 Balance: as in :mod:`mapper.mesh.rb`, each multisection gets the slack
-``((1 + ε) / s)^(1/d) - 1`` (d = levels still to come, s = how far the group already is
-above its target), the backend's split is repaired to it (:mod:`mapper.mesh.balance`),
-so every PE's block ends within (1 + ε) of its speed-proportional target when vertices
-are light compared with a block's slack.  METIS multisects a group into its children
+``((1 + ε) / s)^(1/d) - 1`` above and ``1 - ((1 - ε) / s)^(1/d)`` below its targets
+(d = levels still to come, s = how far the group already is above its target), the
+backend's split is repaired to them (:mod:`mapper.mesh.balance`), so every PE's block
+ends within ε of its speed-proportional target, above and below, when vertices are
+light compared with a block's slack.  METIS multisects a group into its children
 by its recursive bisection with target weights (``tpwgts``): on the bench meshes this
 cut 7 % less than METIS k-way at S = 4:16:k' (up to 27 % less on 3elt, whose blocks are
 small) and took less time (bench/mesh/bench_backends.py era, measured while choosing).
@@ -47,7 +48,7 @@ import numpy as np
 
 from ..machine import Hierarchy
 from .backends import integer_vertex_weights
-from .balance import check_common, induced, mesh_arrays, split_step, step_delta
+from .balance import check_common, induced, mesh_arrays, split_step, step_delta, step_floor
 from .names import DEFAULT_BACKEND, RMS
 from .result import Partition, PartitionError
 
@@ -108,7 +109,8 @@ def rms_partition(mesh, hierarchy: Hierarchy, *, speeds: np.ndarray | None = Non
         side_t = scale * child_t
         side = split_step(sub, w[idx], wi[idx], side_t, (1.0 + delta) * side_t,
                           np.diff(cb), delta, backend=backend, seed=seed,
-                          recursive=True, kahip_mode=kahip_mode, seconds=seconds)
+                          recursive=True, kahip_mode=kahip_mode, seconds=seconds,
+                          lower=(1.0 - step_floor(epsilon, scale, level + 1)) * side_t)
         t0 = time.perf_counter()
         for c in range(len(cb) - 1):
             sel = np.flatnonzero(side == c)
