@@ -5,6 +5,7 @@ Run by hand (not a test)::
     .venv/bin/python bench/bench_scale.py                      # 2^10, 2^17, 2^20 ranks
     .venv/bin/python bench/bench_scale.py --ranks 4194304      # the Fugaku-class job
     .venv/bin/python bench/bench_scale.py --prolog-only
+    .venv/bin/python bench/bench_scale.py --mesh 100           # a 10^6-vertex mesh job
 
 Each size runs ``rankmap plan --json`` (slurm_plugin.plan_cli) in a fresh process
 under ``/usr/bin/time``: a generated ``stencil3d`` profile on nodes of ``Sockets=2
@@ -113,9 +114,34 @@ esac
 """
 
 
-def prolog_run(work: Path, nodes: int = 8, repeats: int = 3) -> dict:
+def write_grid_mesh(path: Path, side: int) -> None:
+    """A side^3 7-point grid as a METIS .graph file (vertex v = x + side*(y + side*z))."""
+    import numpy as np
+
+    n = side ** 3
+    idx = np.arange(n).reshape(side, side, side)
+    cols = []
+    for axis in range(3):
+        for shift in (-1, 1):
+            nb = np.roll(idx, shift, axis=axis)
+            edge = np.ones_like(idx, dtype=bool)
+            sl = [slice(None)] * 3
+            sl[axis] = 0 if shift == 1 else side - 1
+            edge[tuple(sl)] = False
+            cols.append(np.where(edge, nb, -1).ravel())
+    adj = np.stack(cols, axis=1) + 1                       # 1-based, 0 = no neighbour
+    m = int((adj > 0).sum()) // 2
+    with open(path, "w") as f:
+        f.write(f"{n} {m}\n")
+        for row in adj:
+            f.write(" ".join(str(c) for c in row if c > 0) + "\n")
+
+
+def prolog_run(work: Path, nodes: int = 8, repeats: int = 3,
+               profile: str = "stencil3d", store: Path | None = None) -> dict:
     """``rankmap-prolog`` for one job of ``nodes`` x 128 ranks; the best of ``repeats``
-    (wall) and the CPU time of that run, the worker included."""
+    (wall) and the CPU time of that run, the worker included.  ``profile`` is the
+    job's --comm-profile (``store`` its profile store), e.g. ``mesh:NAME``."""
     ranks = nodes * SOCKETS * CORES
     bin_dir = work / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -129,18 +155,20 @@ def prolog_run(work: Path, nodes: int = 8, repeats: int = 3) -> dict:
     config = work / "rankmap.toml"
     config.write_text(f'[general]\noutput_dir = "{work}/run"\nlog_file = "{work}/prolog.log"\n'
                       f'[slurm]\nbackend = "scontrol"\nbin_dir = "{bin_dir}"\n'
-                      f'topology = "{conf}"\n')
+                      f'topology = "{conf}"\n'
+                      + (f'[profiles]\nstores = ["{store}"]\n' if store else ""))
     best: dict | None = None
     for i in range(repeats):
         env = {"PATH": "/usr/bin:/bin", "RANKMAP_CONFIG": str(config),
                "SLURM_JOB_ID": str(100 + i), "SLURM_JOB_NODELIST": f"n[1-{nodes}]",
-               "SLURMD_NODENAME": "n1", "SPANK_RANKMAP_COMM_PROFILE": "stencil3d"}
+               "SLURMD_NODENAME": "n1", "SPANK_RANKMAP_COMM_PROFILE": profile}
         proc, res = timed([str(Path(sys.executable).with_name("rankmap-prolog"))], env)
         rankfile = work / "run" / f"job.{100 + i}" / "rankfile"
         if not rankfile.is_file():
             report = work / "run" / f"job.{100 + i}" / "report.txt"
             raise SystemExit(f"prolog wrote no rankfile: {proc.stderr[-1000:]}\n"
                              f"{report.read_text() if report.is_file() else ''}")
+        res["report"] = (work / "run" / f"job.{100 + i}" / "report.txt").read_text()
         if best is None or res["wall"] < best["wall"]:
             best = res
     assert best is not None
@@ -163,7 +191,12 @@ def main() -> int:
                     help="no --json (a checkout without phase times): totals only")
     ap.add_argument("--prolog-only", action="store_true")
     ap.add_argument("--no-prolog", action="store_true")
+    ap.add_argument("--mesh", type=int, metavar="SIDE", default=0,
+                    help="instead: a mesh job (issue 10 item 7): the prolog decomposes a "
+                         "SIDE^3 grid (100: 10^6 vertices) onto 32 nodes x 128 cores")
     args = ap.parse_args()
+    if args.mesh:
+        return mesh_main(args.mesh)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         work = Path(tmp)
         rows = []
@@ -199,6 +232,27 @@ def main() -> int:
                   f"{p['cpu']:.2f} s, peak RSS {p['rss'] / 2**20:.0f} MB; target < 1.5 s: "
                   f"{'met' if p['wall'] < 1.5 else 'NOT met'}")
     print(f"\n(load average {os.getloadavg()[0]:.2f}; {time.strftime('%Y-%m-%d %H:%M')})")
+    return 0
+
+
+def mesh_main(side: int) -> int:
+    """The mesh job's prolog path: store entry ``kind = "mesh"`` holding a side^3 grid,
+    ``--comm-profile=mesh:grid``, 32 nodes x 128 cores (4096 ranks), the default 5 s
+    solver budget; prints the prolog's wall/CPU and the report's outcome and phases."""
+    with tempfile.TemporaryDirectory(prefix="bench-scale-mesh-") as tmp:
+        work = Path(tmp)
+        store = work / "store"
+        store.mkdir()
+        t0 = time.perf_counter()
+        write_grid_mesh(store / "grid.graph", side)
+        (store / "grid.toml").write_text('kind = "mesh"\nfile = "grid.graph"\n')
+        print(f"{side}^3 grid written in {time.perf_counter() - t0:.1f} s")
+        p = prolog_run(work, nodes=32, repeats=1, profile="mesh:grid", store=store)
+        print(f"mesh prolog path, {side ** 3} vertices onto {p['ranks']} ranks "
+              f"(rankmap-prolog start to exit): wall {p['wall']:.2f} s, CPU {p['cpu']:.2f} s, "
+              f"peak RSS {p['rss'] / 2**20:.0f} MB\n")
+        print(p["report"])
+    print(f"(load average {os.getloadavg()[0]:.2f}; {time.strftime('%Y-%m-%d %H:%M')})")
     return 0
 
 

@@ -234,6 +234,28 @@ def test_rms_uneven_tree_with_speeds(backend):
     assert ratio.min() > 0.9
 
 
+def test_rms_multisects_large_children_by_kway(monkeypatch):
+    """Groups whose smallest child targets at least KWAY_MIN_CHILD vertices go to METIS
+    k-way (less cut and time there), smaller ones to its recursive bisection."""
+    flags = []
+    real = rms.split_step
+
+    def spy(sub, wsub, *args, recursive, **kw):
+        flags.append((len(wsub), recursive))
+        return real(sub, wsub, *args, recursive=recursive, **kw)
+
+    monkeypatch.setattr(rms, "split_step", spy)
+    monkeypatch.setattr(rms, "KWAY_MIN_CHILD", 500)
+    g = grid_graph(40, 40, 4)                       # 6400 vertices
+    h = Hierarchy.homogeneous([4, 4, 4], [1, 10, 100])
+    p = rms_partition(make_mesh(g), h).part
+    loads_ok(make_mesh(g), p, np.ones(h.n))
+    top, *rest = flags
+    assert top == (6400, False)                     # 4 children of 1600
+    assert {r for _, r in rest} == {True}           # children of 400 and 100
+    assert len(rest) == 4 + 16
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rms_blocks_nest_in_their_groups(monkeypatch, backend):
     """Every split_step call cuts the vertex set its group was given; the final PE of a

@@ -26,6 +26,13 @@ light compared with a block's slack.  METIS multisects a group into its children
 by its recursive bisection with target weights (``tpwgts``): on the bench meshes this
 cut 7 % less than METIS k-way at S = 4:16:k' (up to 27 % less on 3elt, whose blocks are
 small) and took less time (bench/mesh/bench_backends.py era, measured while choosing).
+With large children it is the other way round: multisecting a 100^3 grid into 4 or 16,
+a 2^17-vertex rgg or Delaunay mesh into 4, or a 62 500-vertex grid block into 4
+(children of 15 625 to 250 000 vertices), k-way cut 1-18 % less than recursive
+bisection in 35-70 % of its time (the 10^6-vertex grid into 16: 0.79 s against 1.86 s);
+from about 8000 vertices per child down the two are within a few per cent either way,
+and below 2000 recursive bisection wins by up to 2.4x.  So a group whose smallest
+child targets at least ``KWAY_MIN_CHILD`` vertices is multisected by k-way.
 KaHIP uses kaffpa's k-way when a group's children have equal targets, else bisection
 (see :mod:`mapper.mesh.backends`).
 
@@ -51,6 +58,10 @@ from .backends import integer_vertex_weights
 from .balance import check_common, induced, mesh_arrays, split_step, step_delta, step_floor
 from .names import DEFAULT_BACKEND, RMS
 from .result import Partition, PartitionError
+
+#: Vertices per child from which a multisection uses METIS's k-way instead of its
+#: recursive bisection (measured: module docstring).
+KWAY_MIN_CHILD = 10_000
 
 
 def pe_targets(hierarchy: Hierarchy, speeds: np.ndarray | None, total: float) -> np.ndarray:
@@ -107,9 +118,12 @@ def rms_partition(mesh, hierarchy: Hierarchy, *, speeds: np.ndarray | None = Non
         scale = float(w[idx].sum()) / float(child_t.sum())
         delta = step_delta(epsilon, scale, level + 1)
         side_t = scale * child_t
+        # large children: METIS's k-way cuts less than its recursive bisection there
+        # and takes half the time (module docstring); small ones: recursive
+        kway = len(idx) * float(child_t.min() / child_t.sum()) >= KWAY_MIN_CHILD
         side = split_step(sub, w[idx], wi[idx], side_t, (1.0 + delta) * side_t,
                           np.diff(cb), delta, backend=backend, seed=seed,
-                          recursive=True, kahip_mode=kahip_mode, seconds=seconds,
+                          recursive=not kway, kahip_mode=kahip_mode, seconds=seconds,
                           lower=(1.0 - step_floor(epsilon, scale, level + 1)) * side_t)
         t0 = time.perf_counter()
         for c in range(len(cb) - 1):
