@@ -6,6 +6,7 @@ Run by hand (not a test)::
     .venv/bin/python bench/bench_scale.py --ranks 4194304      # the Fugaku-class job
     .venv/bin/python bench/bench_scale.py --prolog-only
     .venv/bin/python bench/bench_scale.py --mesh 100           # a 10^6-vertex mesh job
+    .venv/bin/python bench/bench_scale.py --mesh 100 --mesh-speeds   # ... unequal speeds
 
 Each size runs ``rankmap plan --json`` (slurm_plugin.plan_cli) in a fresh process
 under ``/usr/bin/time``: a generated ``stencil3d`` profile on nodes of ``Sockets=2
@@ -138,7 +139,8 @@ def write_grid_mesh(path: Path, side: int) -> None:
 
 
 def prolog_run(work: Path, nodes: int = 8, repeats: int = 3,
-               profile: str = "stencil3d", store: Path | None = None) -> dict:
+               profile: str = "stencil3d", store: Path | None = None,
+               extra_config: str = "") -> dict:
     """``rankmap-prolog`` for one job of ``nodes`` x 128 ranks; the best of ``repeats``
     (wall) and the CPU time of that run, the worker included.  ``profile`` is the
     job's --comm-profile (``store`` its profile store), e.g. ``mesh:NAME``."""
@@ -156,7 +158,8 @@ def prolog_run(work: Path, nodes: int = 8, repeats: int = 3,
     config.write_text(f'[general]\noutput_dir = "{work}/run"\nlog_file = "{work}/prolog.log"\n'
                       f'[slurm]\nbackend = "scontrol"\nbin_dir = "{bin_dir}"\n'
                       f'topology = "{conf}"\n'
-                      + (f'[profiles]\nstores = ["{store}"]\n' if store else ""))
+                      + (f'[profiles]\nstores = ["{store}"]\n' if store else "")
+                      + extra_config)
     best: dict | None = None
     for i in range(repeats):
         env = {"PATH": "/usr/bin:/bin", "RANKMAP_CONFIG": str(config),
@@ -194,9 +197,12 @@ def main() -> int:
     ap.add_argument("--mesh", type=int, metavar="SIDE", default=0,
                     help="instead: a mesh job (issue 10 item 7): the prolog decomposes a "
                          "SIDE^3 grid (100: 10^6 vertices) onto 32 nodes x 128 cores")
+    ap.add_argument("--mesh-speeds", action="store_true",
+                    help="with --mesh: nodes n[1-16] twice as fast ([speeds]), so the "
+                         "job's default method is ElTS")
     args = ap.parse_args()
     if args.mesh:
-        return mesh_main(args.mesh)
+        return mesh_main(args.mesh, args.mesh_speeds)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         work = Path(tmp)
         rows = []
@@ -235,7 +241,7 @@ def main() -> int:
     return 0
 
 
-def mesh_main(side: int) -> int:
+def mesh_main(side: int, speeds: bool = False) -> int:
     """The mesh job's prolog path: store entry ``kind = "mesh"`` holding a side^3 grid,
     ``--comm-profile=mesh:grid``, 32 nodes x 128 cores (4096 ranks), the default 5 s
     solver budget; prints the prolog's wall/CPU and the report's outcome and phases."""
@@ -247,7 +253,9 @@ def mesh_main(side: int) -> int:
         write_grid_mesh(store / "grid.graph", side)
         (store / "grid.toml").write_text('kind = "mesh"\nfile = "grid.graph"\n')
         print(f"{side}^3 grid written in {time.perf_counter() - t0:.1f} s")
-        p = prolog_run(work, nodes=32, repeats=1, profile="mesh:grid", store=store)
+        extra = '[speeds]\nnodes = { "n[1-16]" = 2.0 }\n' if speeds else ""
+        p = prolog_run(work, nodes=32, repeats=1, profile="mesh:grid", store=store,
+                       extra_config=extra)
         print(f"mesh prolog path, {side ** 3} vertices onto {p['ranks']} ranks "
               f"(rankmap-prolog start to exit): wall {p['wall']:.2f} s, CPU {p['cpu']:.2f} s, "
               f"peak RSS {p['rss'] / 2**20:.0f} MB\n")

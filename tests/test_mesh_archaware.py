@@ -498,3 +498,36 @@ def test_placement_multistart_beats_the_single_placement():
             got = aa.archaware_partition(mesh, arch, objective=objective, sparse=True,
                                          seed=seed).part
             assert ref_values(mesh, got, arch, objective).max() < 0.9 * single
+
+
+# ---- budgets ------------------------------------------------------------------------------
+
+def test_a_corrector_pass_starts_only_if_it_can_end_in_time(monkeypatch):
+    mesh = grid(30, 30)
+    arch = arch32_3()
+    kv = aa.kvmetis_partition(mesh, arch, seed=0).part
+    monkeypatch.setattr(aa, "PASS_SECONDS_PER_ARC", 1e3)    # no first pass fits 60 s
+    none = aa.refine_partition(mesh, arch, kv, objective="elt", sparse=True, time_limit=60)
+    assert none.moves == [] and np.array_equal(none.part, kv)
+    monkeypatch.setattr(aa, "PASS_SECONDS_PER_ARC", 1e-9)
+    some = aa.refine_partition(mesh, arch, kv, objective="elt", sparse=True, time_limit=60)
+    assert some.moves and some.max_values[-1] < some.max_values[0]
+
+
+def test_a_given_predictor_replaces_kvmetis_and_is_kept_without_time(monkeypatch):
+    mesh = grid(30, 30)
+    arch = arch32_3()
+    stripes = aa.kvmetis_partition(mesh, arch, seed=5).part   # computed by the caller
+    monkeypatch.setattr(aa, "_kvmetis", lambda *a: pytest.fail("kvmetis ran"))
+    monkeypatch.setattr(aa, "PASS_SECONDS_PER_ARC", 1e3)
+    kept = aa.archaware_partition(mesh, arch, objective="elt", predicted=stripes,
+                                  time_limit=60, place=False)
+    assert np.array_equal(kept.part, stripes)
+    monkeypatch.setattr(aa, "PASS_SECONDS_PER_ARC", 1e-9)
+    refined = aa.archaware_partition(mesh, arch, objective="elt", predicted=stripes,
+                                     time_limit=60, place=False)
+    before = ref_values(mesh, stripes, arch, "elt").max()
+    assert ref_values(mesh, refined.part, arch, "elt").max() < before
+    assert pairs(mesh, refined.part) <= pairs(mesh, stripes)      # sparse: its pairs only
+    with pytest.raises(PartitionError, match="predicted partition"):
+        aa.archaware_partition(mesh, arch, predicted=stripes[:-1])

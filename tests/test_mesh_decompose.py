@@ -168,3 +168,26 @@ def test_plain_topdown_on_the_rms_quotient_does_not_lose_to_its_identity():
             ratios.append(td / objective(q, h, np.arange(h.n)))
     assert max(ratios) <= 1.005, ratios
     assert np.exp(np.mean(np.log(ratios))) < 1.0, ratios
+
+
+def test_archaware_takes_rms_as_predictor_when_kvmetis_would_not_fit(monkeypatch):
+    """Under a budget METIS k-way into P parts is estimated first; over half the budget,
+    the speed-targeted RMS partition is the predictor (a 10^6-vertex mesh on 4096 PEs:
+    about 11 s estimated against a 4.5 s budget) and the report says so."""
+    from mapper.mesh import archaware
+    from mapper.mesh import decompose as dec
+
+    mesh = grid(24, 24)
+    h, arch = machine("4:2:2", "1:10:100", speeds=np.r_[np.full(8, 2.0), np.ones(8)])
+    rms = rms_partition(mesh, h, speeds=arch.speeds).part
+    plain = decompose(mesh, h, arch, method="archaware-elt-sparse", time_limit=60)
+    assert not any("predictor" in note for note in plain.notes)
+    monkeypatch.setattr(dec, "KVMETIS_SECONDS_PER_ITEM_LEVEL", 1.0)
+    monkeypatch.setattr(archaware, "PASS_SECONDS_PER_ARC", 1e3)   # and no pass fits
+    kept = decompose(mesh, h, arch, method="archaware-elt-sparse", time_limit=60)
+    assert np.array_equal(kept.part, rms)
+    assert any("predictor: the speed-targeted RMS partition" in n for n in kept.notes)
+    assert any("no corrector pass fitted" in n for n in kept.notes)
+    monkeypatch.setattr(archaware, "PASS_SECONDS_PER_ARC", 1e-9)
+    refined = decompose(mesh, h, arch, method="archaware-elt-sparse", time_limit=60)
+    assert refined.metrics.max_el_time < kept.metrics.max_el_time

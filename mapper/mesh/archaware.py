@@ -139,6 +139,10 @@ PLACE_RANDOM_STARTS = 8
 PLACE_MULTI_MAX_PES = 128
 #: place_parts sweep limit (32 PEs: 2-4 sweeps until no swap gains)
 PLACE_MAX_SWEEPS = 10
+#: seconds per arc of the boundary vertices one corrector pass takes, for deciding
+#: whether a first pass fits a time limit (measured: 0.7 s for the 4 M boundary arcs of
+#: a 10^6-vertex grid on 4096 PEs, about 1.8e-7; doubled for a loaded machine)
+PASS_SECONDS_PER_ARC = 4e-7
 #: relative gain below which a move is not an improvement (rounding)
 _RTOL = 1e-12
 _METIS_OBJTYPE_VOL = 1
@@ -170,7 +174,8 @@ def kvmetis_partition(mesh, arch, *, epsilon: float = 0.03, seed: int = 0) -> Pa
 def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = True,
                         epsilon: float = 0.03, seed: int = 0, max_passes: int = MAX_PASSES,
                         time_limit: float | None = None, place: bool = True,
-                        restarts: int = RESTARTS) -> Partition:
+                        restarts: int = RESTARTS,
+                        predicted: np.ndarray | None = None) -> Partition:
     """Partition ``mesh`` onto the PEs of ``arch``: VolS, VolNS, ElTS or ElTNS.
 
     ``objective`` is ``"vol"`` (minimise the maximum e*-weighted volume, load within
@@ -186,8 +191,11 @@ def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = Tr
     arguments on MaxElTime.  All three are multi-start (module docstring).
     ``seconds`` holds ``predictor``, ``placement`` (when run), ``pair_costs`` and
     ``corrector`` (summed over the runs), ``total``.
-    ``time_limit`` (seconds, from the call): no corrector pass starts after it (the
-    predictor always runs whole).
+    ``time_limit`` (seconds, from the call): no corrector pass starts that would not
+    end within it (the predictor always runs whole).  ``predicted``: a partition (block
+    = PE) that replaces kvmetis as the predictor, for a caller whose budget METIS k-way
+    into P parts would not fit (:func:`mapper.mesh.decompose.decompose` then gives the
+    speed-targeted RMS partition; not the paper's predictor, and said in its notes).
     """
     if objective not in ("vol", "elt"):
         raise PartitionError(f"objective must be 'vol' or 'elt', not {objective!r}")
@@ -196,7 +204,13 @@ def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = Tr
     _check(mesh, arch, epsilon)
     seconds: dict[str, float] = {"pair_costs": 0.0, "corrector": 0.0}
     start = time.perf_counter()
-    raw = _kvmetis(mesh, np.asarray(arch.speeds, dtype=np.float64), epsilon, seed)
+    if predicted is None:
+        raw = _kvmetis(mesh, np.asarray(arch.speeds, dtype=np.float64), epsilon, seed)
+    else:
+        raw = np.asarray(predicted, dtype=np.int64)
+        if raw.shape != (mesh.n,) or (mesh.n and (raw.min() < 0 or raw.max() >= arch.P)):
+            raise PartitionError(f"the predicted partition must give every one of the "
+                                 f"{mesh.n} vertices a part 0..{arch.P - 1}")
     seconds["predictor"] = time.perf_counter() - start
     starts = [raw]
     if place:
@@ -207,7 +221,13 @@ def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = Tr
     def remaining() -> float | None:
         return None if time_limit is None else time_limit - (time.perf_counter() - start)
 
-    def run(part0, obj, allowed) -> Refinement:
+    # a corrector run whose first pass cannot end in time is not started: its set-up
+    # alone (pair table, per-vertex state) is O(m)
+    one_pass = 0.0 if time_limit is None else first_pass_seconds(mesh, raw)
+
+    def run(part0, obj, allowed) -> Refinement | None:
+        if time_limit is not None and remaining() < one_pass:
+            return None
         res = multistart_refine(mesh, arch, part0, objective=obj, sparse=sparse,
                                 epsilon=epsilon, seed=seed, max_passes=max_passes,
                                 time_limit=remaining(), restarts=restarts, allowed=allowed)
@@ -215,23 +235,36 @@ def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = Tr
             seconds[key] += res.seconds[key]
         return res
 
-    def best_over_starts(obj) -> tuple[Refinement, np.ndarray]:
+    def best_over_starts(obj) -> tuple[Refinement, np.ndarray] | None:
         # kvmetis' own numbering is the first start and the corrector never raises its
         # start's maximum, so the best is at or below kvmetis on the objective
-        runs = [(run(s0, obj, s0), s0) for s0 in starts]
-        return min(runs, key=lambda rs: rs[0].max_values[-1])
+        runs = [(res, s0) for s0 in starts if (res := run(s0, obj, s0)) is not None]
+        return min(runs, key=lambda rs: rs[0].max_values[-1]) if runs else None
 
-    result, allowed = best_over_starts(objective)
+    best = best_over_starts(objective)
+    if best is None:  # no time for one pass: the predictor's partition as it is
+        seconds["total"] = time.perf_counter() - start
+        return Partition(raw, int(arch.P), _METHODS[(objective, bool(sparse))], seconds)
+    result = best[0]
     if objective == "elt":
         # second start: the Vol variant's result (same predictor, starts, seed, restarts),
         # refined for MaxElTime inside the pair set of the start it came from; the better
         # of the two is kept, so ElT ends at or below Vol on MaxElTime
-        vol, vol_start = best_over_starts("vol")
-        from_vol = run(vol.part, "elt", vol_start)
-        if from_vol.max_values[-1] < result.max_values[-1]:
+        vol = best_over_starts("vol")
+        from_vol = None if vol is None else run(vol[0].part, "elt", vol[1])
+        if from_vol is not None and from_vol.max_values[-1] < result.max_values[-1]:
             result = from_vol
     seconds["total"] = time.perf_counter() - start
     return Partition(result.part, int(arch.P), _METHODS[(objective, bool(sparse))], seconds)
+
+
+def first_pass_seconds(mesh, part: np.ndarray) -> float:
+    """Estimated seconds of one corrector pass over ``part``'s boundary: the set-up and
+    the pass, :data:`PASS_SECONDS_PER_ARC` per arc at a boundary vertex each.  O(m)."""
+    xadj = np.asarray(mesh.graph.indptr)
+    rows = np.repeat(np.arange(mesh.n), np.diff(xadj))
+    boundary = np.unique(rows[part[rows] != part[mesh.graph.indices]])
+    return 2 * PASS_SECONDS_PER_ARC * float(np.diff(xadj)[boundary].sum())
 
 
 def multistart_refine(mesh, arch, part: np.ndarray, *, objective: str, sparse: bool,
@@ -404,11 +437,12 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
 
     ``on_pass(k, part, comm_cost, weights)`` is called after pass k with the
     incrementally maintained per-part CommCost and weights (copies), before they are
-    rebuilt from scratch — a hook for checking the bookkeeping.  No pass starts after
-    ``time_limit`` seconds from the call (a pass takes well under a second per 10^5
-    boundary vertices).  ``allowed`` (sparse only): the partition whose communicating
-    pairs are allowed (the predictor's when ``part`` is already a refinement of it);
-    default ``part`` itself.  Every pair of ``part`` must be among them.
+    rebuilt from scratch — a hook for checking the bookkeeping.  With ``time_limit``
+    (seconds from the call) a pass starts only if it can end within it: as long as the
+    previous pass took, the first :data:`PASS_SECONDS_PER_ARC` per arc at the boundary.
+    ``allowed`` (sparse only): the partition whose communicating pairs are allowed
+    (the predictor's when ``part`` is already a refinement of it); default ``part``
+    itself.  Every pair of ``part`` must be among them.
     """
     if objective not in ("vol", "elt"):
         raise PartitionError(f"objective must be 'vol' or 'elt', not {objective!r}")
@@ -460,11 +494,18 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
     moves: list[int] = []
     max_values = [max_value()]
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(xadj))
+    last_pass = None
     for k in range(max_passes):
-        if time_limit is not None and time.perf_counter() - t0 >= time_limit:
-            break
         cut = part[rows] != part[adjncy]
         boundary = np.unique(rows[cut])
+        if time_limit is not None:
+            # a pass starts only if it can end in time: as long as the previous one,
+            # or (the first) PASS_SECONDS_PER_ARC per arc at the boundary
+            need = (last_pass if last_pass is not None else
+                    PASS_SECONDS_PER_ARC * float(np.diff(xadj)[boundary].sum()))
+            if time.perf_counter() - t0 + need > time_limit:
+                break
+        started = time.perf_counter()
         order = _chunked_permutation(boundary, rng)
         count = refine_pass(xadj, adjncy, vw, cs, part, wstar, int(elt), *table,
                             upper, lower, order, nslot, slot_part, slot_cnt, W, Fc, _RTOL)
@@ -474,6 +515,7 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
         # from scratch again: rounding of the incremental sums does not accumulate
         W = np.bincount(part, weights=vw, minlength=P).astype(np.float64)
         init_state(xadj, adjncy, cs, part, *table, nslot, slot_part, slot_cnt, Fc)
+        last_pass = time.perf_counter() - started
         max_values.append(max_value())
         if count == 0 or _stalled(max_values):
             break
