@@ -219,7 +219,8 @@ def _iterate(graph: CommGraph, machine: Machine, best: MappingResult,
         depth = search_depth(graph, depth, max(1000, int(_BALL_ARCS_PER_SECOND * time_limit)),
                              seed=seed)
     if progress:
-        progress(f"iterated local search ({recipe.rounds} rounds at most)")
+        progress(f"iterated local search (up to {recipe.rounds} rounds, stopped earlier by "
+                 f"its work bound or {presets.STRONG_PATIENCE} idle rounds)")
     pe = best.mapping.copy()
     patch = int(min(presets.PATCH_MAX, max(presets.PATCH_MIN, presets.PATCH_SHARE * graph.n)))
     stats = search.iterated_local_search(
