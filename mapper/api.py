@@ -390,6 +390,7 @@ def _polished(graph: CommGraph, machine: Machine, polish: str, seed: int,
                      start_from=first.mapping)
     return MappingResult(more.mapping, more.objective, more.traffic,
                          first.seconds + more.seconds, algorithm, seed, more.hit_time_limit,
+                         notes=tuple(dict.fromkeys(first.notes + more.notes)),
                          phases={k: first.phases.get(k, 0.0) + more.phases.get(k, 0.0)
                                  for k in set(first.phases) | set(more.phases)})
 
