@@ -17,7 +17,9 @@ tolerance of the large side alone can swallow the small side: METIS and KaHIP le
 gets at least as many vertices as it has blocks to make (so no block ends empty).
 
 Complexity per repair round: O(Σ deg) over the vertices of overloaded sides plus a
-sort of them; rounds are few because the backends are close to balanced.
+sort of them, per fill round the same over the short sides' members and their
+neighbours; rounds are few because the backends are close to balanced (an empty side
+grows by one layer of its region per round).
 
 References
 ----------
@@ -131,12 +133,15 @@ def _fill_round(adj, w, part, load, lower, bounds, short, tol) -> bool:
     dst = int(np.argmax(np.where(short, lower - load, -np.inf)))
     # one seed only: the next rounds grow it through its own neighbours, layer by
     # layer, into one region instead of scattered vertices
-    order = np.argsort(own, kind="stable")
-    for v in cand[order]:
-        if _fills(adj, w, part, load, lower, bounds, tol, np.array([v]), np.array([dst]),
-                  np.zeros(1)):
-            return True
-    return False
+    fits = ((load[src] - w[cand] >= lower[src] - tol)
+            & (load[dst] + w[cand] <= bounds[dst] + tol))
+    if not fits.any():
+        return False
+    v = cand[fits][int(np.argmin(own[fits]))]
+    part[v] = dst
+    load[src] -= w[v]
+    load[dst] += w[v]
+    return True
 
 
 def _fills(adj, w, part, load, lower, bounds, tol, cand, dst, gain) -> bool:
