@@ -98,3 +98,26 @@ def test_interleaved_cg_topdown_keeps_the_node_groups_itself():
     theirs = uplink_loads(graph, layout.hierarchy, block, levels)
     assert raised_uplink(mine, theirs) is None
     assert mine[1].volume < theirs[1].volume
+
+
+def test_the_regrouping_comes_before_the_polish_and_sets_its_bar(monkeypatch):
+    # with the algorithm's result refused, the regrouped baseline is what can win: it is
+    # computed first (a 2^20-rank job's budget used to run out in the polish, leaving
+    # block's placement), and the polish must then beat its J to matter
+    from mapper import api
+
+    bars = []
+    real = api._polished
+
+    def spy(graph, machine, polish, seed, baseline, base_objective, bar, left, progress):
+        bars.append(bar)
+        return real(graph, machine, polish, seed, baseline, base_objective, bar, left,
+                    progress)
+
+    monkeypatch.setattr(api, "_polished", spy)
+    layout = _layout(INTERLEAVED)
+    plan = make_plan(layout, generate("npb-cg", 128), algorithm="random+n10", time_limit=10,
+                     files=("machinefile",))
+    result = plan.result
+    assert "random+n10" in result.rejected and result.origin == "baseline regrouped"
+    assert bars[-1] == result.candidates["baseline regrouped"]
