@@ -137,10 +137,7 @@ def _fill_round(adj, w, part, load, lower, bounds, short, tol) -> bool:
             & (load[dst] + w[cand] <= bounds[dst] + tol))
     if not fits.any():
         return False
-    v = cand[fits][int(np.argmin(own[fits]))]
-    part[v] = dst
-    load[src] -= w[v]
-    load[dst] += w[v]
+    _move(adj, w, part, load, cand[fits][int(np.argmin(own[fits]))], dst)
     return True
 
 
@@ -156,12 +153,19 @@ def _fills(adj, w, part, load, lower, bounds, tol, cand, dst, gain) -> bool:
         if (dirty[v] or s == d or load[d] >= lower[d] - tol
                 or load[d] + w[v] > bounds[d] + tol or load[s] - w[v] < lower[s] - tol):
             continue
-        part[v] = d
-        load[s] -= w[v]
-        load[d] += w[v]
-        dirty[adj.indices[adj.indptr[v]:adj.indptr[v + 1]]] = True
+        _move(adj, w, part, load, v, d, dirty)
         moved = True
     return moved
+
+
+def _move(adj, w, part, load, v, dst, dirty=None) -> None:
+    """Vertex ``v`` to side ``dst``, the loads updated; its neighbours marked ``dirty``
+    (their gains are stale until the next round)."""
+    load[part[v]] -= w[v]
+    load[dst] += w[v]
+    part[v] = dst
+    if dirty is not None:
+        dirty[adj.indices[adj.indptr[v]:adj.indptr[v + 1]]] = True
 
 
 def _accepts(load_dst, wv, bound_dst, target_dst, excess_src, tol):
@@ -230,10 +234,7 @@ def _moves(adj, w, part, load, targets, bounds, tol, cand, target, gain) -> bool
         if excess <= tol or dst == src or not _accepts(load[dst], w[v], bounds[dst],
                                                        targets[dst], excess, tol):
             continue
-        part[v] = dst
-        load[src] -= w[v]
-        load[dst] += w[v]
-        dirty[adj.indices[adj.indptr[v]:adj.indptr[v + 1]]] = True
+        _move(adj, w, part, load, v, dst, dirty)
         moved = True
         if load[src] <= bounds[src] + tol:
             n_over -= 1
