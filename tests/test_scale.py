@@ -93,11 +93,10 @@ def _polish_runs(monkeypatch):
     return runs
 
 
-def test_a_polish_that_cannot_reach_the_algorithm_stops_after_its_probe(monkeypatch):
-    """From a shuffled placement of a 3D stencil the polish's first slice gains a few
-    percent while the algorithm (the identity, the stencil's own order) is about 90 %
-    below: it stops there instead of spending its whole budget."""
-    from mapper import Hierarchy, api, map_processes
+def _polish_case(monkeypatch):
+    """A 3D stencil of 2^14 ranks from a shuffled baseline, a 0.2 s polish budget
+    probed for 2 % of it, and the spy on the polish's runs."""
+    from mapper import Hierarchy, api
     from slurm_plugin.profiles.generators import generate
 
     graph = generate("stencil3d", 1 << 14)
@@ -105,7 +104,16 @@ def test_a_polish_that_cannot_reach_the_algorithm_stops_after_its_probe(monkeypa
     shuffled = np.random.default_rng(1).permutation(graph.n)
     monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.2)
     monkeypatch.setattr(api, "_POLISH_PROBE", 0.02)
-    runs = _polish_runs(monkeypatch)
+    return graph, machine, shuffled, _polish_runs(monkeypatch)
+
+
+def test_a_polish_that_cannot_reach_the_algorithm_stops_after_its_probe(monkeypatch):
+    """From a shuffled placement of a 3D stencil the polish's first slice gains a few
+    percent while the algorithm (the identity, the stencil's own order) is about 90 %
+    below: it stops there instead of spending its whole budget."""
+    from mapper import map_processes
+
+    graph, machine, shuffled, runs = _polish_case(monkeypatch)
     result = map_processes(graph, machine, "identity", time_limit=600, baseline=shuffled)
     assert result.origin == "algorithm"
     assert len(runs) == 1 and runs[0][1].hit_time_limit  # the probe only, not converged
@@ -116,16 +124,10 @@ def test_a_polish_that_cannot_reach_the_algorithm_stops_after_its_probe(monkeypa
 def test_a_polish_that_could_win_goes_on_after_its_probe(monkeypatch):
     """Against a random placement the polish of a shuffled one could win: it goes on
     from where its probe stopped."""
-    from mapper import Hierarchy, api, map_processes
+    from mapper import map_processes
     from mapper.objective import objective
-    from slurm_plugin.profiles.generators import generate
 
-    graph = generate("stencil3d", 1 << 14)
-    machine = Hierarchy.parse("16:2:16:16:2", "1:2:10:100:1000")
-    shuffled = np.random.default_rng(1).permutation(graph.n)
-    monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.2)
-    monkeypatch.setattr(api, "_POLISH_PROBE", 0.02)
-    runs = _polish_runs(monkeypatch)
+    graph, machine, shuffled, runs = _polish_case(monkeypatch)
     result = map_processes(graph, machine, "random", seed=2, time_limit=600,
                            baseline=shuffled)
     assert result.candidates["random"] < result.candidates["baseline"]  # a bar to beat
