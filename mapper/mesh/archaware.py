@@ -259,12 +259,22 @@ def archaware_partition(mesh, arch, *, objective: str = "vol", sparse: bool = Tr
 
 
 def first_pass_seconds(mesh, part: np.ndarray) -> float:
-    """Estimated seconds of one corrector pass over ``part``'s boundary: the set-up and
-    the pass, :data:`PASS_SECONDS_PER_ARC` per arc at a boundary vertex each.  O(m)."""
+    """Estimated seconds of a corrector run's set-up and first pass over ``part``'s
+    boundary: :func:`_pass_seconds` each.  O(m)."""
     xadj = np.asarray(mesh.graph.indptr)
     rows = np.repeat(np.arange(mesh.n), np.diff(xadj))
-    boundary = np.unique(rows[part[rows] != part[mesh.graph.indices]])
-    return 2 * PASS_SECONDS_PER_ARC * float(np.diff(xadj)[boundary].sum())
+    return 2 * _pass_seconds(xadj, _boundary(rows, mesh.graph.indices, part))
+
+
+def _boundary(rows: np.ndarray, adjncy: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """The vertices with a neighbour in another part (``rows``: each arc's source)."""
+    return np.unique(rows[part[rows] != part[adjncy]])
+
+
+def _pass_seconds(xadj: np.ndarray, boundary: np.ndarray) -> float:
+    """Estimated seconds of one corrector pass: :data:`PASS_SECONDS_PER_ARC` per arc of
+    the boundary vertices."""
+    return PASS_SECONDS_PER_ARC * float(np.diff(xadj)[boundary].sum())
 
 
 def multistart_refine(mesh, arch, part: np.ndarray, *, objective: str, sparse: bool,
@@ -496,13 +506,11 @@ def refine_partition(mesh, arch, part: np.ndarray, *, objective: str, sparse: bo
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(xadj))
     last_pass = None
     for k in range(max_passes):
-        cut = part[rows] != part[adjncy]
-        boundary = np.unique(rows[cut])
+        boundary = _boundary(rows, adjncy, part)
         if time_limit is not None:
             # a pass starts only if it can end in time: as long as the previous one,
-            # or (the first) PASS_SECONDS_PER_ARC per arc at the boundary
-            need = (last_pass if last_pass is not None else
-                    PASS_SECONDS_PER_ARC * float(np.diff(xadj)[boundary].sum()))
+            # or (the first) the estimate from its boundary
+            need = last_pass if last_pass is not None else _pass_seconds(xadj, boundary)
             if time.perf_counter() - t0 + need > time_limit:
                 break
         started = time.perf_counter()
