@@ -317,14 +317,11 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
         return (f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its "
                 f"busiest {raised.name} link carries {ratio} the baseline's busiest")
 
-    def verdict(cand: MappingResult | None) -> str | None:
-        """None when ``cand`` may replace the baseline, else why not ("" for no
-        lower J)."""
-        if cand is None or cand.objective >= base_eval.objective - tol:
-            return ""
-        return refusal(cand)
+    def lower(cand: MappingResult | None) -> bool:
+        return cand is not None and cand.objective < base_eval.objective - tol
 
-    refused = {id(best): verdict(best)}
+    # why a candidate with a lower J may not replace the baseline (None: it may)
+    refused = {algorithm: refusal(best) if lower(best) else None}
     # the regrouping first: cheap (the node quotient), and it is what wins when the
     # algorithm's own result is refused or was cut short by the time limit
     regrouped = None
@@ -334,10 +331,11 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                                else time_limit - (time.perf_counter() - start))
         if regrouped is not None:
             candidates["baseline regrouped"] = regrouped.objective
-            refused[id(regrouped)] = verdict(regrouped)
+            refused["baseline regrouped"] = refusal(regrouped) if lower(regrouped) else None
     # the J a polished baseline must beat to matter: the best of those that may win
-    admissible = [c.objective for c in (best, regrouped)
-                  if c is not None and refused[id(c)] is None]
+    admissible = [c.objective for c, key in ((best, algorithm),
+                                             (regrouped, "baseline regrouped"))
+                  if lower(c) and refused[key] is None]
     bar = min(admissible) if admissible else None
     used = time.perf_counter() - start
     left = None
@@ -348,7 +346,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
         polished = _polished(graph, machine, polish, seed, baseline, base_eval.objective,
                              bar, left, progress)
         candidates[f"baseline+{polish}"] = polished.objective
-        refused[id(polished)] = verdict(polished)
+        refused[f"baseline+{polish}"] = refusal(polished) if lower(polished) else None
     winner, origin = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
                                    0.0, "baseline", seed), "baseline"
     rejected: dict[str, str] = {}
@@ -356,11 +354,10 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     for cand, name, key in ((best, "algorithm", algorithm),
                             (polished, f"baseline+{polish}", f"baseline+{polish}"),
                             (regrouped, "baseline regrouped", "baseline regrouped")):
-        if cand is None or refused[id(cand)] == "":
+        if not lower(cand):
             continue
-        why = refused[id(cand)]
-        if why is not None:
-            rejected[key] = why
+        if refused[key] is not None:
+            rejected[key] = refused[key]
             continue
         if cand.objective < winner.objective - tol:
             winner, origin = cand, name
