@@ -110,7 +110,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     start = time.perf_counter()
     recipe = presets.preset(algorithm) if is_preset(algorithm) else None
     base = algorithm
-    runs = [(i, 1) for i in range(attempts)]
+    runs = [(i, 1, True) for i in range(attempts)]
     if recipe is not None:
         base = recipe.algorithm_for(isinstance(machine, Hierarchy))
         runs = recipe.runs()
@@ -127,14 +127,15 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                min(0.5 * time_limit, evals * graph.m * _EVAL_SECONDS_PER_EDGE))
     best: MappingResult | None = None
     phases = dict.fromkeys(PHASES, 0.0)
-    for i, tries in runs:
+    for i, tries, refine in runs:
         left = (None if time_limit is None
                 else time_limit - reserve - (time.perf_counter() - start))
         if best is not None and left is not None and left <= 0:
             break
         if baseline is not None and left is not None:
             left *= _ALGORITHM_SHARE  # keep time for polishing the baseline
-        r = _map_once(graph, machine, base, seed + i, left, progress, partition_tries=tries)
+        r = _map_once(graph, machine, base, seed + i, left, progress, partition_tries=tries,
+                      refine_splits=refine)
         for name, seconds in r.phases.items():
             phases[name] += seconds
         if best is None or r.objective < best.objective:
@@ -481,7 +482,7 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
               time_limit: float | None,
               progress: Callable[[str], None] | None = None,
               start_from: np.ndarray | None = None,
-              partition_tries: int = 1) -> MappingResult:
+              partition_tries: int = 1, refine_splits: bool = True) -> MappingResult:
     spec = AlgorithmSpec.parse(algorithm)
     report = progress or (lambda phase: None)
     _check_inputs(graph, machine, spec)
@@ -523,6 +524,7 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
                  else construction.bottom_up)
         pe = build(graph, machine, seed, remaining(),
                    partitioner=partial(balanced_partition, tries=partition_tries,
+                                       refine=refine_splits,
                                        whole=_partitioned_size(graph)))
     pe = np.ascontiguousarray(pe, dtype=np.int64)
     constructed = time.perf_counter()

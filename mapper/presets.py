@@ -98,9 +98,12 @@ class Preset:
     #: work bound of the 3-cycle and ejection-chain passes, in units per element of
     #: the graph (mapper.search.cycles)
     cycle_work: float = 0.0
+    #: swap-refine every split's blocks (mapper.partition.refine_cut); without it the
+    #: N_C^10 search after Top-Down does that work (see ``fast`` in the module docstring)
+    refine_splits: bool = True
 
-    def runs(self) -> list[tuple[int, int]]:
-        """(seed offset, METIS runs per split) of every start: the starts of every
+    def runs(self) -> list[tuple[int, int, bool]]:
+        """(seed offset, METIS runs per split, refine the splits) of every start: the starts of every
         preset up to this one in the table, so ``strong`` is never worse than ``eco`` and
         ``eco`` never worse than ``fast`` on the same seed (the later stages only accept
         improvements); the cheaper presets' starts cost a fraction of its own."""
@@ -111,8 +114,8 @@ class Preset:
                 return out
         raise KeyError(self.name)
 
-    def own_runs(self) -> list[tuple[int, int]]:
-        return [(i, self.partition_tries) for i in range(self.starts)]
+    def own_runs(self) -> list[tuple[int, int, bool]]:
+        return [(i, self.partition_tries, self.refine_splits) for i in range(self.starts)]
 
     def algorithm_for(self, tree: bool) -> str:
         """The base algorithm on a switch tree (``tree``) or a hop-matrix machine."""
@@ -123,6 +126,8 @@ class Preset:
         parts = [base if self.starts == 1 else f"best of {self.starts} starts of {base}"]
         if self.partition_tries > 1:
             parts[0] += f" (best of {self.partition_tries} METIS runs per split)"
+        if not self.refine_splits and tree:
+            parts[0] += " (splits not swap-refined: N_C^10 follows)"
         if self.cycles:
             parts.append("then 3-cycles and ejection chains")
         if self.rounds:
@@ -132,7 +137,7 @@ class Preset:
 
 
 _TABLE = {
-    "fast": Preset("fast", "topdown+n10", "ohtma+n10", 1, 0),
+    "fast": Preset("fast", "topdown+n10", "ohtma+n10", 1, 0, refine_splits=False),
     "eco": Preset("eco", "topdown+n10", "ohtma+n10", ECO_STARTS, 0,
                   partition_tries=ECO_PARTITION_TRIES),
     "strong": Preset("strong", "topdown+n10", "ohtma+n10", STRONG_STARTS, STRONG_ROUNDS,

@@ -190,7 +190,8 @@ def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
         monkeypatch.setattr(partition, "_LEVEL_WORK", level_work)
 
 
-def test_the_vertex_order_is_a_candidate_split():
+@pytest.mark.parametrize("refine", [True, False])
+def test_the_vertex_order_is_a_candidate_split(refine):
     # a ring numbered around: consecutive blocks cut k edges, the fewest possible;
     # an NPB-CG process grid in rank order: consecutive blocks are its rows of nodes
     ring = path_graph(96).tolil()
@@ -200,6 +201,6 @@ def test_the_vertex_order_is_a_candidate_split():
                        (csr(generate("npb-cg", 128)), np.array([40, 24, 64]))):
         in_order = np.repeat(np.arange(len(sizes)), sizes)
         for seed in range(4):
-            part = balanced_partition(adj, sizes, seed)
+            part = balanced_partition(adj, sizes, seed, refine=refine)
             assert np.array_equal(np.bincount(part, minlength=len(sizes)), sizes)
             assert cut_weight(adj, part) <= cut_weight(adj, in_order)

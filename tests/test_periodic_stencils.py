@@ -90,10 +90,14 @@ def test_box_tiling_by_hand():
     assert block == 148224  # the issue's block J: 1 x 4 x 4 nodes cut 320
 
 
+@pytest.mark.parametrize("algorithm", ["topdown+n10", "fast"])
 @pytest.mark.parametrize("periodic", [True, False], ids=["torus", "open"])
 @pytest.mark.parametrize("machine_name, dims", CASES,
                          ids=[f"{'x'.join(map(str, d))}-{m}" for m, d in CASES])
-def test_topdown_n10_beats_block_unless_block_is_optimal(machine_name, dims, periodic):
+def test_topdown_n10_beats_block_unless_block_is_optimal(machine_name, dims, periodic,
+                                                         algorithm):
+    """Also for ``fast``, whose Top-Down splits are not swap-refined (eco and strong
+    run ``fast``'s start too and keep only improvements)."""
     tree, fanouts = MACHINES[machine_name]
     machine = Hierarchy.from_tree(tree, DISTANCES)
     n = machine.n
@@ -106,7 +110,7 @@ def test_topdown_n10_beats_block_unless_block_is_optimal(machine_name, dims, per
         return objective(u, v, w, gid[pe], DISTANCES)
 
     block = j_of(np.arange(n))
-    result = map_processes(graph, machine, "topdown+n10", seed=0)
+    result = map_processes(graph, machine, algorithm, seed=0)
     ours = j_of(result.mapping)
     assert ours == pytest.approx(result.objective)
     # evidence that block is not optimal: a placement built without Top-Down

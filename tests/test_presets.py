@@ -105,7 +105,9 @@ def test_more_work_never_hurts_and_strong_beats_fast_on_a_rugged_instance():
     # improvements: the order is guaranteed
     assert res["strong"].objective <= res["eco"].objective <= res["fast"].objective
     assert res["strong"].objective < res["fast"].objective
-    assert res["fast"].objective == map_processes(g, h, "topdown+n10", seed=0).objective
+    # fast is Top-Down (splits not swap-refined) + N_C^10, and says so
+    assert res["fast"].notes[0] == ("preset fast: topdown+n10 (splits not swap-refined: "
+                                    "N_C^10 follows)")
 
 
 def test_iterated_local_search_never_worsens_and_reports_its_gain():
@@ -291,3 +293,27 @@ def test_only_strong_runs_the_moves_beyond_two_swaps_with_its_work_bound(monkeyp
     result = map_processes(graph, machine, name, seed=1)
     assert sorted(result.mapping.tolist()) == list(range(256))
     assert calls == ([STRONG_CYCLE_WORK] if name == "strong" else [])
+
+
+@pytest.mark.parametrize("name", ["fast", "eco"])
+def test_only_the_presets_after_fast_swap_refine_their_splits(monkeypatch, name):
+    """``fast`` leaves each Top-Down split as METIS + repair made it (its N_C^10 does
+    the swaps, with the machine's distances); ``eco`` refines its own starts' splits and
+    runs ``fast``'s start as well, so it is never worse than ``fast``."""
+    import mapper.partition
+
+    calls = []
+    real = mapper.partition.refine_cut
+
+    def spy(*args, **kwargs):
+        calls.append(len(args[1]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mapper.partition, "refine_cut", spy)
+    graph = generate("stencil3d:8x8x4", 256)
+    machine = Hierarchy.parse("4:8:8", "1:10:100")
+    result = map_processes(graph, machine, name, seed=1)
+    assert sorted(result.mapping.tolist()) == list(range(256))
+    assert (len(calls) > 0) == (name != "fast")
+    fast = map_processes(graph, machine, "fast", seed=1)
+    assert result.objective <= fast.objective + 1e-9
