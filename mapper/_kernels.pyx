@@ -27,7 +27,8 @@ inner loops fast:
   GreedyAllC);
 * ``ohtma_greedy``, ``ohtma_exchange`` -- :mod:`mapper.construction.ohtma` (Li et al.'s
   greedy and its locked best-pair exchange pass);
-* ``swap_delta`` -- the same gain, exposed for the tests.
+* ``swap_delta`` -- the same gain, exposed for the tests;
+* ``induced_rows`` -- :func:`mapper.construction.topdown.induced_subgraph`.
 """
 
 import numpy as np
@@ -674,3 +675,41 @@ def ohtma_exchange(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     ARG[x] = CA[x]
                     DIRTY[x] = 0
     return pairs[:steps].copy(), gains[:steps].copy(), bool(timed_out)
+
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+
+def induced_rows(const index_t[::1] indptr, const index_t[::1] indices,
+                 const double[::1] data, const int64_t[::1] ranks, int64_t[::1] local):
+    """CSR arrays of the subgraph induced by ``ranks`` -- the loops of
+    :func:`mapper.construction.topdown.induced_subgraph` (documented there).
+    ``local`` holds -1 on entry and on return."""
+    cdef Py_ssize_t k = ranks.shape[0], i, e, total = 0
+    cdef int64_t c, r
+    for i in range(k):
+        local[ranks[i]] = i
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] out_ptr = np.empty(k + 1, dtype=np.int64)
+    out_ptr[0] = 0
+    for i in range(k):
+        r = ranks[i]
+        for e in range(indptr[r], indptr[r + 1]):
+            if local[indices[e]] >= 0:
+                total += 1
+        out_ptr[i + 1] = total
+    cdef cnp.ndarray[int32_t, ndim=1, mode="c"] out_idx = np.empty(total, dtype=np.int32)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out_w = np.empty(total, dtype=np.float64)
+    total = 0
+    for i in range(k):
+        r = ranks[i]
+        for e in range(indptr[r], indptr[r + 1]):
+            c = local[indices[e]]
+            if c >= 0:
+                out_idx[total] = <int32_t>c
+                out_w[total] = data[e]
+                total += 1
+    for i in range(k):
+        local[ranks[i]] = -1
+    return out_ptr, out_idx, out_w

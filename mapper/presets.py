@@ -103,8 +103,9 @@ class Preset:
     refine_splits: bool = True
 
     def runs(self) -> list[tuple[int, int, bool]]:
-        """(seed offset, METIS runs per split, refine the splits) of every start: the starts of every
-        preset up to this one in the table, so ``strong`` is never worse than ``eco`` and
+        """(seed offset, METIS runs per split, refine the splits) of every start: the
+        starts of every preset up to this one in the table, so ``strong`` is never worse
+        than ``eco`` and
         ``eco`` never worse than ``fast`` on the same seed (the later stages only accept
         improvements); the cheaper presets' starts cost a fraction of its own."""
         out: list[tuple[int, int]] = []
