@@ -105,10 +105,10 @@ class Preset:
     def runs(self) -> list[tuple[int, int, bool]]:
         """(seed offset, METIS runs per split, refine the splits) of every start: the
         starts of every preset up to this one in the table, so ``strong`` is never worse
-        than ``eco`` and
-        ``eco`` never worse than ``fast`` on the same seed (the later stages only accept
-        improvements); the cheaper presets' starts cost a fraction of its own."""
-        out: list[tuple[int, int]] = []
+        than ``eco`` and ``eco`` never worse than ``fast`` on the same seed (the later
+        stages only accept improvements); the cheaper presets' starts cost a fraction of
+        its own."""
+        out: list[tuple[int, int, bool]] = []
         for recipe in _TABLE.values():
             out += [run for run in recipe.own_runs() if run not in out]
             if recipe.name == self.name:
