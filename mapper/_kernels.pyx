@@ -28,7 +28,8 @@ inner loops fast:
 * ``ohtma_greedy``, ``ohtma_exchange`` -- :mod:`mapper.construction.ohtma` (Li et al.'s
   greedy and its locked best-pair exchange pass);
 * ``swap_delta`` -- the same gain, exposed for the tests;
-* ``induced_rows`` -- :func:`mapper.construction.topdown.induced_subgraph`.
+* ``induced_rows`` -- :func:`mapper.construction.topdown.induced_subgraph`;
+* ``cut_of`` -- :func:`mapper.partition.cut_weight`.
 """
 
 import numpy as np
@@ -713,3 +714,16 @@ def induced_rows(const index_t[::1] indptr, const index_t[::1] indices,
     for i in range(k):
         local[ranks[i]] = -1
     return out_ptr, out_idx, out_w
+
+
+def cut_of(const index_t[::1] indptr, const index_t[::1] indices, const double[::1] data,
+           const int64_t[::1] part):
+    """Weight of the arcs between blocks, each undirected edge once -- the loop of
+    :func:`mapper.partition.cut_weight`."""
+    cdef Py_ssize_t n = part.shape[0], u, e
+    cdef double total = 0.0
+    for u in range(n):
+        for e in range(indptr[u], indptr[u + 1]):
+            if part[indices[e]] != part[u]:
+                total += data[e]
+    return total / 2.0
