@@ -87,6 +87,12 @@ class Layout:
         return np.array([index[s.host] for s in self.slots], dtype=np.int64)
 
     @cached_property
+    def pe_host_lines(self) -> list[str]:
+        """Per PE, its host name and a newline: one line of a machinefile (computed once:
+        the machinefile and the SLURM_HOSTFILE are both made of them)."""
+        return [s.host + "\n" for s in self.slots]
+
+    @cached_property
     def pe_socket(self) -> np.ndarray:
         """Per PE, its socket (int64)."""
         return np.array([s.socket for s in self.slots], dtype=np.int64)

@@ -108,8 +108,7 @@ def _per_rank(layout: Layout, mapping: np.ndarray, per_pe: list[str]) -> list[st
 
 
 def _host_lines(layout: Layout, mapping: np.ndarray) -> str:
-    hosts = [s.host for s in layout.slots]
-    return "".join(h + "\n" for h in _per_rank(layout, mapping, hosts))
+    return "".join(_per_rank(layout, mapping, layout.pe_host_lines))
 
 
 def render_rankfile(layout: Layout, mapping: np.ndarray, templates_dir: str | None = None,
