@@ -170,3 +170,25 @@ def test_cut_weight_equals_the_cut_counted_from_the_edge_list(n):
     wide.indptr = wide.indptr.astype(np.int64)
     wide.indices = wide.indices.astype(np.int64)
     assert cut_weight(wide, part) == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("n, density", [(3000, 0.003), (300, 0.5)])
+def test_the_search_renumbering_equals_scipys_selection(n, density):
+    """The compiled renumbering (the N_C^d search above 4096 ranks) gives scipy's
+    ``a[rank_at][:, rank_at]`` with sorted indices: short rows (insertion sort) and
+    wide ones (qsort)."""
+    from mapper._kernels import renumbered_csr
+
+    from mapper import CommGraph
+
+    a = sp.random(n, n, density=density, random_state=n, format="csr")
+    a = sp.triu(a + a.T, k=1)
+    graph = CommGraph.from_matrix((a + a.T).tocsr())
+    pe = np.random.default_rng(n).permutation(n).astype(np.int64)
+    rank_at = np.empty_like(pe)
+    rank_at[pe] = np.arange(n)
+    want = graph.to_csr()[rank_at][:, rank_at].tocsr()
+    want.sort_indices()
+    got = renumbered_csr(graph.indptr, graph.indices, graph.weights, rank_at, pe)
+    for field, mine in zip(("indptr", "indices", "data"), got, strict=True):
+        assert np.array_equal(getattr(want, field), mine), field

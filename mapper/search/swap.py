@@ -71,10 +71,9 @@ def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: SearchMode, pa
     if graph.n > _RENUMBER_ABOVE:
         rank_at = np.empty_like(pe)
         rank_at[pe] = np.arange(len(pe))  # new id i = the rank on PE i
-        a = graph.to_csr()[rank_at][:, rank_at].tocsr()
-        a.sort_indices()
-        indptr, indices, weights = (a.indptr.astype(np.int64), a.indices.astype(np.int32),
-                                    a.data.astype(np.float64))
+        # compiled: scipy's row and column selection plus sort took 0.35 s at 2^20
+        indptr, indices, weights = _kernels.renumbered_csr(
+            graph.indptr, graph.indices, graph.weights, rank_at, pe)
         work = np.arange(len(pe), dtype=np.int64)
     else:
         indptr, indices, weights, work = graph.indptr, graph.indices, graph.weights, pe
