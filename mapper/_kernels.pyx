@@ -30,7 +30,9 @@ inner loops fast:
 * ``swap_delta`` -- the same gain, exposed for the tests;
 * ``induced_rows`` -- :func:`mapper.construction.topdown.induced_subgraph`;
 * ``cut_of`` -- :func:`mapper.partition.cut_weight`;
-* ``renumbered_csr`` -- the PE-order renumbering of :func:`mapper.search.swap.run`.
+* ``renumbered_csr`` -- the PE-order renumbering of :func:`mapper.search.swap.run`;
+* ``level_volumes``, ``group_cuts`` -- :func:`mapper.objective.evaluate` and
+  :func:`mapper.congestion.uplink_loads` on a hierarchy.
 """
 
 import numpy as np
@@ -796,3 +798,59 @@ def renumbered_csr(const int64_t[::1] indptr, const int32_t[::1] indices,
     finally:
         free(buf)
     return out_ptr, out_idx, out_w
+
+
+def level_volumes(const int64_t[::1] indptr, const int32_t[::1] indices,
+                  const double[::1] weights, const int64_t[::1] pi,
+                  const int32_t[:, ::1] gid):
+    """Volume per hierarchy level of the mapping ``pi`` (rank → PE), each undirected
+    edge once at the innermost level whose group holds both ends -- the loop of
+    :func:`mapper.objective.evaluate`.  Edges are summed in the order of
+    ``CommGraph.edges`` (u < v, row by row), as ``np.bincount`` there did, so the
+    volumes are the same to the last bit.  O(m · levels)."""
+    cdef Py_ssize_t n = pi.shape[0], k = gid.shape[1], u, e, i, lev
+    cdef int64_t v, pu, pv
+    cdef cnp.ndarray[double, ndim=1, mode="c"] vol = np.zeros(k, dtype=np.float64)
+    cdef double* V = &vol[0]
+    with nogil:
+        for u in range(n):
+            pu = pi[u]
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if v <= u:
+                    continue
+                pv = pi[v]
+                lev = k - 1
+                for i in range(k - 1):
+                    if gid[pu, i] == gid[pv, i]:
+                        lev = i
+                        break
+                V[lev] += weights[e]
+    return vol
+
+
+def group_cuts(const int64_t[::1] indptr, const int32_t[::1] indices,
+               const double[::1] weights, const int64_t[::1] pi,
+               const int32_t[:, ::1] gid, Py_ssize_t level, Py_ssize_t groups):
+    """Per level-``level`` group, the volume of the edges that leave it under ``pi`` --
+    the loop of :func:`mapper.congestion.uplink_loads`, summed in its order (the
+    u-side and v-side sums apart, then added, as its two ``np.bincount``)."""
+    cdef Py_ssize_t n = pi.shape[0], u, e
+    cdef int64_t v
+    cdef int32_t gu, gv
+    cdef cnp.ndarray[double, ndim=1, mode="c"] a = np.zeros(groups, dtype=np.float64)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] b = np.zeros(groups, dtype=np.float64)
+    cdef double* A = &a[0]
+    cdef double* B = &b[0]
+    with nogil:
+        for u in range(n):
+            gu = gid[pi[u], level]
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if v <= u:
+                    continue
+                gv = gid[pi[v], level]
+                if gu != gv:
+                    A[gu] += weights[e]
+                    B[gv] += weights[e]
+    return a + b

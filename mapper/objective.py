@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _kernels
 from .errors import RankmapError
 from .graph import CommGraph
 from .machine import Hierarchy, Machine
@@ -75,18 +76,19 @@ def objective(graph: CommGraph, machine: Machine, mapping: np.ndarray) -> float:
 def evaluate(graph: CommGraph, machine: Machine, mapping: np.ndarray) -> Evaluation:
     """J and per-level traffic of a mapping, after checking it is a bijection."""
     pi = check_mapping(mapping, machine.n, graph.n)
-    u, v, w = graph.edges()
-    pu, pv = pi[u], pi[v]
     if isinstance(machine, Hierarchy):
-        lev = machine.level_of(pu, pv)
-        vol = np.bincount(lev, weights=w, minlength=machine.levels)
+        # compiled: the numpy version (edges, level_of, bincount) took 0.1 s per call
+        # at 2^20 ranks, and a plan evaluates a dozen mappings
+        vol = _kernels.level_volumes(graph.indptr, graph.indices, graph.weights, pi,
+                                     machine.group_ids)
         j = float(np.dot(vol, machine.distances))
         traffic = tuple(TrafficLevel(name, float(d), float(x))
                         for name, d, x in zip(machine.level_names, machine.distances, vol,
                                               strict=True))
     else:
         # explicit matrix or node hop machine: traffic per distinct distance value
-        dist = machine.distance(pu, pv)
+        u, v, w = graph.edges()
+        dist = machine.distance(pi[u], pi[v])
         j = float(np.dot(w, dist))
         values, inv = np.unique(dist, return_inverse=True)
         vol = np.bincount(inv, weights=w, minlength=len(values))

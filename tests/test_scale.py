@@ -192,3 +192,39 @@ def test_the_search_renumbering_equals_scipys_selection(n, density):
     got = renumbered_csr(graph.indptr, graph.indices, graph.weights, rank_at, pe)
     for field, mine in zip(("indptr", "indices", "data"), got, strict=True):
         assert np.array_equal(getattr(want, field), mine), field
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compiled_evaluation_and_uplink_loads_equal_the_edge_list_formula(seed):
+    """evaluate's per-level volumes and uplink_loads' group cuts (compiled) are the
+    edge list's np.bincount sums to the last bit, on an uneven tree with float
+    volumes."""
+    from mapper import CommGraph, Hierarchy
+    from mapper.congestion import uplink_loads
+    from mapper.objective import evaluate
+
+    rng = np.random.default_rng(seed)
+    machine = Hierarchy.from_tree([[[3, 5], [4]], [[2, 2, 2]], [[6], [1, 1]]],
+                                  [1, 10, 100, 1000])
+    n = machine.n
+    a = sp.random(n, n, density=0.3, random_state=seed, format="lil")
+    a.setdiag(0)
+    a = a.tocsr()
+    a.eliminate_zeros()
+    a.data = rng.uniform(0.1, 1e6, len(a.data))
+    graph = CommGraph.from_matrix(a)
+    pe = rng.permutation(n)
+    u, v, w = graph.edges()
+    lev = machine.level_of(pe[u], pe[v])
+    want = np.bincount(lev, weights=w, minlength=machine.levels)
+    got = evaluate(graph, machine, pe)
+    assert [t.volume for t in got.traffic] == want.tolist()
+    assert got.objective == float(np.dot(want, machine.distances))
+    levels = list(range(machine.levels - 1))
+    for load, level in zip(uplink_loads(graph, machine, pe, levels), levels, strict=True):
+        gu, gv = machine.group_ids[pe[u], level], machine.group_ids[pe[v], level]
+        cross = gu != gv
+        groups = len(machine.bounds[level]) - 1
+        cut = (np.bincount(gu[cross], weights=w[cross], minlength=groups)
+               + np.bincount(gv[cross], weights=w[cross], minlength=groups))
+        assert load.volume == cut.max() and load.group == int(np.argmax(cut))
