@@ -127,7 +127,8 @@ def default_placements(layout: Layout, dist: Distribution = DEFAULT
     out = {dist_label(dist): slurm_placement(layout, dist)}
     for nodes in ("block", "cyclic"):
         other = Distribution(nodes, dist.sockets)
-        out.setdefault(dist_label(other), slurm_placement(layout, other))
+        if dist_label(other) not in out:  # each placement once: O(n log n) apiece
+            out[dist_label(other)] = slurm_placement(layout, other)
     return out
 
 
