@@ -120,7 +120,7 @@ def render_rankfile(layout: Layout, mapping: np.ndarray, templates_dir: str | No
                                job_id=job_id)
     cores = _core_texts(layout)
     slots = [f"{s.host} slot={s.socket}:{c}" for s, c in zip(layout.slots, cores, strict=True)]
-    lines = [f"rank {r}={t}\n" for r, t in enumerate(_per_rank(layout, mapping, slots))]
+    lines = [f"rank {r}={slots[pe]}\n" for r, pe in enumerate(np.asarray(mapping).tolist())]
     return f"# rankmap {algorithm} placement for job {job_id}\n" + "".join(lines)
 
 
