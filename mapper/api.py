@@ -520,12 +520,14 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
     elif spec.construction == "matching":
         pe = construction.matching(graph, machine)
     else:
-        build = (construction.top_down if spec.construction == "topdown"
-                 else construction.bottom_up)
-        pe = build(graph, machine, seed, remaining(),
-                   partitioner=partial(balanced_partition, tries=partition_tries,
-                                       refine=refine_splits,
-                                       whole=_partitioned_size(graph)))
+        partitioner = partial(balanced_partition, tries=partition_tries,
+                              refine=refine_splits, whole=_partitioned_size(graph))
+        if spec.construction == "topdown":
+            pe = construction.top_down(graph, machine, seed, remaining(),
+                                       partitioner=partitioner, combine_bisections=True)
+        else:
+            pe = construction.bottom_up(graph, machine, seed, remaining(),
+                                        partitioner=partitioner)
     pe = np.ascontiguousarray(pe, dtype=np.int64)
     constructed = time.perf_counter()
     if time_limit is not None and constructed - start >= time_limit:

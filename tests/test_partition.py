@@ -204,3 +204,66 @@ def test_the_vertex_order_is_a_candidate_split(refine):
             part = balanced_partition(adj, sizes, seed, refine=refine)
             assert np.array_equal(np.bincount(part, minlength=len(sizes)), sizes)
             assert cut_weight(adj, part) <= cut_weight(adj, in_order)
+
+
+def test_metis_recursive_bisection_numbers_parts_along_its_recursion():
+    """What Top-Down's combined node splits rely on (mapper.construction.topdown.
+    _last_bisections): METIS's recursive bisection into 2k parts gives the first k ids
+    to one side of its first bisection, and so on down, so parts 2i and 2i+1 come from
+    one last bisection.  On a path the parts are runs in recursion order."""
+    path = sp.diags([np.ones(799), np.ones(799)], [-1, 1], format="csr")
+    for k in (8, 16):
+        part = partition._metis(path, np.full(k, 800 // k), seed=3, recursive=True)
+        runs = part[np.r_[0, np.flatnonzero(np.diff(part)) + 1]]
+        assert len(runs) == k  # one run per part
+        first_half = set(runs[: k // 2].tolist())
+        assert first_half in ({*range(k // 2)}, {*range(k // 2, k)})
+        # siblings of the last bisection are neighbours on the path
+        pos = {int(p): i for i, p in enumerate(runs)}
+        assert all(abs(pos[2 * i] - pos[2 * i + 1]) == 1 for i in range(k // 2))
+
+
+def test_bisection_alignment():
+    from mapper.construction.topdown import _bisection_aligned
+
+    assert _bisection_aligned(0, 64, 2) and _bisection_aligned(0, 8, 2)
+    assert _bisection_aligned(0, 2, 2)
+    assert not _bisection_aligned(0, 86, 2)  # 43 | 43: a node across the first cut
+    assert not _bisection_aligned(0, 12, 2)  # 6 -> 3 | 3
+    assert not _bisection_aligned(0, 3, 2)
+
+
+def test_top_down_combines_node_splits_only_where_they_are_single_bisections(monkeypatch):
+    """With one METIS bisection per node split (the whole-graph cap, as at 2^20 ranks,
+    forced here on a small job), the nodes' parent asks for the sockets at once and
+    no two-way split is made; the result is a bijection whose J is within 1 % of the
+    separate splits'.  With several bisections per node split (a small job as it
+    is), nothing is combined."""
+    from mapper.construction.topdown import top_down
+    from mapper.machine import Hierarchy
+    from mapper.objective import evaluate
+
+    graph = generate("stencil3d", 4096)
+    machine = Hierarchy.parse("16:2:8:16", "1:10:100:1000")
+    calls = []
+
+    def spy(adj, sizes, seed, time_limit=None):
+        calls.append(len(sizes))
+        return balanced_partition(adj, sizes, seed, time_limit, whole=graph.n +
+                                  len(graph.indices))
+
+    separate = top_down(graph, machine, 0, partitioner=spy)
+    assert 2 in calls  # the 128 node splits
+    calls.clear()
+    as_is = top_down(graph, machine, 0, partitioner=spy, combine_bisections=True)
+    assert 2 in calls and np.array_equal(as_is, separate)
+    monkeypatch.setattr(partition, "_LEVEL_WORK", graph.n + len(graph.indices))
+    calls.clear()
+    separate = top_down(graph, machine, 0, partitioner=spy)
+    calls.clear()
+    combined = top_down(graph, machine, 0, partitioner=spy, combine_bisections=True)
+    assert 2 not in calls and 16 in calls  # 8 nodes x 2 sockets per leaf
+    assert sorted(combined.tolist()) == list(range(graph.n))
+    j_sep = evaluate(graph, machine, separate).objective
+    j_comb = evaluate(graph, machine, combined).objective
+    assert j_comb <= 1.01 * j_sep, (j_comb, j_sep)
