@@ -333,6 +333,11 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     for a in range(lo, hi):
                         if timed_out:
                             break
+                        # per row too: pairs of equivalent PEs are skipped before the
+                        # check below, and on a one-level machine that is every pair
+                        if time_limit > 0 and ((a - lo) & 15) == 0 and _now() - start > time_limit:
+                            timed_out = True
+                            break
                         for b in range(a + 1, hi):
                             if _equivalent(&o, a, b):
                                 continue
