@@ -267,3 +267,52 @@ def test_top_down_combines_node_splits_only_where_they_are_single_bisections(mon
     j_sep = evaluate(graph, machine, separate).objective
     j_comb = evaluate(graph, machine, combined).objective
     assert j_comb <= 1.01 * j_sep, (j_comb, j_sep)
+
+
+@pytest.mark.parametrize("tree, combined_calls", [
+    # uneven sockets and nodes; only the 2-node switch combines (3 nodes: 6 parts split
+    # 3 | 3, a node across the first cut)
+    ([[[25, 15], [20, 20], [30, 10]], [[40, 40]], [[5, 35], [15, 15]]], {4}),
+    # a one-socket node, 3 and 5 nodes: nothing combines
+    ([[[20, 20]] * 3, [[20, 20], [40]], [[10, 10]] * 5], set()),
+    # 8 two-socket nodes per switch: both combine, no two-way split is left
+    ([[[20, 20]] * 8, [[20, 20]] * 8], {16}),
+])
+def test_combined_node_splits_on_odd_machines(monkeypatch, tree, combined_calls):
+    """Forced to one bisection per node split (nodes of more than 16 PEs; smaller ones
+    get several METIS runs and are never combined), Top-Down on uneven trees: a
+    bijection either way, combined only where every node of a switch has two groups
+    and the recursion's boundaries fall between nodes, and J within 5 % of the
+    separate splits'."""
+    from mapper import CommGraph
+    from mapper.construction.topdown import top_down
+    from mapper.machine import Hierarchy
+    from mapper.objective import evaluate
+
+    machine = Hierarchy.from_tree(tree, [1, 10, 100, 1000])
+    rng = np.random.default_rng(machine.n)
+    pts = rng.random((machine.n, 2))
+    d = np.linalg.norm(pts[:, None] - pts[None], axis=2)
+    u, v = np.nonzero(np.triu(d < np.sqrt(8 / (np.pi * machine.n)), 1))  # degree ~8
+    graph = CommGraph.from_edges(u, v, rng.uniform(1, 10, len(u)), n=machine.n)
+    monkeypatch.setattr(partition, "_LEVEL_WORK", 1)
+    calls = []
+
+    def spy(adj, sizes, seed, time_limit=None):
+        calls.append(len(sizes))
+        return balanced_partition(adj, sizes, seed, time_limit, whole=10**9)
+
+    separate = top_down(graph, machine, 0, partitioner=spy)
+    apart = list(calls)
+    calls.clear()
+    combined = top_down(graph, machine, 0, partitioner=spy, combine_bisections=True)
+    for pe in (separate, combined):
+        assert sorted(pe.tolist()) == list(range(machine.n))
+    assert set(calls) - set(apart) == combined_calls
+    if not combined_calls:
+        assert np.array_equal(combined, separate)
+    if combined_calls == {16}:
+        assert sorted(calls) == [2, 16, 16]  # the root's split, then one call per switch
+    j_sep = evaluate(graph, machine, separate).objective
+    j_comb = evaluate(graph, machine, combined).objective
+    assert j_comb <= 1.05 * j_sep, (j_comb, j_sep)
