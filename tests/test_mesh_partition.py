@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from mapper.construction.topdown import induced_subgraph
 from mapper.errors import RankmapError
 from mapper.graph import CommGraph
 from mapper.machine import Hierarchy
@@ -372,6 +373,6 @@ def test_induced_subgraph_matches_scipy():
     a = g.to_csr()
     idx = np.random.default_rng(0).permutation(g.n)[:30]
     local = np.full(g.n, -1, dtype=np.int64)
-    sub = balance.induced(a, idx, local)
+    sub = induced_subgraph(a, idx, local)
     assert np.all(local == -1)
     np.testing.assert_array_equal(sub.toarray(), a[idx][:, idx].toarray())

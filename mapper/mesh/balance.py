@@ -41,26 +41,6 @@ from .result import PartitionError
 _MAX_ROUNDS = 100_000   # each round moves at least one vertex
 
 
-def induced(adj: sp.csr_matrix, idx: np.ndarray, local: np.ndarray) -> sp.csr_matrix:
-    """Subgraph of ``adj`` on ``idx`` (renumbered in the given order), O(Σ deg(idx)).
-
-    ``local`` is an int64 work array of length n filled with -1; it is restored.
-    """
-    local[idx] = np.arange(len(idx))
-    starts, ends = adj.indptr[idx], adj.indptr[idx + 1]
-    deg = ends - starts
-    # positions of every row's entries in adj.indices, without a Python loop
-    pos = np.repeat(starts - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + np.arange(
-        int(deg.sum()))
-    cols = local[adj.indices[pos]]
-    keep = cols >= 0
-    rows = np.repeat(np.arange(len(idx)), deg)[keep]
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(idx)))])
-    local[idx] = -1
-    return sp.csr_matrix((adj.data[pos][keep], cols[keep], indptr),
-                         shape=(len(idx), len(idx)))
-
-
 def repair(adj: sp.csr_matrix, w: np.ndarray, part: np.ndarray, targets: np.ndarray,
            bounds: np.ndarray, min_counts: np.ndarray,
            lower: np.ndarray | None = None) -> np.ndarray:

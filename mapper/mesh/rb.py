@@ -37,8 +37,9 @@ import time
 
 import numpy as np
 
+from ..construction.topdown import induced_subgraph as induced
 from .backends import integer_vertex_weights
-from .balance import check_common, induced, mesh_arrays, split_step, step_delta, step_floor
+from .balance import check_common, mesh_arrays, split_step, step_delta, step_floor
 from .names import DEFAULT_BACKEND, RB
 from .result import Partition, PartitionError
 

@@ -53,9 +53,10 @@ import time
 
 import numpy as np
 
+from ..construction.topdown import induced_subgraph as induced
 from ..machine import Hierarchy
 from .backends import integer_vertex_weights
-from .balance import check_common, induced, mesh_arrays, split_step, step_delta, step_floor
+from .balance import check_common, mesh_arrays, split_step, step_delta, step_floor
 from .names import DEFAULT_BACKEND, RMS
 from .result import Partition, PartitionError
 
