@@ -27,7 +27,8 @@ inner loops fast:
   GreedyAllC);
 * ``ohtma_greedy``, ``ohtma_exchange`` -- :mod:`mapper.construction.ohtma` (Li et al.'s
   greedy and its locked best-pair exchange pass);
-* ``swap_delta`` -- the same gain, exposed for the tests;
+* ``swap_delta`` -- the same gain, exposed for the tests (and ``visit_order``, the
+  order of N_C^d's first pass on a renumbered graph);
 * ``induced_rows`` -- :func:`mapper.construction.topdown.induced_subgraph`;
 * ``cut_of`` -- :func:`mapper.partition.cut_weight`;
 * ``renumbered_csr`` -- the PE-order renumbering of :func:`mapper.search.swap.run`;
@@ -140,18 +141,40 @@ cdef void _mark_ball(const Graph* g, int64_t src, int64_t radius, cnp.uint8_t* a
     visit[0] += 1
 
 
+cdef void _shuffle_runs(int64_t* a, int64_t n, int64_t chunk, uint64_t* rng,
+                        int64_t* runs, int64_t* tmp) noexcept nogil:
+    """``a`` cut into runs of ``chunk`` consecutive entries, the runs in random order
+    and each run shuffled: a random visiting order that reads the (PE-order
+    renumbered) graph a run at a time, from cache, instead of at random."""
+    cdef int64_t nruns = (n + chunk - 1) // chunk, r, start, length, i, pos = 0
+    for r in range(nruns):
+        runs[r] = r
+    _shuffle(runs, nruns, rng)
+    for r in range(nruns):
+        start = runs[r] * chunk
+        length = chunk if start + chunk <= n else n - start
+        for i in range(length):
+            tmp[pos + i] = a[start + i]
+        _shuffle(tmp + pos, length, rng)
+        pos += length
+    for i in range(n):
+        a[i] = tmp[i]
+
+
 def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  cnp.ndarray[int32_t, ndim=1, mode="c"] indices,
                  cnp.ndarray[double, ndim=1, mode="c"] weights,
                  cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
                  object gid, object dist, object mat,
                  int mode, int64_t param, uint64_t seed, double time_limit,
-                 double eps):
+                 double eps, int64_t chunk=1):
     """Improve ``pe`` (rank → PE, modified in place) by gain-positive swaps.
 
     mode MODE_COMMUNICATION (0): N_C^d, ranks within communication-graph distance
     ``param`` (BFS balls).
-    A first pass visits all ranks in random order; later passes visit only the ranks
+    A first pass visits all ranks in random order (with ``chunk`` > 1: runs of
+    ``chunk`` consecutive ranks in random order, each run shuffled, see
+    :func:`mapper.search.swap.run`); later passes visit only the ranks
     that took part in a swap or neighbour one since they were last visited, until none
     is left.  Like the paper's reference code, which re-activates only the pairs of the
     two swapped ranks, this does not re-test every pair whose gain a distant swap may
@@ -178,6 +201,12 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] stamp = np.full(max(n, 1), -1, dtype=np.int64)
     cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] active = np.ones(max(n, 1), dtype=np.uint8)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] queue2 = np.empty(max(n, 1), dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] runs = np.empty(
+        max(n // max(chunk, 1) + 1, 1) if chunk > 1 else 1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] tmp = np.empty(
+        max(n, 1) if chunk > 1 else 1, dtype=np.int64)
+    cdef int64_t* RUNS = &runs[0]
+    cdef int64_t* TMP = &tmp[0]
     cdef cnp.ndarray[int32_t, ndim=1, mode="c"] depth2 = np.empty(max(n, 1), dtype=np.int32)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] stamp2 = np.full(max(n, 1), -1, dtype=np.int64)
     cdef int64_t* Q2 = &queue2[0]
@@ -235,7 +264,10 @@ def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     break
                 for i in range(count):
                     ACT[ORD[i]] = 0
-                _shuffle(ORD, count, &rng)
+                if chunk > 1:
+                    _shuffle_runs(ORD, count, chunk, &rng, RUNS, TMP)
+                else:
+                    _shuffle(ORD, count, &rng)
                 for i in range(count):
                     if timed_out:
                         break
@@ -859,3 +891,16 @@ def group_cuts(const int64_t[::1] indptr, const int32_t[::1] indices,
                     A[gu] += weights[e]
                     B[gv] += weights[e]
     return a + b
+
+
+def visit_order(int64_t n, int64_t chunk, uint64_t seed):
+    """The first pass's order of ranks 0..n-1 with runs of ``chunk`` (exposed for the
+    tests; local_search draws it from its own generator state)."""
+    cdef uint64_t rng = seed * <uint64_t>2654435761 + 12345
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] a = np.arange(n, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] runs = np.empty(n // max(chunk, 1) + 1,
+                                                                dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] tmp = np.empty(max(n, 1), dtype=np.int64)
+    if n > 0:
+        _shuffle_runs(&a[0], n, max(chunk, 1), &rng, &runs[0], &tmp[0])
+    return a

@@ -230,3 +230,24 @@ def test_compiled_evaluation_and_uplink_loads_equal_the_edge_list_formula(seed):
         cut = (np.bincount(gu[cross], weights=w[cross], minlength=groups)
                + np.bincount(gv[cross], weights=w[cross], minlength=groups))
         assert load.volume == cut.max() and load.group == int(np.argmax(cut))
+
+
+@pytest.mark.parametrize("n, chunk", [(10, 4), (5000, 1024), (4096, 1024), (3, 8)])
+def test_the_visiting_order_in_runs_is_a_shuffled_permutation(n, chunk):
+    """N_C^d's first pass on a renumbered graph (above 4096 ranks) visits runs of
+    consecutive ids, runs and ids within them in random order: every rank once, each
+    run one block of consecutive ids, and the seed changes the order."""
+    from mapper._kernels import visit_order
+
+    order = visit_order(n, chunk, 7)
+    assert sorted(order.tolist()) == list(range(n))
+    pos, blocks = 0, []
+    while pos < n:  # the run starting here is the whole block of its first id
+        block = int(order[pos]) // chunk
+        ids = range(block * chunk, min(n, (block + 1) * chunk))
+        assert set(order[pos:pos + len(ids)].tolist()) == set(ids)
+        blocks.append(block)
+        pos += len(ids)
+    assert sorted(blocks) == list(range(-(-n // chunk)))
+    if n > chunk:
+        assert not np.array_equal(order, visit_order(n, chunk, 8))
