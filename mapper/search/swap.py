@@ -74,7 +74,8 @@ def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: SearchMode, pa
     if not (pe.dtype == np.int64 and pe.flags.c_contiguous):
         raise TypeError("pe must be a C-contiguous int64 array (it is modified in place)")
     scale = max(graph.total_volume, 1.0) * float(np.max(_max_distance(machine), initial=1.0))
-    if graph.n > _RENUMBER_ABOVE:
+    renumbered = graph.n > _RENUMBER_ABOVE
+    if renumbered:
         rank_at = np.empty_like(pe)
         rank_at[pe] = np.arange(len(pe))  # new id i = the rank on PE i
         # compiled: scipy's row and column selection plus sort took 0.35 s at 2^20
@@ -86,8 +87,8 @@ def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: SearchMode, pa
     gain, swaps, passes, timed_out, evals = _kernels.local_search(
         indptr, indices, weights, work, *KernelOracle.of(machine).args(),
         int(SearchMode(mode)), int(param), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
-        _REL_EPS * scale, _VISIT_RUN if work is not pe else 1)
-    if work is not pe:
+        _REL_EPS * scale, _VISIT_RUN if renumbered else 1)
+    if renumbered:
         pe[rank_at] = work
     return SearchStats(float(gain), int(swaps), int(passes), bool(timed_out), int(evals))
 
