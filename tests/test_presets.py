@@ -280,19 +280,27 @@ def test_only_strong_runs_the_moves_beyond_two_swaps_with_its_work_bound(monkeyp
     import mapper.api
     from mapper.presets import STRONG_CYCLE_WORK
 
-    calls = []
-    real = mapper.api.cycle_search
-
-    def spy(*args, **kwargs):
-        calls.append(kwargs.get("work_per_element"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(mapper.api, "cycle_search", spy)
-    graph = generate("stencil3d:8x8x4", 256)
-    machine = Hierarchy.parse("4:8:8", "1:10:100")
-    result = map_processes(graph, machine, name, seed=1)
+    _, _, result, calls = _preset_run_spying(
+        monkeypatch, mapper.api, "cycle_search", name,
+        lambda args, kwargs: kwargs.get("work_per_element"))
     assert sorted(result.mapping.tolist()) == list(range(256))
     assert calls == ([STRONG_CYCLE_WORK] if name == "strong" else [])
+
+
+def _preset_run_spying(monkeypatch, module, attr: str, name: str, record):
+    """Preset ``name`` on a 256-rank stencil with ``module.attr`` wrapped so that every
+    call appends ``record(args, kwargs)``: (graph, machine, result, records)."""
+    calls = []
+    real = getattr(module, attr)
+
+    def spy(*args, **kwargs):
+        calls.append(record(args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, attr, spy)
+    graph = generate("stencil3d:8x8x4", 256)
+    machine = Hierarchy.parse("4:8:8", "1:10:100")
+    return graph, machine, map_processes(graph, machine, name, seed=1), calls
 
 
 @pytest.mark.parametrize("name", ["fast", "eco"])
@@ -302,17 +310,8 @@ def test_only_the_presets_after_fast_swap_refine_their_splits(monkeypatch, name)
     runs ``fast``'s start as well, so it is never worse than ``fast``."""
     import mapper.partition
 
-    calls = []
-    real = mapper.partition.refine_cut
-
-    def spy(*args, **kwargs):
-        calls.append(len(args[1]))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(mapper.partition, "refine_cut", spy)
-    graph = generate("stencil3d:8x8x4", 256)
-    machine = Hierarchy.parse("4:8:8", "1:10:100")
-    result = map_processes(graph, machine, name, seed=1)
+    graph, machine, result, calls = _preset_run_spying(
+        monkeypatch, mapper.partition, "refine_cut", name, lambda args, kwargs: len(args[1]))
     assert sorted(result.mapping.tolist()) == list(range(256))
     assert (len(calls) > 0) == (name != "fast")
     fast = map_processes(graph, machine, "fast", seed=1)
