@@ -904,3 +904,126 @@ def visit_order(int64_t n, int64_t chunk, uint64_t seed):
     if n > 0:
         _shuffle_runs(&a[0], n, max(chunk, 1), &rng, &runs[0], &tmp[0])
     return a
+
+
+def grow_halves(const index_t[::1] indptr, const index_t[::1] indices,
+                const double[::1] data, const int64_t[::1] block,
+                const int64_t[::1] first, int64_t tries=1):
+    """Part ``2 b`` or ``2 b + 1`` of every vertex: block ``b`` of ``block`` split in
+    two, part ``2 b`` holding ``first[b]`` of its vertices, grown greedily from a
+    pseudo-peripheral vertex, the lowest cut of ``tries`` starts -- the loops of
+    :func:`mapper.partition.split_blocks_in_two` (documented there).  Edges between
+    blocks are ignored."""
+    cdef Py_ssize_t n = block.shape[0], k = first.shape[0], i, e, j, p
+    cdef int64_t b, x, w, size, target, best, head, tail, nfront, scan, grown, t
+    cdef double score, best_score, cut, best_cut
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] part = np.empty(n, dtype=np.int64)
+    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] keep = np.zeros(n, dtype=np.uint8)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] starts = np.zeros(k + 1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] members = np.empty(n, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] fill = np.empty(k, dtype=np.int64)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] conn = np.zeros(n, dtype=np.float64)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] inner = np.zeros(n, dtype=np.float64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] front = np.empty(n, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] where = np.full(n, -1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] queue = np.empty(n, dtype=np.int64)
+    cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] seen = np.zeros(n, dtype=np.uint8)
+    if tries < 1:
+        raise ValueError(f"tries must be at least 1, got {tries}")
+    for i in range(n):
+        if block[i] < 0 or block[i] >= k:
+            raise ValueError(f"block {block[i]} of vertex {i} is not in 0..{k - 1}")
+        starts[block[i] + 1] += 1
+    for b in range(k):
+        starts[b + 1] += starts[b]
+        fill[b] = starts[b]
+    for i in range(n):
+        members[fill[block[i]]] = i
+        fill[block[i]] += 1
+    for i in range(n):
+        part[i] = 2 * block[i] + 1
+        for e in range(indptr[i], indptr[i + 1]):
+            if block[indices[e]] == block[i] and indices[e] != i:
+                inner[i] += data[e]
+    for b in range(k):
+        size = starts[b + 1] - starts[b]
+        target = first[b]
+        if target < 0 or target > size:
+            raise ValueError(f"block {b} has {size} vertices, cannot give {target} to "
+                             f"its first part")
+        if target == 0:
+            continue
+        best_cut = INFINITY
+        for t in range(min(tries, size)):
+            # pseudo-peripheral start: the last vertex a breadth-first search (within
+            # the block) from a member reaches; the members are spread over the tries
+            x = members[starts[b] + (t * size) // tries]
+            head, tail = 0, 1
+            queue[0] = x
+            seen[x] = 1
+            while head < tail:
+                x = queue[head]
+                head += 1
+                for e in range(indptr[x], indptr[x + 1]):
+                    w = indices[e]
+                    if block[w] == b and not seen[w]:
+                        seen[w] = 1
+                        queue[tail] = w
+                        tail += 1
+            for j in range(tail):
+                seen[queue[j]] = 0
+            # grow: always the frontier vertex whose move lowers the cut most
+            nfront = 0
+            scan = starts[b]
+            grown = 0
+            cut = 0.0
+            while grown < target:
+                if nfront == 0:
+                    if grown > 0:
+                        # disconnected block: the next member not yet taken
+                        while part[members[scan]] == 2 * b:
+                            scan += 1
+                        x = members[scan]
+                    # else x is the pseudo-peripheral vertex
+                    score = -inner[x]
+                else:
+                    best = 0
+                    best_score = 2.0 * conn[front[0]] - inner[front[0]]
+                    for j in range(1, nfront):
+                        score = 2.0 * conn[front[j]] - inner[front[j]]
+                        if score > best_score:
+                            best_score = score
+                            best = j
+                    x = front[best]
+                    score = best_score
+                    nfront -= 1
+                    front[best] = front[nfront]
+                    where[front[best]] = best
+                    where[x] = -1
+                part[x] = 2 * b
+                cut -= score
+                grown += 1
+                for e in range(indptr[x], indptr[x + 1]):
+                    w = indices[e]
+                    if block[w] != b or part[w] == 2 * b:
+                        continue
+                    if where[w] < 0:
+                        where[w] = nfront
+                        front[nfront] = w
+                        nfront += 1
+                    conn[w] += data[e]
+            for j in range(nfront):
+                where[front[j]] = -1
+            for p in range(starts[b], starts[b + 1]):
+                x = members[p]
+                conn[x] = 0.0
+                if cut < best_cut:
+                    keep[x] = part[x] == 2 * b
+                part[x] = 2 * b + 1
+            if cut < best_cut:
+                best_cut = cut
+        for p in range(starts[b], starts[b + 1]):
+            x = members[p]
+            if keep[x]:
+                part[x] = 2 * b
+    return part

@@ -524,7 +524,7 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
                               refine=refine_splits, whole=_partitioned_size(graph))
         if spec.construction == "topdown":
             pe = construction.top_down(graph, machine, seed, remaining(),
-                                       partitioner=partitioner, combine_bisections=True)
+                                       partitioner=partitioner, halve_nodes=True)
         else:
             pe = construction.bottom_up(graph, machine, seed, remaining(),
                                         partitioner=partitioner)

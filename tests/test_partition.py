@@ -7,7 +7,13 @@ import scipy.sparse as sp
 from mapper_cases import random_graph
 
 from mapper import partition
-from mapper.partition import balanced_partition, cut_weight, refine_cut, repair_sizes
+from mapper.partition import (
+    balanced_partition,
+    cut_weight,
+    refine_cut,
+    repair_sizes,
+    split_blocks_in_two,
+)
 from slurm_plugin.profiles.generators import generate
 
 
@@ -206,39 +212,76 @@ def test_the_vertex_order_is_a_candidate_split(refine):
             assert cut_weight(adj, part) <= cut_weight(adj, in_order)
 
 
-def test_metis_recursive_bisection_numbers_parts_along_its_recursion():
-    """What Top-Down's combined node splits rely on (mapper.construction.topdown.
-    _last_bisections): METIS's recursive bisection into 2k parts gives the first k ids
-    to one side of its first bisection, and so on down, so parts 2i and 2i+1 come from
-    one last bisection.  On a path the parts are runs in recursion order."""
-    path = sp.diags([np.ones(799), np.ones(799)], [-1, 1], format="csr")
-    for k in (8, 16):
-        part = partition._metis(path, np.full(k, 800 // k), seed=3, recursive=True)
-        runs = part[np.r_[0, np.flatnonzero(np.diff(part)) + 1]]
-        assert len(runs) == k  # one run per part
-        first_half = set(runs[: k // 2].tolist())
-        assert first_half in ({*range(k // 2)}, {*range(k // 2, k)})
-        # siblings of the last bisection are neighbours on the path
-        pos = {int(p): i for i, p in enumerate(runs)}
-        assert all(abs(pos[2 * i] - pos[2 * i + 1]) == 1 for i in range(k // 2))
+def _brute_force_halves(adj: sp.csr_matrix, first: int) -> float:
+    """The lowest cut of any split of ``adj``'s vertices into ``first`` and the rest."""
+    import itertools
+
+    n = adj.shape[0]
+    best = np.inf
+    for side in itertools.combinations(range(n), first):
+        part = np.ones(n, dtype=np.int64)
+        part[list(side)] = 0
+        best = min(best, cut_weight(adj, part))
+    return best
 
 
-def test_bisection_alignment():
-    from mapper.construction.topdown import _bisection_aligned
+def test_split_blocks_in_two_against_brute_force():
+    """40 random weighted blocks of 4-12 vertices with random targets, split in one
+    call: exact sizes, every vertex in one of its own block's two parts, and the cut
+    of each block at least the brute-force optimum and in sum within 15 % of it (the
+    greedy growing from 4 starts plus swap refinement reaches it on most blocks;
+    measured: 178 against 162, 33 of 40 optimal)."""
+    rng = np.random.default_rng(5)
+    blocks = []
+    for _ in range(40):
+        n = int(rng.integers(4, 13))
+        a = sp.random(n, n, density=0.35, random_state=rng,
+                      data_rvs=lambda k: rng.integers(1, 5, k).astype(float))
+        a = sp.triu(a, 1)
+        blocks.append(((a + a.T).tocsr(), int(rng.integers(1, n))))
+    adj = sp.block_diag([a for a, _ in blocks], format="csr")
+    # a vertex order that interleaves the blocks, and heavy edges between blocks that
+    # the split must ignore
+    perm = rng.permutation(adj.shape[0])
+    block = np.concatenate([np.full(a.shape[0], i) for i, (a, _) in enumerate(blocks)])
+    u, v = rng.integers(0, adj.shape[0], (2, 200))
+    keep = block[u] != block[v]
+    across = sp.coo_matrix((np.full(keep.sum(), 100.0), (u[keep], v[keep])), shape=adj.shape)
+    mixed = (adj + across + across.T).tocsr()[perm][:, perm]
+    first = np.array([t for _, t in blocks])
+    part = split_blocks_in_two(mixed, block[perm], first)[np.argsort(perm)]
+    assert np.array_equal(part // 2, block)
+    ours, best = [], []
+    for i, (a, t) in enumerate(blocks):
+        mine = part[block == i]
+        assert np.sum(mine == 2 * i) == t
+        ours.append(cut_weight(a, mine % 2))
+        best.append(_brute_force_halves(a, t))
+    ours, best = np.array(ours), np.array(best)
+    assert np.all(ours >= best)
+    assert ours.sum() <= 1.15 * best.sum(), (ours.sum(), best.sum())
+    assert np.sum(ours == best) >= 30
 
-    assert _bisection_aligned(0, 64, 2) and _bisection_aligned(0, 8, 2)
-    assert _bisection_aligned(0, 2, 2)
-    assert not _bisection_aligned(0, 86, 2)  # 43 | 43: a node across the first cut
-    assert not _bisection_aligned(0, 12, 2)  # 6 -> 3 | 3
-    assert not _bisection_aligned(0, 3, 2)
+
+def test_split_blocks_in_two_keeps_components_apart_and_refuses_bad_targets():
+    """A block made of two paths (10 and 6 vertices) with a first part of 10: the
+    10-path, cut 0, whichever member comes first; a target above a block's size is an
+    error naming the block."""
+    adj = sp.block_diag([path_graph(6), path_graph(10), path_graph(5)], format="csr")
+    block = np.array([0] * 16 + [1] * 5)
+    part = split_blocks_in_two(adj, block, np.array([10, 2]))
+    assert cut_weight(adj, part) == 1  # the 5-path's one cut edge, nothing in block 0
+    assert np.all(part[6:16] == 0) and np.all(part[:6] == 1)
+    with pytest.raises(ValueError, match="block 1 has 5 vertices"):
+        split_blocks_in_two(adj, block, np.array([10, 6]))
 
 
-def test_top_down_combines_node_splits_only_where_they_are_single_bisections(monkeypatch):
+def test_top_down_halves_nodes_only_where_they_are_single_bisections(monkeypatch):
     """With one METIS bisection per node split (the whole-graph cap, as at 2^20 ranks,
-    forced here on a small job), the nodes' parent asks for the sockets at once and
-    no two-way split is made; the result is a bijection whose J is within 1 % of the
-    separate splits'.  With several bisections per node split (a small job as it
-    is), nothing is combined."""
+    forced here on a small job), each switch's nodes are halved together after its
+    split: no two-way METIS split is made; the result is a bijection whose J is
+    within 1 % of the separate splits'.  With several bisections per node split (a
+    small job as it is), nothing changes."""
     from mapper.construction.topdown import top_down
     from mapper.machine import Hierarchy
     from mapper.objective import evaluate
@@ -255,37 +298,37 @@ def test_top_down_combines_node_splits_only_where_they_are_single_bisections(mon
     separate = top_down(graph, machine, 0, partitioner=spy)
     assert 2 in calls  # the 128 node splits
     calls.clear()
-    as_is = top_down(graph, machine, 0, partitioner=spy, combine_bisections=True)
+    as_is = top_down(graph, machine, 0, partitioner=spy, halve_nodes=True)
     assert 2 in calls and np.array_equal(as_is, separate)
     monkeypatch.setattr(partition, "_LEVEL_WORK", graph.n + len(graph.indices))
     calls.clear()
     separate = top_down(graph, machine, 0, partitioner=spy)
     calls.clear()
-    combined = top_down(graph, machine, 0, partitioner=spy, combine_bisections=True)
-    assert 2 not in calls and 16 in calls  # 8 nodes x 2 sockets per leaf
-    assert sorted(combined.tolist()) == list(range(graph.n))
+    halved = top_down(graph, machine, 0, partitioner=spy, halve_nodes=True)
+    assert sorted(calls) == [8] * 16 + [16]  # the root, then each switch into its nodes
+    assert sorted(halved.tolist()) == list(range(graph.n))
     j_sep = evaluate(graph, machine, separate).objective
-    j_comb = evaluate(graph, machine, combined).objective
-    assert j_comb <= 1.01 * j_sep, (j_comb, j_sep)
+    j_halved = evaluate(graph, machine, halved).objective
+    assert j_halved <= 1.01 * j_sep, (j_halved, j_sep)
 
 
-@pytest.mark.parametrize("tree, combined_calls", [
-    # uneven sockets and nodes; only the 2-node switch combines (3 nodes: 6 parts split
-    # 3 | 3, a node across the first cut)
-    ([[[25, 15], [20, 20], [30, 10]], [[40, 40]], [[5, 35], [15, 15]]], {4}),
-    # a one-socket node, 3 and 5 nodes: nothing combines
-    ([[[20, 20]] * 3, [[20, 20], [40]], [[10, 10]] * 5], set()),
-    # 8 two-socket nodes per switch: both combine, no two-way split is left
-    ([[[20, 20]] * 8, [[20, 20]] * 8], {16}),
+@pytest.mark.parametrize("tree, halved", [
+    # uneven sockets and nodes: the 3-node and the 2-node switches are halved; the
+    # 1-node switch has no split of its own above its node
+    ([[[25, 15], [20, 20], [30, 10]], [[40, 40]], [[5, 35], [15, 15]]], 2),
+    # a one-socket node: not that switch; 3 and 5 nodes are
+    ([[[20, 20]] * 3, [[20, 20], [40]], [[10, 10]] * 5], 2),
+    # 8 two-socket nodes per switch: both, no two-way split is left
+    ([[[20, 20]] * 8, [[20, 20]] * 8], 2),
 ])
-def test_combined_node_splits_on_odd_machines(monkeypatch, tree, combined_calls):
+def test_node_halves_on_odd_machines(monkeypatch, tree, halved):
     """Forced to one bisection per node split (nodes of more than 16 PEs; smaller ones
-    get several METIS runs and are never combined), Top-Down on uneven trees: a
-    bijection either way, combined only where every node of a switch has two groups
-    and the recursion's boundaries fall between nodes, and J within 5 % of the
-    separate splits'."""
+    get several METIS runs and are never halved together), Top-Down on uneven trees:
+    a bijection either way, every node's two groups filled exactly from its own
+    block, halved wherever every node of a switch has two groups, and J within 5 % of
+    the separate splits'."""
     from mapper import CommGraph
-    from mapper.construction.topdown import top_down
+    from mapper.construction import topdown
     from mapper.machine import Hierarchy
     from mapper.objective import evaluate
 
@@ -297,22 +340,23 @@ def test_combined_node_splits_on_odd_machines(monkeypatch, tree, combined_calls)
     graph = CommGraph.from_edges(u, v, rng.uniform(1, 10, len(u)), n=machine.n)
     monkeypatch.setattr(partition, "_LEVEL_WORK", 1)
     calls = []
+    real = topdown.split_blocks_in_two
 
-    def spy(adj, sizes, seed, time_limit=None):
-        calls.append(len(sizes))
+    def spy_halves(adj, block, first, seed, time_limit=None):
+        calls.append(len(first))
+        return real(adj, block, first, seed, time_limit=time_limit)
+
+    monkeypatch.setattr(topdown, "split_blocks_in_two", spy_halves)
+
+    def part(adj, sizes, seed, time_limit=None):
         return balanced_partition(adj, sizes, seed, time_limit, whole=10**9)
 
-    separate = top_down(graph, machine, 0, partitioner=spy)
-    apart = list(calls)
-    calls.clear()
-    combined = top_down(graph, machine, 0, partitioner=spy, combine_bisections=True)
-    for pe in (separate, combined):
+    separate = topdown.top_down(graph, machine, 0, partitioner=part)
+    assert not calls
+    together = topdown.top_down(graph, machine, 0, partitioner=part, halve_nodes=True)
+    for pe in (separate, together):
         assert sorted(pe.tolist()) == list(range(machine.n))
-    assert set(calls) - set(apart) == combined_calls
-    if not combined_calls:
-        assert np.array_equal(combined, separate)
-    if combined_calls == {16}:
-        assert sorted(calls) == [2, 16, 16]  # the root's split, then one call per switch
+    assert len(calls) == halved
     j_sep = evaluate(graph, machine, separate).objective
-    j_comb = evaluate(graph, machine, combined).objective
-    assert j_comb <= 1.05 * j_sep, (j_comb, j_sep)
+    j_together = evaluate(graph, machine, together).objective
+    assert j_together <= 1.05 * j_sep, (j_together, j_sep)

@@ -10,9 +10,10 @@ through the sizes.
 
 Complexity: one balanced partition per inner tree node; with METIS that is
 O(m log n) per tree level in practice, O(m · k) memory traffic for the subgraphs.
-On whole-machine jobs the nodes' two-way splits, each a single METIS bisection
-there, are folded into their parent's call (:func:`_last_bisections`), which saves
-one call per node (8192 at 2^20 ranks).
+On whole-machine jobs the nodes' two-way splits (sockets), each a single METIS
+bisection there, are made for all nodes of a switch at once by greedy growing and
+swap refinement (:func:`_node_halves`, :func:`mapper.partition.split_blocks_in_two`),
+O(m) per switch instead of one METIS call per node (8192 at 2^20 ranks).
 
 Dense graphs and budgets.  The partitions see :func:`mapper.dense.sparsify`'s view of
 the graph (each rank's ``PARTITION_DEGREE`` heaviest edges, O(nnz) once) when its mean
@@ -43,7 +44,7 @@ import scipy.sparse as sp
 from ..dense import PARTITION_DEGREE, sparsify
 from ..graph import CommGraph
 from ..machine import Hierarchy
-from ..partition import balanced_partition, metis_effort
+from ..partition import balanced_partition, metis_effort, split_blocks_in_two
 
 #: ``partitioner(adj, sizes, seed, time_limit=...) -> block of every vertex``: the
 #: signature of :func:`mapper.partition.balanced_partition`, which any replacement
@@ -79,16 +80,15 @@ def induced_subgraph(adj: sp.csr_matrix, ranks: np.ndarray, local: np.ndarray
 def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
              time_limit: float | None = None, *,
              partitioner: Partitioner = balanced_partition,
-             combine_bisections: bool = False) -> np.ndarray:
+             halve_nodes: bool = False) -> np.ndarray:
     """Rank → PE mapping built top down along ``machine``'s tree.
 
     ``time_limit`` (seconds): no partition starts after it; groups not yet split keep
     their ranks in order (module docstring).  ``partitioner`` splits each group
     (:data:`Partitioner`; default METIS + repair + refinement).
-    ``combine_bisections`` (for a partitioner that runs METIS's recursive bisection,
-    as the default does): where every node splits into two innermost groups with one
-    METIS bisection each, the nodes' parent asks for the innermost groups at once
-    (:func:`_last_bisections`).
+    ``halve_nodes``: where every node splits into two innermost groups and METIS
+    would make that split with one bisection (large jobs), the nodes of a switch are
+    halved together after the switch's split (:func:`_node_halves`).
     """
     start = time.perf_counter()
     adj = partition_view(graph)
@@ -116,13 +116,14 @@ def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
             pe[ranks] = np.arange(lo, hi)  # out of time: this block in its current order
             continue
         sub = induced_subgraph(adj, ranks, local)
-        fine = (_last_bisections(machine, level, lo, hi, len(sizes), sub, whole)
-                if combine_bisections else None)
+        fine = (_node_halves(machine, level, lo, hi, len(sizes), sub, whole)
+                if halve_nodes else None)
         if fine is not None:
-            # the children's bisections are the last level of this split's recursion
-            part = np.asarray(partitioner(sub, np.diff(fine), seed,
-                                          time_limit=None if left is None else left / 2),
-                              dtype=np.int64)
+            budget = None if left is None else left / 2
+            nodes = np.asarray(partitioner(sub, fine[2::2] - fine[:-2:2], seed,
+                                           time_limit=budget), dtype=np.int64)
+            part = split_blocks_in_two(sub, nodes, np.diff(fine)[0::2], seed,
+                                       time_limit=budget)
             order = np.argsort(part, kind="stable")
             blocks = np.split(ranks[order], np.cumsum(np.diff(fine))[:-1])
             for c, members in enumerate(blocks):
@@ -139,39 +140,25 @@ def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
     return pe
 
 
-def _bisection_aligned(lo: int, hi: int, c: int) -> bool:
-    """True when METIS's recursive bisection into the parts ``lo..hi-1`` (it gives
-    the first (hi - lo) // 2 of them to one side, recursively) has every boundary at
-    a multiple of ``c`` parts: then each run of ``c`` consecutive part ids is one
-    subtree of the recursion."""
-    length = hi - lo
-    if length <= c:
-        return length == c
-    mid = lo + length // 2
-    return mid % c == 0 and _bisection_aligned(lo, mid, c) and _bisection_aligned(mid, hi, c)
+def _node_halves(machine: Hierarchy, level: int, lo: int, hi: int, k: int,
+                sub: sp.csr_matrix, whole: int) -> np.ndarray | None:
+    """Bounds of the innermost groups under the level-2 group ``[lo, hi)`` when each
+    of its ``k`` nodes has exactly two innermost groups (sockets) and METIS would make
+    a node's split with a single bisection (:func:`mapper.partition.metis_effort` at
+    the graph's size: only large jobs); else None.  Top-Down then splits the group
+    into its nodes with the partitioner and every node into its two groups with
+    :func:`mapper.partition.split_blocks_in_two`, one call for all k nodes.
 
-
-def _last_bisections(machine: Hierarchy, level: int, lo: int, hi: int, k: int,
-                     sub: sp.csr_matrix, whole: int) -> np.ndarray | None:
-    """Bounds of the innermost groups under the level-2 group ``[lo, hi)`` when its
-    split into its ``k`` nodes and each node's split into its two innermost groups
-    (sockets) can be one METIS recursive bisection into ``2k`` parts; else None.
-
-    That holds when every node has exactly two innermost groups, the recursion's
-    boundaries fall between nodes (:func:`_bisection_aligned`), and a node's own
-    split would be a single METIS bisection anyway (:func:`mapper.partition.
-    metis_effort` gives one at the graph's size): its bisection is then the last step
-    of the parent's recursion, and only the call is saved (and the per-node choice
-    between METIS's and the rank order's blocks, which is made over the 2k parts
-    instead).  "Node" and "socket" are levels 1 and 0, whatever they stand for on the
-    machine (with hwloc cache groups, sockets and caches).  Top-Down at 2^20 ranks
-    on two-socket nodes makes 8192 such calls at about 200 us each (METIS's set-up,
-    the block's extraction, the size repair); combined, its construction took 6.5
-    instead of 8.1 s, J +0.03 % (3D stencil on 64:2:32:16:16, splits not refined as
-    in ``fast``).  Where the node splits get several METIS bisections (2 at 2^17
-    ranks, up to 8 on small jobs) they stay separate: combined anyway, J rose by
-    0.2 % on average and by up to 3 % on 40 small two-socket jobs, and moved by
-    -0.04 to +0.06 % at 2^17.
+    Why: a METIS call costs about 120 us of fixed set-up per 128-vertex bisection
+    (Top-Down at 2^20 ranks on two-socket nodes makes 8192 of them: about 1 s; folded
+    into the switch's call as its last recursion level they cost the same), while the
+    greedy growing with swap refinement costs about 2 us per node.  Its cut at that
+    level is up to 1.4x METIS's on random geometric graphs, but the level is the
+    cheapest of the tree: J after ``fast`` moved by -0.02 to +0.05 % on 3D and 2D
+    stencils, a 3D torus, rgg and Delaunay graphs and NPB-BT of 2^18 and 2^20 ranks
+    (bench/README.md).  Small jobs get several METIS bisections per node split,
+    whose quality matters there, and keep them.  "Node" and "socket" are levels 1
+    and 0, whatever they stand for on the machine.
     """
     if level != 2:
         return None
@@ -181,7 +168,7 @@ def _last_bisections(machine: Hierarchy, level: int, lo: int, hi: int, k: int,
         return None
     a, b = int(np.searchsorted(nodes, lo)), int(np.searchsorted(nodes, hi))
     per_node = np.diff(np.searchsorted(inner, nodes[a:b + 1]))
-    if len(per_node) != k or np.any(per_node != 2) or not _bisection_aligned(0, 2 * k, 2):
+    if len(per_node) != k or np.any(per_node != 2):
         return None
     node_n = (hi - lo) // k
     if metis_effort(node_n, sub.nnz // k, 2, whole) != (1, 1):
