@@ -365,8 +365,9 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     return winner, origin, candidates, rejected
 
 
-#: The polish's first slice of its budget, after which it goes on only if, at the rate
-#: of that slice, it could still beat the algorithm.
+#: The polish's first slice, as a share of the smallest polish budget
+#: (_POLISH_MIN_SECONDS), after which it goes on only if, at the rate of that slice, it
+#: could still beat the algorithm.
 _POLISH_PROBE = 0.25
 
 
@@ -376,19 +377,22 @@ def _polished(graph: CommGraph, machine: Machine, polish: str, seed: int,
     """The baseline improved by the local search ``polish`` within ``left`` seconds.
 
     With a budget and a ``bar`` (the J it must beat to win: the algorithm's), the
-    search first runs for :data:`_POLISH_PROBE` of the budget; if it has not
+    search first runs for :data:`_POLISH_PROBE` of the smallest budget
+    (:data:`_POLISH_MIN_SECONDS`: 0.25 s, whatever the budget); if it has not
     converged and, gaining at that slice's rate for the rest of the budget, would
     still end at or above the bar, it stops there.  A local search gains most in its
     first passes, so its first rate bounds the later ones: the stop drops only
     polishes that could not have won.  At 2^20
     ranks (3D stencil, fast preset) the polish of Slurm's block placement lowered J by
-    0.02 % in 3.1 s after an algorithm 64 % below it; it now stops after a quarter
-    of that.  Cost: the kernel's start (renumbering, O(m)) twice when it goes on."""
+    0.02 % in 3.1 s after an algorithm 64 % below it; it now stops after 0.25 s (a
+    quarter of its budget until 2026-11-26: 0.5 s there, 2.5 s at 2^22; small jobs,
+    whose budget is the smallest, keep their 0.25 s).  Cost: the kernel's start
+    (renumbering, O(m)) twice when it goes on."""
     algorithm = f"identity+{polish}"
     if left is None or bar is None:
         return _map_once(graph, machine, algorithm, seed, left, progress,
                          start_from=baseline)
-    probe = _POLISH_PROBE * left
+    probe = _POLISH_PROBE * min(left, _POLISH_MIN_SECONDS)
     first = _map_once(graph, machine, algorithm, seed, probe, progress, start_from=baseline)
     rest = left - first.seconds
     if not first.hit_time_limit or rest <= 0:

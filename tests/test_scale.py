@@ -142,6 +142,32 @@ def test_a_polish_that_could_win_goes_on_after_its_probe(monkeypatch):
     assert objective(graph, machine, result.mapping) == polished
 
 
+def test_the_polish_probe_does_not_grow_with_its_budget(monkeypatch):
+    """The probe is a quarter of the smallest polish budget whatever the budget: a
+    10 s polish (as at 2^22 ranks) of a placement near a local optimum (the stencil's
+    own order) that cannot reach the bar (half its J) stops after a probe of 0.25 s,
+    not 2.5 s."""
+    from mapper import Hierarchy, api
+    from mapper.objective import objective
+    from slurm_plugin.profiles.generators import generate
+
+    graph = generate("stencil3d", 1 << 14)
+    machine = Hierarchy.parse("16:2:16:16:2", "1:2:10:100:1000")
+    start = np.arange(graph.n, dtype=np.int64)
+    limits = []
+    real = api._map_once
+
+    def spy(graph, machine, algorithm, seed, time_limit, progress=None, **kw):
+        limits.append(time_limit)
+        return real(graph, machine, algorithm, seed, time_limit, progress, **kw)
+
+    monkeypatch.setattr(api, "_map_once", spy)
+    base = objective(graph, machine, start)
+    polished = api._polished(graph, machine, "n10", 0, start, base, 0.5 * base, 10.0, None)
+    assert limits == [api._POLISH_PROBE * api._POLISH_MIN_SECONDS] == [0.25]
+    assert polished.objective <= base
+
+
 def test_divisors_and_near_factors():
     """near_factors now walks the divisors only; the same factors as scanning 1..n."""
     from slurm_plugin.profiles.generators import divisors, near_factors
