@@ -31,6 +31,7 @@ inner loops fast:
   order of N_C^d's first pass on a renumbered graph);
 * ``induced_rows`` -- :func:`mapper.construction.topdown.induced_subgraph`;
 * ``cut_of`` -- :func:`mapper.partition.cut_weight`;
+* ``grow_halves``, ``within_blocks`` -- :func:`mapper.partition.split_blocks_in_two`;
 * ``renumbered_csr`` -- the PE-order renumbering of :func:`mapper.search.swap.run`;
 * ``level_volumes``, ``group_cuts`` -- :func:`mapper.objective.evaluate` and
   :func:`mapper.congestion.uplink_loads` on a hierarchy.
@@ -1027,3 +1028,24 @@ def grow_halves(const index_t[::1] indptr, const index_t[::1] indices,
             if keep[x]:
                 part[x] = 2 * b
     return part
+
+
+def within_blocks(const index_t[::1] indptr, const index_t[::1] indices,
+                  const double[::1] data, const int64_t[::1] block):
+    """CSR arrays of the graph without its edges between different blocks of
+    ``block`` (for :func:`mapper.partition.split_blocks_in_two`'s refinement)."""
+    cdef Py_ssize_t n = block.shape[0], i, e, total = 0
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] out_ptr = np.empty(n + 1, dtype=np.int64)
+    cdef cnp.ndarray[int32_t, ndim=1, mode="c"] out_idx = np.empty(indices.shape[0],
+                                                                   dtype=np.int32)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out_w = np.empty(indices.shape[0],
+                                                                dtype=np.float64)
+    out_ptr[0] = 0
+    for i in range(n):
+        for e in range(indptr[i], indptr[i + 1]):
+            if block[indices[e]] == block[i]:
+                out_idx[total] = <int32_t>indices[e]
+                out_w[total] = data[e]
+                total += 1
+        out_ptr[i + 1] = total
+    return out_ptr, out_idx[:total], out_w[:total]

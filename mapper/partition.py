@@ -230,8 +230,8 @@ def split_blocks_in_two(adj: sp.csr_matrix, block: np.ndarray, first: np.ndarray
     then the exact-balance swap refinement of :func:`refine_cut` (Kernighan & Lin's
     pairwise exchange, with N_C^2 partners) over all blocks at once, on the graph
     without the edges between blocks (so every swap stays inside a block).  For
-    Top-Down's last split of many small nodes into their two sockets, where one METIS
-    call per node costs about 120 us of fixed set-up for a 128-vertex bisection
+    Top-Down's last split of many small nodes into their two sockets, where METIS
+    spends about 90 us of fixed cost on each 128-vertex bisection
     (:func:`mapper.construction.topdown._node_halves`).  ``time_limit`` bounds the
     refinement.  Complexity: O(m + Σ_b n_b · f_b) for the growing (f_b: the largest
     frontier of block b, a linear scan picks the best), then :func:`refine_cut`'s.
@@ -253,12 +253,8 @@ def split_blocks_in_two(adj: sp.csr_matrix, block: np.ndarray, first: np.ndarray
     sizes = np.empty(2 * len(first), dtype=np.int64)
     sizes[0::2] = first
     sizes[1::2] = counts - first
-    rows = np.repeat(np.arange(adj.shape[0]), np.diff(indptr))
-    inside = block[rows] == block[indices]
-    within = sp.csr_matrix((data[inside], indices[inside],
-                            np.concatenate([[0], np.cumsum(np.bincount(
-                                rows[inside], minlength=adj.shape[0]))])),
-                           shape=adj.shape)
+    w_ptr, w_idx, w_data = _kernels.within_blocks(indptr, indices, data, block)
+    within = sp.csr_matrix((w_data, w_idx, w_ptr), shape=adj.shape)
     return refine_cut(within, part, sizes, seed, time_limit=time_limit)
 
 
