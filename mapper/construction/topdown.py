@@ -157,7 +157,7 @@ def _node_halves(machine: Hierarchy, level: int, lo: int, hi: int, k: int,
     refinement for a switch's 32 nodes takes about 1.2 ms, 0.3 s in all (min of 5
     runs each, CPU).  Its cut at that level is up to 1.4x METIS's (random geometric
     graphs; 1.05x on 3D stencils), but the level is the cheapest of the tree: J
-    after ``fast`` moved by -0.02 to +0.05 % on 3D and 2D stencils, a 3D torus, rgg
+    after ``fast`` moved by -0.07 to +0.05 % on 3D and 2D stencils, a 3D torus, rgg
     and Delaunay graphs and NPB-BT of 2^18 and 2^20 ranks, level distances 1:10:...
     and 1:2:10:... (bench/README.md).  Small jobs get several METIS bisections per
     node split, whose quality matters there, and keep them.  Batching all nodes of
