@@ -120,8 +120,8 @@ def top_down(graph: CommGraph, machine: Hierarchy, seed: int = 0,
                 if halve_nodes else None)
         if fine is not None:
             budget = None if left is None else left / 2
-            nodes = np.asarray(partitioner(sub, fine[2::2] - fine[:-2:2], seed,
-                                           time_limit=budget), dtype=np.int64)
+            nodes = np.asarray(partitioner(sub, sizes, seed, time_limit=budget),
+                               dtype=np.int64)
             part = split_blocks_in_two(sub, nodes, np.diff(fine)[0::2], seed,
                                        time_limit=budget)
             order = np.argsort(part, kind="stable")
@@ -168,14 +168,10 @@ def _node_halves(machine: Hierarchy, level: int, lo: int, hi: int, k: int,
     if level != 2:
         return None
     inner, nodes = machine.bounds[0], machine.bounds[1]
-    first, last = int(np.searchsorted(inner, lo)), int(np.searchsorted(inner, hi))
-    if last - first != 2 * k:
-        return None
     a, b = int(np.searchsorted(nodes, lo)), int(np.searchsorted(nodes, hi))
     per_node = np.diff(np.searchsorted(inner, nodes[a:b + 1]))
-    if len(per_node) != k or np.any(per_node != 2):
+    if np.any(per_node != 2):
         return None
-    node_n = (hi - lo) // k
-    if metis_effort(node_n, sub.nnz // k, 2, whole) != (1, 1):
+    if metis_effort((hi - lo) // k, sub.nnz // k, 2, whole) != (1, 1):
         return None
-    return inner[first:last + 1]
+    return inner[int(np.searchsorted(inner, lo)):int(np.searchsorted(inner, hi)) + 1]
