@@ -129,7 +129,25 @@ class Cluster:
         output = outfile.read_text() if outfile.exists() else ""
         if not finished:
             output += self.stuck_job_diagnostics(job_id, timeout)
+            self.cancel(job_id)
         return Job(job_id, state, output)
+
+    def cancel(self, job_id: str, timeout: float = 60) -> None:
+        """Cancel a job that outlived its wait and wait for it to leave its nodes: a hung
+        job must fail its own test only, not leave the next tests' jobs pending."""
+        deadline = time.time() + timeout
+        cancelled = False
+        while time.time() < deadline:
+            try:
+                if not cancelled:
+                    cancelled = self.run(["scancel", job_id], check=False).returncode == 0
+                res = self.run(["squeue", "-h", "-j", job_id, "-o", "%T"], check=False)
+            except subprocess.TimeoutExpired:  # slurmctld stalled: ask again
+                continue
+            if cancelled and res.returncode == 0 and res.stdout.strip() not in (
+                    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED"):
+                return
+            time.sleep(0.5)
 
     def stuck_job_diagnostics(self, job_id: str, timeout: float) -> str:
         """What Slurm and the process table say about a job still unfinished after

@@ -281,6 +281,16 @@ def test_twenty_jobs_at_once_all_run_and_leave_no_files(slurm_cluster):
     assert left == []
 
 
+def test_a_job_that_outlives_its_wait_is_cancelled(slurm_cluster):
+    """The harness itself: a hung job fails its own test and leaves its nodes, so the
+    tests after it do not wait behind it (a CI run once lost four tests that way)."""
+    c = slurm_cluster
+    job = c.wait(c.submit("sleep 600\n", "-N1", "-n1"), timeout=3)
+    assert "not finished after 3 s" in job.output, job.output
+    left = c.run(["squeue", "-h", "-j", job.job_id, "-o", "%T"], check=False).stdout.strip()
+    assert left in ("", "CANCELLED", "COMPLETED"), left
+
+
 def test_prolog_slurmctld_computes_into_a_shared_directory(slurm_cluster):
     c = slurm_cluster
     c.write_config()

@@ -12,7 +12,8 @@ rankfile puts rank k:
   and the core is the one Slurm gives the node's m-th task (m = SLURM_LOCALID) under the
   step's socket distribution (block:cyclic: task m on socket m % 2, its m // 2-th core)
   — the core task/affinity would bind it to.  srun --mpi=pmix segfaults about one run
-  in ten here (shared/docs/slurm-lab.md), so the job tries up to three times.
+  in ten here (shared/docs/slurm-lab.md), and a CI run saw one step hang after launch,
+  so the job tries up to three times, each ended after 60 s.
 
 Without the prolog's reorder files and the TaskProlog's RANKMAP_REORDER, rankmap_comm
 keeps the launcher's order and these tests fail.
@@ -52,10 +53,13 @@ unset OMPI_MCA_rmaps_rank_file_path OMPI_MCA_rmaps_rankfile_path
 SRUN_JOB = HEADER + """
 out=/tmp/srun.$SLURM_JOB_ID.out  # the job's user may not write in the submit directory
 for attempt in 1 2 3; do
-    srun --mpi=pmix --distribution={dist} -n {n} {prog} > "$out" 2>&1
+    # a run takes seconds; a step that hangs in PMIx start-up is ended and retried
+    timeout -k 10 60 srun --mpi=pmix --distribution={dist} -n {n} {prog} > "$out" 2>&1
     rc=$?
     [ $rc -eq 0 ] && break
     echo "SRUN attempt $attempt failed (rc=$rc)"; sed 's/^/FAILED: /' "$out"
+    # a step left behind would hold the cores the next attempt needs
+    squeue -h -s -j "$SLURM_JOB_ID" -o %i | grep -v -e batch -e extern | xargs -r scancel
 done
 cat "$out"; rm -f "$out"
 echo "LAUNCH_RC=$rc"
@@ -95,7 +99,7 @@ def reorder_setup(slurm_cluster):
 
 def run_job(c, script: str, user: str | None = None):
     return c.wait(c.submit(script, f"-N{NODES}", f"--ntasks-per-node={PER_NODE}",
-                           f"--comm-profile=scrambled{N}", user=user), timeout=180)
+                           f"--comm-profile=scrambled{N}", user=user), timeout=300)
 
 
 def rankfile_of(output: str) -> dict[int, tuple[str, int, int]]:
