@@ -57,9 +57,11 @@ def metis_weights(weights: np.ndarray) -> np.ndarray:
     """Integer edge weights ≥ 1 that keep the volumes' proportions for METIS."""
     if len(weights) == 0:
         return np.zeros(0, dtype=np.int64)
+    from . import _kernels
+
     wmax = float(weights.max())
     scale = min(_METIS_WEIGHT_SCALE / wmax, _METIS_TOTAL_LIMIT / max(float(weights.sum()), 1.0))
-    return np.maximum(1, np.rint(weights * scale)).astype(np.int64)
+    return _kernels.scaled_weights(np.ascontiguousarray(weights, dtype=np.float64), scale)
 
 
 def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,

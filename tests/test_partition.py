@@ -10,6 +10,7 @@ from mapper import partition
 from mapper.partition import (
     balanced_partition,
     cut_weight,
+    metis_weights,
     refine_cut,
     repair_sizes,
     split_blocks_in_two,
@@ -360,3 +361,20 @@ def test_node_halves_on_odd_machines(monkeypatch, tree, halved):
     j_sep = evaluate(graph, machine, separate).objective
     j_together = evaluate(graph, machine, together).objective
     assert j_together <= 1.05 * j_sep, (j_together, j_sep)
+
+
+@pytest.mark.parametrize("weights", [
+    np.array([2.0 ** 20, 0.5, 1.5, 2.5, 3.5, 1e-9]),  # scale 1: halves to even; tiny -> 1
+    np.random.default_rng(3).random(10_000) * 1e6,  # the per-edge scale
+    np.random.default_rng(4).integers(1, 100, 10_000).astype(float) * 1e7,  # the sum cap
+    np.array([7, 7, 7], dtype=np.int64),             # integer volumes
+])
+def test_metis_weights_are_the_scaled_rounded_volumes(weights):
+    # the compiled loop against the formula it replaces, element by element
+    w = weights.astype(np.float64)
+    scale = min(partition._METIS_WEIGHT_SCALE / w.max(),
+                partition._METIS_TOTAL_LIMIT / max(w.sum(), 1.0))
+    want = np.maximum(1, np.rint(w * scale)).astype(np.int64)
+    got = metis_weights(weights)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert got.sum() <= partition._METIS_TOTAL_LIMIT + len(w)
