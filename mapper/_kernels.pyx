@@ -32,6 +32,7 @@ inner loops fast:
 * ``induced_rows`` -- :func:`mapper.construction.topdown.induced_subgraph`;
 * ``cut_of`` -- :func:`mapper.partition.cut_weight`;
 * ``scaled_weights`` -- :func:`mapper.partition.metis_weights`;
+* ``repair_proposals`` -- :func:`mapper.partition.repair_sizes`;
 * ``grow_halves``, ``within_blocks`` -- :func:`mapper.partition.split_blocks_in_two`;
 * ``renumbered_csr`` -- the PE-order renumbering of :func:`mapper.search.swap.run`;
 * ``level_volumes``, ``group_cuts`` -- :func:`mapper.objective.evaluate` and
@@ -761,6 +762,52 @@ def induced_rows(const index_t[::1] indptr, const index_t[::1] indices,
     for i in range(k):
         local[ranks[i]] = -1
     return out_ptr, out_idx, out_w
+
+
+def repair_proposals(const index_t[::1] indptr, const index_t[::1] indices,
+                     const double[::1] data, const int64_t[::1] part,
+                     const int64_t[::1] cand, const int64_t[::1] excess,
+                     int64_t fallback):
+    """Per candidate vertex: its connection to its own block, its best underfull target
+    (largest connection, ties to the lowest block id; ``fallback`` without an edge into
+    one) and that connection -- one round of :func:`mapper.partition.repair_sizes`
+    (scipy's per-call cost made its 256 small calls at 2^20 ranks take 0.3 s)."""
+    cdef Py_ssize_t c = cand.shape[0], k = excess.shape[0], i, e, t, nt
+    own_a = np.zeros(c, dtype=np.float64)
+    target_a = np.full(c, fallback, dtype=np.int64)
+    best_a = np.zeros(c, dtype=np.float64)
+    conn_a = np.zeros(k, dtype=np.float64)
+    seen_a = np.zeros(k, dtype=np.uint8)
+    touched_a = np.empty(k, dtype=np.int64)
+    cdef double[::1] own = own_a, best = best_a, conn = conn_a
+    cdef int64_t[::1] target = target_a, touched = touched_a
+    cdef cnp.uint8_t[::1] seen = seen_a
+    cdef int64_t v, b, tb
+    cdef double bv
+    for i in range(c):
+        v = cand[i]
+        nt = 0
+        for e in range(indptr[v], indptr[v + 1]):
+            b = part[indices[e]]
+            if not seen[b]:
+                seen[b] = 1
+                touched[nt] = b
+                nt += 1
+            conn[b] += data[e]
+        tb, bv = -1, 0.0
+        for t in range(nt):
+            b = touched[t]
+            if excess[b] < 0 and (tb < 0 or conn[b] > bv or (conn[b] == bv and b < tb)):
+                tb, bv = b, conn[b]
+        if seen[part[v]]:
+            own[i] = conn[part[v]]
+        if tb >= 0 and bv > 0:
+            target[i], best[i] = tb, bv
+        for t in range(nt):
+            b = touched[t]
+            seen[b] = 0
+            conn[b] = 0.0
+    return own_a, target_a, best_a
 
 
 def cut_of(const index_t[::1] indptr, const index_t[::1] indices, const double[::1] data,

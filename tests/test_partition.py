@@ -80,11 +80,8 @@ def test_repair_gives_exact_sizes_and_moves_only_surplus_vertices(spec, n, sizes
                           sizes)
 
 
-@pytest.mark.parametrize("dense", [True, False])
-def test_repair_exact_on_arbitrary_imbalance(dense, monkeypatch):
+def test_repair_exact_on_arbitrary_imbalance():
     """Everything in one block, empty blocks, zero-size targets: still exact."""
-    if not dense:
-        monkeypatch.setattr(partition, "_DENSE_BELOW", 0)
     rng = np.random.default_rng(5)
     for trial in range(30):
         n = int(rng.integers(8, 120))
@@ -104,12 +101,37 @@ def test_repair_exact_on_arbitrary_imbalance(dense, monkeypatch):
     assert np.array_equal(np.bincount(fixed, minlength=100), np.full(100, 2))
 
 
-@pytest.mark.parametrize("dense", [True, False])
-def test_repair_moves_the_best_connected_vertex(dense, monkeypatch):
+def test_repair_proposals_match_the_dense_connection_matrix():
+    """One repair round's proposals (compiled) against the n x k connection matrix:
+    own-block connection, the best underfull target (ties: lowest block id, none:
+    the fallback) and its connection."""
+    from mapper import _kernels
+
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        n, k = int(rng.integers(6, 90)), int(rng.integers(2, 8))
+        adj = csr(random_graph(n, 0.1, trial))
+        if trial % 2:  # integer weights: many ties
+            adj.data = rng.integers(1, 3, adj.nnz).astype(float)
+            adj = ((adj + adj.T) / 2).tocsr()
+        part = rng.integers(0, k, n)
+        excess = rng.integers(-3, 4, k)
+        cand = np.flatnonzero(excess[part] > 0)
+        own, target, best = _kernels.repair_proposals(
+            adj.indptr, adj.indices.astype(adj.indptr.dtype), adj.data, part, cand, excess, 99)
+        conn = adj.toarray() @ np.eye(k)[part]  # vertex x block connection
+        for i, v in enumerate(cand):
+            assert own[i] == pytest.approx(conn[v, part[v]])
+            into = np.where(excess < 0, conn[v], 0.0)
+            if into.max() > 0:
+                assert (target[i], best[i]) == (int(np.argmax(into)), pytest.approx(into.max()))
+            else:
+                assert (target[i], best[i]) == (99, 0.0)
+
+
+def test_repair_moves_the_best_connected_vertex():
     """Path 0-1-2-3-4-5 split 4 | 2 with targets 3 | 3: moving vertex 3 (a neighbour of
     block 1) costs nothing; moving any other vertex of block 0 raises the cut."""
-    if not dense:
-        monkeypatch.setattr(partition, "_DENSE_BELOW", 0)
     adj = path_graph(6)
     fixed = repair_sizes(adj, np.array([0, 0, 0, 0, 1, 1]), np.array([3, 3]))
     assert fixed.tolist() == [0, 0, 0, 1, 1, 1]
