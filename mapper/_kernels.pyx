@@ -35,6 +35,7 @@ inner loops fast:
 * ``repair_proposals`` -- :func:`mapper.partition.repair_sizes`;
 * ``grow_halves``, ``within_blocks`` -- :func:`mapper.partition.split_blocks_in_two`;
 * ``renumbered_csr`` -- the PE-order renumbering of :func:`mapper.search.swap.run`;
+* ``between_groups`` -- :func:`mapper.construction.regroup.quotient_graph`;
 * ``level_volumes``, ``group_cuts`` -- :func:`mapper.objective.evaluate` and
   :func:`mapper.congestion.uplink_loads` on a hierarchy.
 """
@@ -961,6 +962,37 @@ def group_cuts(const int64_t[::1] indptr, const int32_t[::1] indices,
                     A[gu] += weights[e]
                     B[gv] += weights[e]
     return a + b
+
+
+def between_groups(const int64_t[::1] indptr, const int32_t[::1] indices,
+                   const double[::1] weights, const int64_t[::1] group):
+    """The edges u < v whose ranks are in different groups, as arrays (group of u,
+    group of v, weight) in CSR order -- the loop of
+    :func:`mapper.construction.regroup.quotient_graph`."""
+    cdef Py_ssize_t n = group.shape[0], u, e, k = 0
+    cdef int64_t v
+    with nogil:
+        for u in range(n):
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if v > u and group[u] != group[v]:
+                    k += 1
+    gu_a = np.empty(k, dtype=np.int64)
+    gv_a = np.empty(k, dtype=np.int64)
+    w_a = np.empty(k, dtype=np.float64)
+    cdef int64_t[::1] gu = gu_a, gv = gv_a
+    cdef double[::1] w = w_a
+    k = 0
+    with nogil:
+        for u in range(n):
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if v > u and group[u] != group[v]:
+                    gu[k] = group[u]
+                    gv[k] = group[v]
+                    w[k] = weights[e]
+                    k += 1
+    return gu_a, gv_a, w_a
 
 
 def visit_order(int64_t n, int64_t chunk, uint64_t seed):

@@ -42,10 +42,11 @@ def coarse_machine(machine: Hierarchy, level: int) -> Hierarchy:
 
 def quotient_graph(graph: CommGraph, group_of_rank: np.ndarray, groups: int) -> CommGraph:
     """Volume between groups (each undirected edge of ``graph`` once), no self loops."""
-    u, v, w = graph.edges()
-    gu, gv = group_of_rank[u], group_of_rank[v]
-    keep = gu != gv
-    a = sp.coo_matrix((w[keep], (gu[keep], gv[keep])), shape=(groups, groups)).tocsr()
+    from .. import _kernels  # compiled: the numpy version took 0.09 s at 2^20 ranks
+
+    gu, gv, w = _kernels.between_groups(graph.indptr, graph.indices, graph.weights,
+                                        np.ascontiguousarray(group_of_rank, dtype=np.int64))
+    a = sp.coo_matrix((w, (gu, gv)), shape=(groups, groups)).tocsr()
     return CommGraph.from_matrix(a, directed=True, source=f"{graph.source}[groups]")
 
 
