@@ -136,15 +136,19 @@ class Cluster:
         """Cancel a job that outlived its wait and wait for it to leave its nodes: a hung
         job must fail its own test only, not leave the next tests' jobs pending."""
         deadline = time.time() + timeout
-        cancelled = False
+        sent = False
         while time.time() < deadline:
             try:
-                if not cancelled:
-                    cancelled = self.run(["scancel", job_id], check=False).returncode == 0
+                if not sent:
+                    # an error here means the job ended meanwhile: squeue tells
+                    self.run(["scancel", job_id], check=False)
+                    sent = True
                 res = self.run(["squeue", "-h", "-j", job_id, "-o", "%T"], check=False)
             except subprocess.TimeoutExpired:  # slurmctld stalled: ask again
                 continue
-            if cancelled and res.returncode == 0 and res.stdout.strip() not in (
+            if "Invalid job id" in res.stderr:  # gone already (MinJobAge)
+                return
+            if res.returncode == 0 and res.stdout.strip() not in (
                     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED"):
                 return
             time.sleep(0.5)
