@@ -64,6 +64,14 @@ def metis_weights(weights: np.ndarray) -> np.ndarray:
     return _kernels.scaled_weights(np.ascontiguousarray(weights, dtype=np.float64), scale)
 
 
+def csr_arrays(adj: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``adj``'s (indptr, indices, data) as the compiled kernels over a block take them:
+    the indices in the indptr's integer type, the data as float64 (no copies when
+    they already are)."""
+    return (adj.indptr, adj.indices.astype(adj.indptr.dtype, copy=False),
+            adj.data.astype(np.float64, copy=False))
+
+
 def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
                        time_limit: float | None = None, tries: int = 1,
                        whole: int | None = None, refine: bool = True) -> np.ndarray:
@@ -186,9 +194,7 @@ def cut_weight(adj: sp.csr_matrix, part: np.ndarray) -> float:
     # ranks, where numpy's per-call cost (scipy's tocoo: 50 us) added up to seconds
     from . import _kernels
 
-    return float(_kernels.cut_of(adj.indptr, adj.indices.astype(adj.indptr.dtype, copy=False),
-                                 adj.data.astype(np.float64, copy=False),
-                                 np.ascontiguousarray(part, dtype=np.int64)))
+    return float(_kernels.cut_of(*csr_arrays(adj), np.ascontiguousarray(part, dtype=np.int64)))
 
 
 def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
@@ -246,9 +252,7 @@ def split_blocks_in_two(adj: sp.csr_matrix, block: np.ndarray, first: np.ndarray
 
     block = np.ascontiguousarray(block, dtype=np.int64)
     first = np.ascontiguousarray(first, dtype=np.int64)
-    indptr = adj.indptr.astype(np.int64, copy=False)
-    indices = adj.indices.astype(np.int64, copy=False)
-    data = adj.data.astype(np.float64, copy=False)
+    indptr, indices, data = csr_arrays(adj)
     part = _kernels.grow_halves(indptr, indices, data, block, first, tries)
     counts = np.bincount(block, minlength=len(first))
     sizes = np.empty(2 * len(first), dtype=np.int64)
@@ -272,9 +276,7 @@ def repair_sizes(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.
 
     part = np.array(part, dtype=np.int64)
     k = len(sizes)
-    indptr = adj.indptr
-    indices = adj.indices.astype(indptr.dtype, copy=False)
-    data = adj.data.astype(np.float64, copy=False)
+    indptr, indices, data = csr_arrays(adj)
     for _ in range(64):
         count = np.bincount(part, minlength=k)
         excess = count - sizes

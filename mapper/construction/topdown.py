@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from ..dense import PARTITION_DEGREE, sparsify
 from ..graph import CommGraph
 from ..machine import Hierarchy
-from ..partition import balanced_partition, metis_effort, split_blocks_in_two
+from ..partition import balanced_partition, csr_arrays, metis_effort, split_blocks_in_two
 
 #: ``partitioner(adj, sizes, seed, time_limit=...) -> block of every vertex``: the
 #: signature of :func:`mapper.partition.balanced_partition`, which any replacement
@@ -71,9 +71,7 @@ def induced_subgraph(adj: sp.csr_matrix, ranks: np.ndarray, local: np.ndarray
     """
     from .. import _kernels  # compiled; imported here so the module imports alone
 
-    indptr, indices, data = _kernels.induced_rows(
-        adj.indptr, adj.indices.astype(adj.indptr.dtype, copy=False),
-        adj.data.astype(np.float64, copy=False), ranks, local)
+    indptr, indices, data = _kernels.induced_rows(*csr_arrays(adj), ranks, local)
     return sp.csr_matrix((data, indices, indptr), shape=(len(ranks), len(ranks)))
 
 
