@@ -12,8 +12,18 @@ sizes) are passed to METIS as target weights (``tpwgts``).
 
 METIS runs in recursive-bisection mode: with exact target weights its k-way mode cut
 20-100 % more on the paper's instance types (measured on rgg quotient graphs and 3D
-grids).  Each bisection is the best of up to ``_MAX_NCUTS`` (METIS's ``ncuts``), as
-many as about ``_EFFORT_WORK`` arcs of work allow: on periodic grids (tori) many
+grids).  Large blocks are the exception: where the smallest block has at least
+``KWAY_MIN_BLOCK`` vertices (the top splits of jobs of 10^5-10^6 ranks), k-way coarsens
+the graph once where recursive bisection re-coarsens it at every bisection level.  At
+2^20 ranks its top split into 5-16 blocks cut 1-12 % less on 2D and 3D grids and rgg
+and took 0.6 of the time, and the bench's 2^20 plan got 2.9 % lower J.  At
+4-6 · 10^4 ranks into 3-6 blocks of 10^4 vertices, though, it cut 5-12 % more on 3D
+grids.  So such a split runs both modes (one METIS run more, and the lower cut wins)
+while the graph has at most ``_BOTH_MODES_WORK`` vertices + arcs, and k-way alone on
+larger ones (bench/README.md has the tables).
+
+Each bisection is the best of up to ``_MAX_NCUTS`` (METIS's ``ncuts``), as many as
+about ``_EFFORT_WORK`` arcs of work allow: on periodic grids (tori) many
 bisections are nearly equal and one METIS bisection missed the best in about half of
 the seeds (8x8x4 torus into 4: cut 140-153 instead of 128; 12x8x6 into 4: 216-248
 instead of 192), a miss that neither the repair (METIS was already exact there) nor
@@ -26,8 +36,9 @@ order often carries locality METIS cannot see on a coarse graph: the block ids o
 hierarchical multisection (the mesh mode's RMS quotient, where METIS cut 9-30 % more
 than the multisection at the top split and plain Top-Down lost up to 5 % J to the
 identity), or an NPB-CG process grid whose rows fill nodes (14 % lower J on 12:4:22).
-It costs one O(m) cut count per split.  Complexity: one METIS call, O(c · m log k) in
-practice for c = ncuts, O(r · (n + m)) for r repair rounds (r is small because METIS
+It costs one O(m) cut count per split.  Complexity: one METIS call (two for large
+blocks of mid-sized graphs), O(c · m log k) in practice for recursive bisection with
+c = ncuts and O(m + k · cut) for k-way, O(r · (n + m)) for r repair rounds (r is small because METIS
 is within 0.1 % of the targets), and O(Σ_u d_u²) per refinement pass.
 
 References
@@ -37,6 +48,8 @@ References
 * Karypis & Kumar: A Fast and High Quality Multilevel Scheme for Partitioning
   Irregular Graphs.  SIAM J. Sci. Comput. 20(1):359-392 (1998),
   doi:10.1137/S1064827595287997 (METIS, called through pymetis).
+* Karypis & Kumar: Multilevel k-way Partitioning Scheme for Irregular Graphs.
+  J. Parallel Distrib. Comput. 48(1):96-129 (1998), doi:10.1006/jpdc.1997.1404.
 """
 
 from __future__ import annotations
@@ -103,18 +116,18 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
     if adj.nnz == 0 or n <= k:
         return np.repeat(np.arange(k), sizes)
     ncuts, runs = metis_effort(n, adj.nnz, k, whole)
-    tiny = runs > 1
-    tries = max(runs, tries)
+    large = int(sizes.min()) >= KWAY_MIN_BLOCK
+    # both METIS modes, the same seed for each pair: tiny graphs, and large blocks of
+    # graphs that can afford a second run; larger graphs: k-way alone (module docstring)
+    both = runs > 1 or (large and n + adj.nnz <= _BOTH_MODES_WORK)
+    tries = max(runs, 2 if both else 1, tries)
     best, best_cut = None, np.inf
     for attempt in range(tries):
         left = None if time_limit is None else time_limit - (time.perf_counter() - start)
         if best is not None and left is not None and left <= 0:
             break
-        # tiny graphs: seeds alternate recursive bisection and k-way, as METIS is
-        # erratic there; otherwise recursive bisection, which with exact targets cuts
-        # far less than k-way here
-        raw = _metis(adj, sizes, seed + 7919 * (attempt // 2 if tiny else attempt),
-                     recursive=not tiny or attempt % 2 == 0, ncuts=ncuts)
+        raw = _metis(adj, sizes, seed + 7919 * (attempt // 2 if both else attempt),
+                     recursive=attempt % 2 == 0 if both else not large, ncuts=ncuts)
         part = repair_sizes(adj, raw, sizes)
         if refine:
             part = refine_cut(adj, part, sizes, seed,
@@ -163,6 +176,11 @@ def metis_effort(n: int, nnz: int, k: int, whole: int | None = None) -> tuple[in
 log = logging.getLogger("rankmap.mapper")
 
 _SMALL_GRAPH = 16
+#: Vertices in the smallest block from which METIS's k-way mode runs (module
+#: docstring); the mesh mode's multisection uses the same rule.
+KWAY_MIN_BLOCK = 10_000
+#: Vertices + arcs up to which such a split also runs the recursive bisection.
+_BOTH_MODES_WORK = 2_000_000
 _SMALL_GRAPH_TRIES = 4
 _MAX_NCUTS = 8
 _NCUTS_MIN_BLOCK = 8

@@ -219,6 +219,46 @@ def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
         monkeypatch.setattr(partition, "_LEVEL_WORK", level_work)
 
 
+def test_large_blocks_run_metis_kway_and_bisection_while_affordable(monkeypatch):
+    """A split whose smallest block has at least KWAY_MIN_BLOCK vertices runs METIS's
+    k-way mode and, on graphs of at most _BOTH_MODES_WORK vertices + arcs, its
+    recursive bisection too, keeping the lower cut; larger graphs get k-way alone (it
+    coarsens once, not once per bisection level: bench/README.md).  Smaller blocks
+    get the recursive bisection alone.  Every run gives the exact sizes."""
+    calls, ncuts_seen = [], []
+    real = partition._metis
+
+    def spy(adj, sizes, seed, recursive, ncuts=1):
+        calls.append((tuple(sizes), seed, recursive))
+        ncuts_seen.append(ncuts)
+        return real(adj, sizes, seed, recursive, ncuts)
+
+    def cut_of(part):
+        return partition.cut_weight(adj, part)
+
+    monkeypatch.setattr(partition, "_metis", spy)
+    monkeypatch.setattr(partition, "KWAY_MIN_BLOCK", 100)
+    adj = csr(generate("stencil3d", 1200))
+    both = ([300, 300, 300, 300], [100, 300, 500, 300])
+    for sizes in both + ([99, 301, 500, 300],):
+        calls.clear()
+        part = balanced_partition(adj, np.array(sizes), seed=5, refine=False)
+        assert np.bincount(part, minlength=4).tolist() == sizes
+        if sizes in both:
+            assert calls == [(tuple(sizes), 5, True), (tuple(sizes), 5, False)]
+            runs = [partition.repair_sizes(adj, real(adj, np.array(sizes), 5, r, c),
+                                           np.array(sizes))
+                    for r, c in zip((True, False), ncuts_seen[-2:], strict=True)]
+            assert cut_of(part) == min(min(cut_of(p) for p in runs),
+                                       cut_of(np.repeat(np.arange(4), sizes)))
+        else:
+            assert calls == [(tuple(sizes), 5, True)]
+    monkeypatch.setattr(partition, "_BOTH_MODES_WORK", adj.shape[0] + adj.nnz - 1)
+    calls.clear()
+    balanced_partition(adj, np.array(both[0]), seed=5, refine=False)
+    assert calls == [(tuple(both[0]), 5, False)]
+
+
 @pytest.mark.parametrize("refine", [True, False])
 def test_the_vertex_order_is_a_candidate_split(refine):
     # a ring numbered around: consecutive blocks cut k edges, the fewest possible;

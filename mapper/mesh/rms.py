@@ -55,14 +55,15 @@ import numpy as np
 
 from ..construction.topdown import induced_subgraph as induced
 from ..machine import Hierarchy
+from ..partition import KWAY_MIN_BLOCK
 from .backends import integer_vertex_weights
 from .balance import check_common, mesh_arrays, split_step, step_delta, step_floor
 from .names import DEFAULT_BACKEND, RMS
 from .result import Partition, PartitionError
 
 #: Vertices per child from which a multisection uses METIS's k-way instead of its
-#: recursive bisection (measured: module docstring).
-KWAY_MIN_CHILD = 10_000
+#: recursive bisection (measured: module docstring); the same rule as Top-Down's splits.
+KWAY_MIN_CHILD = KWAY_MIN_BLOCK
 
 
 def pe_targets(hierarchy: Hierarchy, speeds: np.ndarray | None, total: float) -> np.ndarray:
