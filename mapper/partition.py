@@ -38,8 +38,8 @@ than the multisection at the top split and plain Top-Down lost up to 5 % J to th
 identity), or an NPB-CG process grid whose rows fill nodes (14 % lower J on 12:4:22).
 It costs one O(m) cut count per split.  Complexity: one METIS call (two for large
 blocks of mid-sized graphs), O(c · m log k) in practice for recursive bisection with
-c = ncuts and O(m + k · cut) for k-way, O(r · (n + m)) for r repair rounds (r is small because METIS
-is within 0.1 % of the targets), and O(Σ_u d_u²) per refinement pass.
+c = ncuts and O(m + k · cut) for k-way, O(r · (n + m)) for r repair rounds (r is small
+because METIS is within 0.1 % of the targets), and O(Σ_u d_u²) per refinement pass.
 
 References
 ----------
@@ -96,10 +96,12 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
     not interruptible; on a dense graph pass :func:`mapper.dense.sparsify`'s view).
     ``tries`` > 1 runs METIS with that many seeds and keeps the lowest cut (the eco and
     strong presets: 1-4 % lower J measured in ``bench/bench_partitions.py``); no new
-    run starts after ``time_limit``.  ``whole`` (vertices + arcs of the graph a
-    construction splits level by level, of which ``adj`` is one block) caps METIS's
-    effort so that one level of splits costs about the same at any scale
-    (:func:`metis_effort`).  The vertex order's consecutive blocks replace METIS's
+    run starts after ``time_limit``.  Where both METIS modes run (tiny graphs; large
+    blocks of mid-sized graphs, module docstring) the runs alternate recursive
+    bisection and k-way, one seed per pair, at least one pair.  ``whole`` (vertices +
+    arcs of the graph a construction splits level by level, of which ``adj`` is one
+    block) caps METIS's effort so that one level of splits costs about the same at any
+    scale (:func:`metis_effort`).  The vertex order's consecutive blocks replace METIS's
     result when they cut less (module docstring), so the cut is never above theirs.
     ``refine=False`` skips the swap refinement (:func:`refine_cut`) of METIS's and the
     order's blocks: the ``fast`` preset, whose N_C^10 search after Top-Down makes the
@@ -176,16 +178,16 @@ def metis_effort(n: int, nnz: int, k: int, whole: int | None = None) -> tuple[in
 log = logging.getLogger("rankmap.mapper")
 
 _SMALL_GRAPH = 16
-#: Vertices in the smallest block from which METIS's k-way mode runs (module
-#: docstring); the mesh mode's multisection uses the same rule.
-KWAY_MIN_BLOCK = 10_000
-#: Vertices + arcs up to which such a split also runs the recursive bisection.
-_BOTH_MODES_WORK = 2_000_000
 _SMALL_GRAPH_TRIES = 4
 _MAX_NCUTS = 8
 _NCUTS_MIN_BLOCK = 8
 _EFFORT_WORK = 80_000
 _LEVEL_WORK = 2_000_000
+#: Vertices in the smallest block from which METIS's k-way mode runs (module
+#: docstring); the mesh mode's multisection uses the same rule.
+KWAY_MIN_BLOCK = 10_000
+#: Vertices + arcs up to which such a split also runs the recursive bisection.
+_BOTH_MODES_WORK = 2_000_000
 
 
 def _metis(adj: sp.csr_matrix, sizes: np.ndarray, seed: int, recursive: bool,
