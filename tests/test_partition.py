@@ -1,6 +1,8 @@
 """The partitioner's two steps after METIS (mapper.partition): the exact size repair and
 the size-keeping swap refinement, tested directly."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -440,3 +442,43 @@ def test_metis_weights_are_the_scaled_rounded_volumes(weights):
     got = metis_weights(weights)
     assert got.dtype == np.int64 and np.array_equal(got, want)
     assert got.sum() <= partition._METIS_TOTAL_LIMIT + len(w)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_top_down_on_large_uneven_switches_with_both_metis_modes(monkeypatch, dim):
+    """Real sizes, no patched threshold: three switches of 10 240, 12 800 and 14 336
+    PEs (uneven nodes of 512-PE sockets) get METIS's k-way and recursive bisection at
+    the top split of a random geometric graph (degree about 8, ranks in random order).
+    The result is a bijection, and the cut between the switches is at most each mode's
+    alone (with the same seed, each is one of the candidates)."""
+    from scipy.spatial import cKDTree
+
+    from mapper import CommGraph
+    from mapper.construction import topdown
+    from mapper.machine import Hierarchy
+
+    tree = [[[512, 512]] * 10, [[512, 512]] * 8 + [[1024, 1024]] * 2,
+            [[1024, 1024]] * 7]
+    machine = Hierarchy.from_tree(tree, [1, 10, 100, 1000])
+    rng = np.random.default_rng(dim)
+    pts = rng.random((machine.n, dim))
+    radius = (8 / machine.n / (np.pi if dim == 2 else 4 * np.pi / 3)) ** (1 / dim)
+    pairs = cKDTree(pts).query_pairs(radius, output_type="ndarray")
+    graph = CommGraph.from_edges(pairs[:, 0], pairs[:, 1], rng.uniform(1, 10, len(pairs)),
+                                 n=machine.n)
+    adj = csr(graph)
+    switch_of = np.repeat(np.arange(3), np.diff(machine.bounds[2]))
+
+    def top_cut(**patch):
+        for name, value in patch.items():
+            monkeypatch.setattr(partition, name, value)
+        pe = topdown.top_down(graph, machine, 0, partitioner=partial(
+            balanced_partition, refine=False))
+        assert sorted(pe.tolist()) == list(range(machine.n))
+        return cut_weight(adj, switch_of[pe])
+
+    assert adj.shape[0] + adj.nnz <= partition._BOTH_MODES_WORK
+    both = top_cut()
+    kway_alone = top_cut(_BOTH_MODES_WORK=0)
+    bisection_alone = top_cut(KWAY_MIN_BLOCK=1 << 40)
+    assert both <= min(kway_alone, bisection_alone), (both, kway_alone, bisection_alone)
