@@ -49,7 +49,7 @@ from libc.string cimport memset
 from libc.stdlib cimport free, malloc, qsort
 
 from mapper._oracle cimport (Graph, Oracle, _best_gamma_bound, _dist, _gamma, _gamma_group,
-                             _make_oracle, _now, _shuffle, _swap_delta)
+                             _make_oracle, _now, _shuffle, _shuffle_runs, _swap_delta)
 
 cnp.import_array()
 
@@ -143,26 +143,6 @@ cdef void _mark_ball(const Graph* g, int64_t src, int64_t radius, cnp.uint8_t* a
                 q[tail] = w
                 tail += 1
     visit[0] += 1
-
-
-cdef void _shuffle_runs(int64_t* a, int64_t n, int64_t chunk, uint64_t* rng,
-                        int64_t* runs, int64_t* tmp) noexcept nogil:
-    """``a`` cut into runs of ``chunk`` consecutive entries, the runs in random order
-    and each run shuffled: a random visiting order that reads the (PE-order
-    renumbered) graph a run at a time, from cache, instead of at random."""
-    cdef int64_t nruns = (n + chunk - 1) // chunk, r, start, length, i, pos = 0
-    for r in range(nruns):
-        runs[r] = r
-    _shuffle(runs, nruns, rng)
-    for r in range(nruns):
-        start = runs[r] * chunk
-        length = chunk if start + chunk <= n else n - start
-        for i in range(length):
-            tmp[pos + i] = a[start + i]
-        _shuffle(tmp + pos, length, rng)
-        pos += length
-    for i in range(n):
-        a[i] = tmp[i]
 
 
 def local_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,

@@ -121,6 +121,27 @@ cdef inline void _shuffle(int64_t* a, int64_t n, uint64_t* s) noexcept nogil:
         i -= 1
 
 
+cdef inline void _shuffle_runs(int64_t* a, int64_t n, int64_t chunk, uint64_t* rng,
+                               int64_t* runs, int64_t* tmp) noexcept nogil:
+    """``a`` cut into runs of ``chunk`` consecutive entries, the runs in random order
+    and each run shuffled: a random visiting order that reads the (PE-order
+    renumbered) graph a run at a time, from cache, instead of at random.  ``runs``
+    holds n // chunk + 1 entries, ``tmp`` n."""
+    cdef int64_t nruns = (n + chunk - 1) // chunk, r, start, length, i, pos = 0
+    for r in range(nruns):
+        runs[r] = r
+    _shuffle(runs, nruns, rng)
+    for r in range(nruns):
+        start = runs[r] * chunk
+        length = chunk if start + chunk <= n else n - start
+        for i in range(length):
+            tmp[pos + i] = a[start + i]
+        _shuffle(tmp + pos, length, rng)
+        pos += length
+    for i in range(n):
+        a[i] = tmp[i]
+
+
 cdef inline double _swap_delta(const Graph* g, const Oracle* o, const int64_t* pe,
                                int64_t u, int64_t v) noexcept nogil:
     """Change of J if ranks u and v exchange their PEs: O(deg u + deg v)."""

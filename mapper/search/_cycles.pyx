@@ -16,7 +16,8 @@ cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from mapper._oracle cimport (Graph, Oracle, _best_gamma_bound, _dist, _gamma, _gamma_group,
-                             _make_oracle, _now, _rng_next, _shuffle, _swap_delta)
+                             _make_oracle, _now, _rng_next, _shuffle, _shuffle_runs,
+                             _swap_delta)
 
 cnp.import_array()
 
@@ -96,7 +97,8 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  cnp.ndarray[double, ndim=1, mode="c"] weights,
                  cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
                  object gid, object dist, object mat, int64_t depth, uint64_t seed,
-                 double time_limit, int64_t max_passes, double eps, int64_t max_work=0):
+                 double time_limit, int64_t max_passes, double eps, int64_t max_work=0,
+                 int64_t chunk=1):
     """Improve ``pe`` in place by gain-positive 3-cycle rotations (first improvement).
 
     For each rank u (random order), every neighbour v of u and every rank w within
@@ -105,7 +107,9 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     ``time_limit`` <= 0: none.  ``max_work`` (<= 0: none) stops it before the next rank
     once this many work units are spent (adjacency entries scanned, an O(d) gain
     counted as d: a deterministic stand-in for time; on a power-law graph one hub's
-    candidates alone are O(d^4)).
+    candidates alone are O(d^4)).  ``chunk`` > 1: a pass visits runs of ``chunk``
+    consecutive ranks in random order, each run shuffled (for a graph renumbered in PE
+    order: its rows are then read a run at a time, from cache).
     Returns (gain, moves, passes, timed_out, evaluations, work spent).
     """
     cdef int64_t n = len(pe)
@@ -113,6 +117,11 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef Oracle o = _make_oracle(gid, dist, mat, n)
     cdef int64_t size = max(n, 1)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] order = np.arange(size, dtype=np.int64)
+    # chunk > 1: passes visit runs of chunk consecutive ranks (_shuffle_runs)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] runs = np.empty(
+        size // max(chunk, 1) + 1 if chunk > 1 else 1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] tmp = np.empty(
+        size if chunk > 1 else 1, dtype=np.int64)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] ball = np.empty(size, dtype=np.int64)
     cdef cnp.ndarray[int32_t, ndim=1, mode="c"] level = np.zeros(size, dtype=np.int32)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] stamp = np.full(size, -1, dtype=np.int64)
@@ -121,6 +130,8 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] active = np.ones(size, dtype=np.uint8)
     cdef int64_t* P = &pe[0] if n else NULL
     cdef int64_t* ORD = &order[0]
+    cdef int64_t* RUNS = &runs[0]
+    cdef int64_t* TMP = &tmp[0]
     cdef int64_t* B = &ball[0]
     cdef int32_t* LEV = &level[0]
     cdef int64_t* ST = &stamp[0]
@@ -150,7 +161,10 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                 break
             passes += 1
             full_pass = False
-            _shuffle(ORD, count, &rng)
+            if chunk > 1:
+                _shuffle_runs(ORD, count, chunk, &rng, RUNS, TMP)
+            else:
+                _shuffle(ORD, count, &rng)
             for i in range(count):
                 if timed_out:
                     break
@@ -252,7 +266,8 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  cnp.ndarray[double, ndim=1, mode="c"] weights,
                  cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
                  object gid, object dist, object mat, int64_t length, uint64_t seed,
-                 double time_limit, int64_t max_passes, double eps, int64_t max_work=0):
+                 double time_limit, int64_t max_passes, double eps, int64_t max_work=0,
+                 int64_t chunk=1):
     """Improve ``pe`` in place by ejection chains (cyclic exchanges) of up to
     ``length`` + 1 ranks.
 
@@ -260,7 +275,7 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     hops of x, not yet in the chain and outside p0's innermost group, whose swap lowers
     J most (or raises it least); y lands on p0 and is ejected in turn.
     After ``length`` steps the best prefix is kept if it lowers J, the rest undone.
-    ``max_work`` (<= 0: none) as in cycle_search.
+    ``max_work`` (<= 0: none) and ``chunk`` as in cycle_search.
     Returns (gain, chains kept, passes, timed_out, evaluations, work spent).
     """
     cdef int64_t n = len(pe)
@@ -268,12 +283,19 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef Oracle o = _make_oracle(gid, dist, mat, n)
     cdef int64_t size = max(n, 1)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] order = np.arange(size, dtype=np.int64)
+    # chunk > 1: passes visit runs of chunk consecutive ranks (_shuffle_runs)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] runs = np.empty(
+        size // max(chunk, 1) + 1 if chunk > 1 else 1, dtype=np.int64)
+    cdef cnp.ndarray[int64_t, ndim=1, mode="c"] tmp = np.empty(
+        size if chunk > 1 else 1, dtype=np.int64)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] seen = np.full(size, -1, dtype=np.int64)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] chain = np.zeros(max(length, 1) + 1,
                                                                  dtype=np.int64)
     cdef cnp.ndarray[cnp.uint8_t, ndim=1, mode="c"] active = np.ones(size, dtype=np.uint8)
     cdef int64_t* P = &pe[0] if n else NULL
     cdef int64_t* ORD = &order[0]
+    cdef int64_t* RUNS = &runs[0]
+    cdef int64_t* TMP = &tmp[0]
     cdef int64_t* SEEN = &seen[0]
     cdef int64_t* CH = &chain[0]
     cdef cnp.uint8_t* ACT = &active[0]
@@ -298,7 +320,10 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                 break
             passes += 1
             full_pass = False
-            _shuffle(ORD, count, &rng)
+            if chunk > 1:
+                _shuffle_runs(ORD, count, chunk, &rng, RUNS, TMP)
+            else:
+                _shuffle(ORD, count, &rng)
             for i in range(count):
                 if timed_out or (max_work > 0 and spent >= max_work):
                     break

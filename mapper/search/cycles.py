@@ -68,7 +68,7 @@ from ..machine import Machine
 from ..oracle import KernelOracle
 from . import _cycles
 from .communication import communication_neighborhood
-from .swap import _REL_EPS, _RENUMBER_ABOVE, _max_distance
+from .swap import _REL_EPS, _RENUMBER_ABOVE, _VISIT_RUN, _max_distance
 
 #: Default work bound of :func:`cycle_search` per element (rank or edge) of the graph.
 #: A work unit of these kernels is about 8 ns here (125 million per second on the
@@ -151,6 +151,8 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
     oracle = KernelOracle.of(machine).args()
     work_graph, work, rank_at = pe_ordered(graph, pe)
     csr = (work_graph.indptr, work_graph.indices, work_graph.weights, work)
+    # renumbered: passes visit runs of neighbouring ids, as N_C^d does (mapper.search.swap)
+    chunk = _VISIT_RUN if rank_at is not None else 1
 
     def budget() -> float | None:
         return None if time_limit is None else time_limit - (time.perf_counter() - start)
@@ -182,7 +184,7 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
             break
         g, m, p, timed_out, e, w = _cycles.cycle_search(
             *csr, *oracle, int(depth), round_seed, kernel_limit(), int(max_passes or 0), eps,
-            work_left(0.5 if chain_length else 1.0))
+            work_left(0.5 if chain_length else 1.0), chunk)
         gain, cycles, passes, evals, moved = gain + g, cycles + m, passes + p, evals + e, m
         used += w
         if timed_out:
@@ -193,7 +195,7 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
                 break
             g, m, p, timed_out, e, w = _cycles.chain_search(
                 *csr, *oracle, int(chain_length), round_seed, kernel_limit(),
-                int(max_passes or 0), eps, work_left(1.0))
+                int(max_passes or 0), eps, work_left(1.0), chunk)
             gain, chains, passes, evals, moved = gain + g, chains + m, passes + p, evals + e, \
                 moved + m
             used += w
