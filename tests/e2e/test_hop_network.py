@@ -49,8 +49,8 @@ def test_torus_network_job_gets_a_rankfile_mpirun_accepts(slurm_cluster, hop_pro
     c = slurm_cluster
     c.write_config(extra=TORUS.format(nodes="n1,n3,n2,n4"))
     try:
-        job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
-                              f"--comm-profile={hop_profile}", user="rmuser"))
+        job = c.run_launch_job(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
+                               f"--comm-profile={hop_profile}", user="rmuser")
     finally:
         c.write_config()
     rankfile = assert_ranks_ran_where_the_rankfile_says(job, 16)

@@ -27,7 +27,8 @@ echo "REPORT_PATH=$RANKMAP_REPORT"
 [ -n "$OMPI_MCA_rmaps_rankfile_path" ] && sed 's/^/RF: /' "$OMPI_MCA_rmaps_rankfile_path"
 [ -n "$RANKMAP_REPORT" ] && sed 's/^/REPORT: /' "$RANKMAP_REPORT"
 [ -n "$RANKMAP_REPORT" ] && echo "RECORD: $(tr -d '\n' < "${{RANKMAP_REPORT%.txt}}.json")"
-mpirun --report-bindings {state}/bin/rankinfo 2>&1
+# a launch that hangs is ended (the harness then submits a new job: run_launch_job)
+timeout -k 10 90 mpirun --report-bindings {state}/bin/rankinfo 2>&1
 echo "MPIRUN_RC=$?"
 """
 
@@ -94,8 +95,8 @@ def scrambled_profiles(slurm_cluster):
 
 def test_mpirun_ranks_run_where_the_rankfile_says(slurm_cluster, scrambled_profiles):
     c = slurm_cluster
-    job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
-                          "--comm-profile=scrambled16"))
+    job = c.run_launch_job(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
+                           "--comm-profile=scrambled16")
     rankfile = assert_ranks_ran_where_the_rankfile_says(job, 16)
     assert len({h for h, _, _ in rankfile.values()}) == 4
     assert "REPORT: " in job.output and "rankmap was NOT applied" not in job.output
@@ -115,8 +116,8 @@ def test_interleaved_switches_ranks_run_where_the_solver_chose(slurm_cluster):
     try:
         conf = (c.state / "topology.conf").read_text()
         assert "Nodes=n1,n3" in conf
-        job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=8",
-                              "--comm-profile=stencil3d"))
+        job = c.run_launch_job(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=8",
+                               "--comm-profile=stencil3d")
     finally:
         c.restart(topology="tree")
     rankfile = assert_ranks_ran_where_the_rankfile_says(job, 32)
@@ -293,6 +294,28 @@ def test_a_job_that_outlives_its_wait_is_cancelled(slurm_cluster):
     assert left in ("", "CANCELLED", "COMPLETED"), left
 
 
+def test_a_hung_launch_is_retried_in_a_new_job_and_a_failed_one_is_not(slurm_cluster):
+    """The harness itself: a launcher that ``timeout`` ended is run again in a new job
+    (a CI run lost a test to an mpirun that hung once); one that fails, or hangs every
+    time, is reported as it is."""
+    c = slurm_cluster
+    marker = c.state / "jobs" / f"hang.{time.monotonic_ns()}"
+    hangs_once = (f'if [ -e {marker} ]; then echo "LAUNCH_RC=0"; else touch {marker}\n'
+                  'timeout -k 1 1 sleep 30; echo "LAUNCH_RC=$?"; fi\n')
+    job = c.run_launch_job(hangs_once, "-N1", "-n1")
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    first = re.match(r"\(retried after job\(s\) (\d+)\)\n", job.output)
+    assert first and int(first.group(1)) < int(job.job_id), job.output
+
+    always = 'timeout -k 1 1 sleep 30; echo "LAUNCH_RC=$?"\n'
+    job = c.run_launch_job(always, "-N1", "-n1", tries=2)
+    assert "LAUNCH_RC=124" in job.output and job.output.count("retried after") == 1
+
+    fails = 'false; echo "LAUNCH_RC=$?"\n'
+    job = c.run_launch_job(fails, "-N1", "-n1")
+    assert "LAUNCH_RC=1" in job.output and "retried" not in job.output, job.output
+
+
 def test_prolog_slurmctld_computes_into_a_shared_directory(slurm_cluster):
     c = slurm_cluster
     c.write_config()
@@ -323,8 +346,8 @@ def test_unprivileged_users_job_gets_its_placement(slurm_cluster, scrambled_prof
     script = MPI_JOB.format(state=c.state) + (
         'stat -c "DIR %U %a" "$(dirname "$RANKMAP_REPORT")"\n'
         'stat -c "FILE %U %a" "$RANKMAP_REPORT" "$RANKMAP_RANKFILE"\nid -un\n')
-    job = c.wait(c.submit(script, "-N4", "--ntasks-per-node=4", "--comm-profile=scrambled16",
-                          user="rmuser"))
+    job = c.run_launch_job(script, "-N4", "--ntasks-per-node=4", "--comm-profile=scrambled16",
+                           user="rmuser")
     assert_ranks_ran_where_the_rankfile_says(job, 16)
     assert "\nrmuser\n" in job.output and "TaskProlog failed" not in job.output
     assert "DIR rmuser 700" in job.output, job.output
@@ -337,8 +360,8 @@ def test_unprivileged_users_preset_job(slurm_cluster, scrambled_profiles):
     """``--rankmap=strong`` from a normal user: the SPANK plugin accepts the preset, the
     worker runs it, the report says what it ran, and the ranks run where it says."""
     c = slurm_cluster
-    job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
-                          "--comm-profile=scrambled16", "--rankmap=strong", user="rmuser"))
+    job = c.run_launch_job(MPI_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
+                           "--comm-profile=scrambled16", "--rankmap=strong", user="rmuser")
     assert_ranks_ran_where_the_rankfile_says(job, 16)
     assert "preset strong: " in job.output, job.output
     assert "rankmap was NOT applied" not in job.output, job.output

@@ -68,8 +68,8 @@ def mesh_store(slurm_cluster):
 def test_mesh_job_gets_its_partition_and_a_rankfile_mpirun_accepts(slurm_cluster,
                                                                     mesh_store):
     c = slurm_cluster
-    job = c.wait(c.submit(MPI_JOB.format(state=c.state) + PARTITION, "-N4",
-                          "--ntasks-per-node=4", "--comm-profile=mesh:plate", user="rmuser"))
+    job = c.run_launch_job(MPI_JOB.format(state=c.state) + PARTITION, "-N4",
+                           "--ntasks-per-node=4", "--comm-profile=mesh:plate", user="rmuser")
     assert_ranks_ran_where_the_rankfile_says(job, 16)
     assert re.search(r"^PARTITION_PATH=/\S+/job\.\d+/partition$", job.output, re.M), \
         job.output

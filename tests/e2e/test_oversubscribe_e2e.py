@@ -50,9 +50,8 @@ def test_overcommitted_job_is_mapped_where_the_site_allows_it(slurm_cluster, cro
     c = slurm_cluster
     _allow_oversubscription(c)
     try:
-        job = c.wait(c.submit(MPI_JOB.format(state=c.state), "-O", "-N2", "-n24",
-                              f"--comm-profile={crowded_profile}",
-                              user="rmuser"))
+        job = c.run_launch_job(MPI_JOB.format(state=c.state), "-O", "-N2", "-n24",
+                               f"--comm-profile={crowded_profile}", user="rmuser")
     finally:
         c.write_config()
     rankfile = assert_ranks_ran_where_the_rankfile_says(job, 24)

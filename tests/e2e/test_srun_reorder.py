@@ -14,7 +14,8 @@ rankfile puts rank k:
   — the core task/affinity would bind it to.  srun --mpi=pmix segfaults about one run
   in ten here (shared/docs/slurm-lab.md), and now and then a step hangs after launch;
   a step is ended after 60 s and the test submits a new job, up to SRUN_JOBS jobs
-  (:func:`run_srun_job`).
+  (:func:`run_srun_job`).  mpirun is ended after 90 s and retried only when it hung
+  (``Cluster.run_launch_job``).
 
 Without the prolog's reorder files and the TaskProlog's RANKMAP_REORDER, rankmap_comm
 keeps the launcher's order and these tests fail.
@@ -67,7 +68,7 @@ SRUN_JOBS = 4
 MPIRUN_JOB = HEADER + """
 # Open MPI is shown the emulated nodes' 2x4 layout (this machine has 2 real cores)
 export OMPI_MCA_hwloc_base_topo_file={state}/topo-2x4.xml
-mpirun {prog} 2>&1
+timeout -k 10 90 mpirun {prog} 2>&1
 echo "LAUNCH_RC=$?"
 """
 
@@ -95,9 +96,11 @@ def reorder_setup(slurm_cluster):
     return prog
 
 
-def run_job(c, script: str, user: str | None = None):
-    return c.wait(c.submit(script, f"-N{NODES}", f"--ntasks-per-node={PER_NODE}",
-                           f"--comm-profile=scrambled{N}", user=user), timeout=180)
+JOB_ARGS = (f"-N{NODES}", f"--ntasks-per-node={PER_NODE}", f"--comm-profile=scrambled{N}")
+
+
+def step_failed(job) -> bool:
+    return not (job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output)
 
 
 def run_srun_job(c, script: str, user: str | None = None):
@@ -106,11 +109,8 @@ def run_srun_job(c, script: str, user: str | None = None):
     lab's PMIx state such that more steps in the same job failed too (a CI run and a
     fresh clone each saw a hang, then a segfault, then a hang), so each try is a new
     job, with its own prolog, reorder files and TaskProlog."""
-    for _ in range(SRUN_JOBS):
-        job = run_job(c, script, user)
-        if job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output:
-            break
-    return job
+    return c.run_launch_job(script, *JOB_ARGS, user=user, tries=SRUN_JOBS,
+                            retry=step_failed)
 
 
 def rankfile_of(output: str) -> dict[int, tuple[str, int, int]]:
@@ -176,7 +176,8 @@ def test_mpirun_without_the_rankfile_new_ranks_run_on_the_rankfiles_sockets(
     """An unprivileged user's job: the script unsets the rankfile variables and runs a
     plain mpirun; rankmap_comm renumbers the ranks with reorder.block."""
     c = slurm_cluster
-    job = run_job(c, MPIRUN_JOB.format(state=c.state, prog=reorder_setup), "rmuser")
+    job = c.run_launch_job(MPIRUN_JOB.format(state=c.state, prog=reorder_setup), *JOB_ARGS,
+                           user="rmuser")
     rankfile, procs = check_job(job)
     assert {p[4].rsplit("/", 1)[1] for p in procs.values()} == {"reorder.block"}
     nodes = [f"n{i}" for i in range(1, NODES + 1)]

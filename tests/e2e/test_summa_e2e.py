@@ -60,9 +60,9 @@ def speeds_file(c, name: str, n: int, mode: int = 0o644) -> Path:
 def test_summa_job_gets_its_arrangement_and_a_rankfile_mpirun_accepts(user_files):
     c = user_files
     speeds = speeds_file(c, "speeds16.txt", 16)
-    job = c.wait(c.submit(SUMMA_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
-                          f"--comm-profile=summa-fpm:{speeds},size=512", "--rankmap=summa",
-                          user="rmuser"))
+    job = c.run_launch_job(SUMMA_JOB.format(state=c.state), "-N4", "--ntasks-per-node=4",
+                           f"--comm-profile=summa-fpm:{speeds},size=512", "--rankmap=summa",
+                           user="rmuser")
     rankfile = assert_ranks_ran_where_the_rankfile_says(job, 16)
     # the default (block) placement written out: the grouping assumed exactly this
     assert [rankfile[r][0] for r in range(16)] == [f"n{1 + r // 4}" for r in range(16)]
