@@ -35,9 +35,11 @@ MACHINE_2048 = Hierarchy.parse("32:8:8", "1:10:100")
                                        "ohtma+n10", "fast", "eco", "strong"])
 def test_dense_profile_within_budget(dense2048, algorithm):
     budget = 2.0
-    t = time.perf_counter()
+    # CPU seconds: a stall of the shared machine (one CI run stalled for a minute) is
+    # not the solver's; a solver that ignores its budget spends minutes of CPU
+    t = time.process_time()
     r = map_processes(dense2048, MACHINE_2048, algorithm, 0, budget)
-    seconds = time.perf_counter() - t
+    seconds = time.process_time() - t
     assert np.array_equal(np.sort(r.mapping), np.arange(2048))  # a bijection
     # a correctness bound (shared CI machine), not a timing benchmark; before the
     # change topdown+n10 alone ran minutes here (the cut refinement on 2 M edges)
@@ -50,9 +52,9 @@ def test_dense_profile_within_budget(dense2048, algorithm):
 def test_uniform_shortcut_on_all_to_all():
     g = generate("alltoall", 512)
     machine = Hierarchy.parse("16:8:4", "1:10:100")
-    t = time.perf_counter()
+    t = time.process_time()  # CPU seconds, as above
     r = map_processes(g, machine, "topdown+n10", 0, 5.0)
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
     assert any(UNIFORM_NOTE in note for note in r.notes)
     assert np.array_equal(r.mapping, np.arange(512))  # the identity, nothing ran
     # every placement has this J: c · Σ_{p<q} D(p, q), checked on random ones

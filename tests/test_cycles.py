@@ -186,10 +186,10 @@ def test_time_limit_is_honoured():
     # without a limit this first 3-cycle search takes about 10 s here
     graph, machine, pe = _big_random_start()
     before = objective(graph, machine, pe)
-    t = time.perf_counter()
+    t = time.process_time()  # CPU seconds: a stall of the shared machine is not ours
     stats = cycle_search(graph, machine, pe, time_limit=0.1, depth=3, chain_length=0,
                          work_per_element=None)
-    elapsed = time.perf_counter() - t
+    elapsed = time.process_time() - t
     assert stats.hit_time_limit
     assert elapsed < 2.0  # generous: the limit plus renumbering, not a timing benchmark
     assert sorted(pe.tolist()) == list(range(machine.n))
@@ -198,11 +198,11 @@ def test_time_limit_is_honoured():
 
 def test_chain_kernel_honours_its_time_limit():
     graph, machine, pe = _big_random_start()
-    t = time.perf_counter()
+    t = time.process_time()
     *_, timed_out, _, _ = _cycles.chain_search(graph.indptr, graph.indices, graph.weights, pe,
                                             *KernelOracle.of(machine).args(), 16, 0, 0.1, 0,
                                             1e-9)
-    assert timed_out and time.perf_counter() - t < 2.0
+    assert timed_out and time.process_time() - t < 2.0
 
 
 def test_max_passes_bounds_the_passes():

@@ -210,10 +210,10 @@ def test_iterated_search_honours_its_time_limit():
     g, h = _rugged(1024, seed=2, radius=0.04), Hierarchy.parse("4:16:16", "1:10:100")
     pe = map_processes(g, h, "topdown+n10", seed=0).mapping.copy()
     before = j_of(g, h, pe)
-    t = time.perf_counter()
+    t = time.process_time()  # CPU seconds: a stall of the shared machine is not ours
     stats = iterated_local_search(g, h, pe, rounds=10**9, patience=10**9, patch=20,
                                   seed=0, time_limit=0.2, work_per_element=None)
-    assert stats.hit_time_limit and time.perf_counter() - t < 1.5
+    assert stats.hit_time_limit and time.process_time() - t < 1.5
     assert sorted(pe.tolist()) == list(range(1024))
     assert stats.gain == pytest.approx(before - j_of(g, h, pe), rel=1e-9, abs=1e-9)
 
