@@ -129,7 +129,10 @@ class Cluster:
             job.output = f"(retried after job(s) {', '.join(retried)})\n" + job.output
         return job
 
-    def wait(self, job_id: str, timeout: float = 90) -> Job:
+    def wait(self, job_id: str, timeout: float = 180) -> Job:
+        """The job once it ended, or after ``timeout`` s (then cancelled).  Jobs here
+        take seconds; the margin is for a stalled machine (a CI run had a slurmd not
+        responding for a minute)."""
         deadline = time.time() + timeout
         state, finished = "UNKNOWN", False
         while time.time() < deadline:
