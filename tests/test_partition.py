@@ -120,7 +120,7 @@ def test_repair_proposals_match_the_dense_connection_matrix():
         excess = rng.integers(-3, 4, k)
         cand = np.flatnonzero(excess[part] > 0)
         own, target, best = _kernels.repair_proposals(
-            adj.indptr, adj.indices.astype(adj.indptr.dtype), adj.data, part, cand, excess, 99)
+            *partition.csr_arrays(adj), part, cand, excess, 99)
         conn = adj.toarray() @ np.eye(k)[part]  # vertex x block connection
         for i, v in enumerate(cand):
             assert own[i] == pytest.approx(conn[v, part[v]])
