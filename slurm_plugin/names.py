@@ -59,8 +59,24 @@ SPANK_TIME = "SPANK_RANKMAP_TIME"
 #: (slurm_plugin.summa_job) instead of mapping a communication graph
 MODES = ("auto", "off", "summa")
 SUMMA_MODE = "summa"
-#: --comm-profile of a SUMMA job: ``summa-fpm`` (equal speeds) or ``summa-fpm:FILE``
+#: --comm-profile of a SUMMA job: ``summa-fpm[:FILE][,size=N]`` (no FILE: equal speeds)
 SUMMA_PROFILE = "summa-fpm"
+
+
+def summa_args(profile: str) -> str | None:
+    """What follows ``summa-fpm`` in a SUMMA profile, separator included (``""``,
+    ``":FILE[,size=N]"`` or ``",size=N"``); None when ``profile`` is not one.
+
+    FILE follows a ``:`` and the options a ``,``, so ``summa-fpm,size=N`` (equal speeds
+    of an N x N matrix) is as much a SUMMA profile as ``summa-fpm:FILE,size=N``; the
+    separator is kept so that the spec's parser can tell a FILE from an option."""
+    text = profile.strip()
+    rest = text[len(SUMMA_PROFILE):]
+    if not text.startswith(SUMMA_PROFILE) or rest[:1] not in ("", ":", ","):
+        return None
+    return rest
+
+
 #: --comm-profile of a mesh job: ``mesh:NAME[,OPTION=VALUE...]``, NAME a store entry with
 #: ``kind = "mesh"`` (slurm_plugin.profiles.store); the job's --rankmap algorithm maps the
 #: mesh's quotient graph (slurm_plugin.mesh_job)

@@ -17,6 +17,7 @@ from .names import (
     SPANK_TIME,
     SUMMA_MODE,
     SUMMA_PROFILE,
+    summa_args,
 )
 
 
@@ -40,8 +41,9 @@ def wants_rules(config: Config) -> bool:
 
 
 def is_summa_profile(profile: str) -> bool:
-    """``summa-fpm`` or ``summa-fpm:FILE``."""
-    return profile.strip().partition(":")[0] == SUMMA_PROFILE
+    """``summa-fpm[:FILE][,size=N]``: ``summa-fpm``, ``summa-fpm:FILE``,
+    ``summa-fpm,size=N`` or ``summa-fpm:FILE,size=N``."""
+    return summa_args(profile) is not None
 
 
 def is_mesh_profile(profile: str) -> bool:
@@ -70,7 +72,7 @@ def summa_refusal(profile: str, algorithm: str) -> str | None:
     summa mode needs a SUMMA profile (its speeds are not a communication graph)."""
     if algorithm == SUMMA_MODE and not is_summa_profile(profile) \
             and not is_mesh_profile(profile):  # mesh_refusal says why
-        return (f"--rankmap=summa needs --comm-profile={SUMMA_PROFILE}[:FILE], got "
+        return (f"--rankmap=summa needs --comm-profile={SUMMA_PROFILE}[:FILE][,size=N], got "
                 f"profile {profile!r}")
     if algorithm != SUMMA_MODE and is_summa_profile(profile):
         return (f"profile {profile!r} is a SUMMA partition, not a communication graph: use "

@@ -10,7 +10,7 @@ Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  The prolog's worker
    per-rank speeds::
 
        summa-fpm                     equal speeds, N = 4096
-       summa-fpm:size=8192           equal speeds, N = 8192
+       summa-fpm,size=8192           equal speeds, N = 8192 (also summa-fpm:size=8192)
        summa-fpm:/abs/speeds.txt     speeds from the user's file (as the job's user,
                                      only with [profiles] allow_user_files, like file:)
        summa-fpm:NAME[,size=N]       speeds from NAME.speeds in a profile store
@@ -57,7 +57,7 @@ from mapper.summa.partition import ColumnLayout, partition
 from .distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from .hostlist import fold_hostlist
 from .layout import Layout
-from .names import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE
+from .names import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args
 from .plan import RENDERERS
 from .profiles.store import NAME, _inside
 from .summa_io import format_arrangement, parse_speeds
@@ -113,13 +113,19 @@ class SummaPlan:
 
 def parse_summa_spec(spec: str) -> SummaSpec:
     """``summa-fpm[:FILE][,size=N]`` (also ``summa-fpm:size=N``)."""
-    name, _, args = spec.strip().partition(":")
-    if name != SUMMA_PROFILE:
-        raise SummaJobError(f"profile {spec!r} is not a SUMMA profile ({SUMMA_PROFILE}[:FILE])")
+    args = summa_args(spec)
+    if args is None:
+        raise SummaJobError(f"profile {spec!r} is not a SUMMA profile "
+                            f"({SUMMA_PROFILE}[:FILE][,size=N])")
+    # a FILE comes after the ':'; after a bare 'summa-fpm,' only options may follow
+    file_allowed = args.startswith(":")
     source, size = None, DEFAULT_SIZE
-    for item in (a.strip() for a in args.split(",") if a.strip()):
+    for item in (a.strip() for a in args[1:].split(",") if a.strip()):
         key, eq, value = item.partition("=")
         if not eq:
+            if not file_allowed:
+                raise SummaJobError(f"{spec!r}: {item!r}: a speeds file follows "
+                                    f"'{SUMMA_PROFILE}:' ({SUMMA_PROFILE}[:FILE][,size=N])")
             if source is not None:
                 raise SummaJobError(f"{spec!r}: two speeds files ({source!r}, {item!r})")
             source = item
