@@ -218,9 +218,10 @@ def test_dragonfly_hand_counted(tmp_path):
     net = _load(tmp_path, 'kind = "dragonfly"\ngroups = 2\nrouters = 2\n'
                           'nodes_per_router = 1\nnodes = "d[0-3]"\n')
     # router 0 of each group holds the one global link: d0 (g0 r0), d1 (g0 r1),
-    # d2 (g1 r0), d3 (g1 r1); same group 3, across 4 + one per end off the gateway
+    # d2 (g1 r0), d3 (g1 r1); same group 3, across 3 (node, router, global link,
+    # router, node) + one local link per end off the gateway
     assert net.job_hops([f"d{i}" for i in range(4)]).tolist() == [
-        [0, 3, 4, 5], [3, 0, 5, 6], [4, 5, 0, 3], [5, 6, 3, 0]]
+        [0, 3, 3, 4], [3, 0, 4, 5], [3, 4, 0, 3], [4, 5, 3, 0]]
 
 
 def test_network_errors_are_rankmap_errors_so_the_worker_falls_back():

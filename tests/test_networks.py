@@ -1,6 +1,8 @@
 """Node hop matrices of the network generators against hand-drawn small instances,
 and the machine that combines them with the per-node hierarchy."""
 
+from collections import deque
+
 import numpy as np
 import pytest
 from scipy.sparse import csr_matrix
@@ -78,17 +80,75 @@ def test_tianhe3_2x2_chips_of_2_nodes_by_hand():
         tianhe3_hops(2, 2, 1, hops=(3, 2, 4))
 
 
+def dragonfly_links(groups: int, routers: int, nodes: int
+                    ) -> tuple[int, list[tuple[int, int, bool]]]:
+    """The dragonfly as a graph: vertex ``v < n`` is node slot v, ``n + r`` is global
+    router r (= group * routers + local); links (a, b, is_global): each node to its
+    router, every two routers of a group (local), and for every two groups one global
+    link between the routers the module's docstring names for them."""
+    n = groups * routers * nodes
+    links = [(v, n + v // nodes, False) for v in range(n)]
+    for g in range(groups):
+        base = n + g * routers
+        links += [(base + a, base + b, False) for a in range(routers)
+                  for b in range(a + 1, routers)]
+    for g in range(groups):
+        for h in range(g + 1, groups):
+            at_g = ((h - g - 1) % groups) % routers   # g's router holding the g-h link
+            at_h = ((g - h - 1) % groups) % routers
+            links.append((n + g * routers + at_g, n + h * routers + at_h, True))
+    return n, links
+
+
+def minimal_route_hops(groups: int, routers: int, nodes: int) -> np.ndarray:
+    """Links on the shortest node-to-node route that crosses at most one global link
+    (minimal routing), by breadth-first search over (vertex, global links used)."""
+    n, links = dragonfly_links(groups, routers, nodes)
+    adj: dict[int, list[tuple[int, bool]]] = {}
+    for a, b, is_global in links:
+        adj.setdefault(a, []).append((b, is_global))
+        adj.setdefault(b, []).append((a, is_global))
+    hops = np.full((n, n), -1, dtype=np.int64)
+    for src in range(n):
+        seen = {(src, 0): 0}
+        queue = deque([(src, 0)])
+        while queue:
+            v, used = queue.popleft()
+            if v < n and hops[src, v] < 0:  # BFS: the first visit is the shortest
+                hops[src, v] = seen[(v, used)]
+            for w, is_global in adj[v]:
+                state = (w, used + is_global)
+                if state[1] <= 1 and state not in seen:
+                    seen[state] = seen[(v, used)] + 1
+                    queue.append(state)
+    assert (hops >= 0).all()
+    return hops
+
+
+@pytest.mark.parametrize("groups, routers, nodes", [
+    (1, 1, 1), (1, 3, 2), (2, 1, 1), (2, 2, 1), (2, 2, 2), (3, 2, 1), (3, 3, 3),
+    (4, 2, 2), (5, 3, 2), (5, 2, 3), (7, 3, 1), (9, 4, 2)])
+def test_dragonfly_matches_breadth_first_search_on_its_links(groups, routers, nodes):
+    """The whole matrix: terminal links counted (same router 2), a global link is one
+    link; shapes with spare routers (no global link) and routers holding several."""
+    h = dragonfly_hops(groups, routers, nodes)
+    assert h.dtype == np.int64
+    assert np.array_equal(h, minimal_route_hops(groups, routers, nodes))
+
+
 def test_dragonfly_3_groups_of_2_routers_by_hand():
     # group 0 = routers/nodes 0,1; group 1 = 2,3; group 2 = 4,5.  Global links:
-    # g0-g1 on routers 0 and 3, g0-g2 on 1 and 4, g1-g2 on 2 and 5.
+    # g0-g1 on routers 0 and 3, g0-g2 on 1 and 4, g1-g2 on 2 and 5.  Node 0 to node 3:
+    # node -> router 0 -> (global) router 3 -> node, 3 links; node 1 to node 2 adds a
+    # local link at each end, 5
     h = dragonfly_hops(3, 2, 1)
     expected = np.array([
-        [0, 3, 5, 4, 5, 6],
-        [3, 0, 6, 5, 4, 5],
-        [5, 6, 0, 3, 5, 4],
-        [4, 5, 3, 0, 6, 5],
-        [5, 4, 5, 6, 0, 3],
-        [6, 5, 4, 5, 3, 0]])
+        [0, 3, 4, 3, 4, 5],
+        [3, 0, 5, 4, 3, 4],
+        [4, 5, 0, 3, 4, 3],
+        [3, 4, 3, 0, 5, 4],
+        [4, 3, 4, 5, 0, 3],
+        [5, 4, 3, 4, 3, 0]])
     assert np.array_equal(h, expected)
 
 
@@ -96,8 +156,9 @@ def test_dragonfly_nodes_sharing_a_router_are_two_links_apart():
     h = dragonfly_hops(2, 2, 2)
     assert h[0, 1] == 2 and h[0, 2] == 3
     # group 0's link to group 1 is on router 0, group 1's on router 2 (nodes 4, 5)
-    assert h[0, 4] == 4 and h[2, 4] == 5 and h[2, 6] == 6
+    assert h[0, 4] == 3 and h[2, 4] == 4 and h[2, 6] == 5
     assert np.array_equal(h, h.T)
+    assert dragonfly_hops(2, 2, 1)[0, 2] == 3  # issue 29: was 4
 
 
 def test_restrict_hops_picks_the_slots_in_order():

@@ -5,11 +5,15 @@ of a group are fully connected by local links; every pair of groups is joined by
 global link.  In group g the link to group g' leaves from router
 ``((g' - g - 1) mod groups) mod routers`` (links dealt round-robin over the routers, so
 any group count works).  Minimal routing goes node → router → (local) → global →
-(local) → router → node; the hop count is the number of links traversed, the two
-terminal links included:
+(local) → router → node, crossing at most one global link; the hop count is the number
+of links traversed, the two terminal links included:
 
 * same router: 2; same group, other router: 3;
-* other group: 4, plus one for each end whose router does not hold the global link.
+* other group: 3 (node, router, global link, router, node), plus one local link for
+  each end whose router does not hold the global link.
+
+A route through a third group can be shorter in links (two global links, no local
+ones) but is not minimal routing, so it is not counted.
 
 Slot order: ``(group * routers + router) * nodes + k``.  O(N²) time and memory.
 
@@ -36,7 +40,9 @@ def dragonfly_hops(groups: int, routers: int, nodes: int) -> np.ndarray:
     # router of x's group holding the link to y's group, and the reverse
     gate_x = ((gy - gx - 1) % groups) % routers
     gate_y = ((gx - gy - 1) % groups) % routers
-    h = (4 + (local[:, None] != gate_x) + (local[None, :] != gate_y)).astype(np.int64)
+    # node-router, the global link, router-node: 3 links, plus a local link at each end
+    # whose router is not the one holding the global link
+    h = (3 + (local[:, None] != gate_x) + (local[None, :] != gate_y)).astype(np.int64)
     same_group = gx == gy
     h[same_group] = 3
     h[router[:, None] == router[None, :]] = 2
