@@ -8,6 +8,7 @@ the key; every effective value remembers where it came from, which
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import math
 import os
@@ -23,6 +24,8 @@ from mapper.names import PRESETS, normalize_algorithm
 from .names import LAUNCHER_FILES
 
 DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
+#: a site configuration is a few KiB; anything far larger is not one
+MAX_CONFIG_BYTES = 4 << 20
 
 RENDERABLE = LAUNCHER_FILES
 
@@ -42,6 +45,12 @@ def _positive_number(v: Any) -> float:
 def _non_negative_int(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise ValueError(f"must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _positive_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ValueError(f"must be a positive integer, got {v!r}")
     return v
 
 
@@ -273,7 +282,16 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "worker_memory_bytes": (4 << 30, _non_negative_int,
                                 "address-space limit (RLIMIT_AS) of the worker that reads "
                                 "the profile and solves, in bytes; 0: no limit"),
-    },    "summa": {
+        "max_workers": (2, _positive_int,
+                        "computations at once on one node (each up to "
+                        "worker_memory_bytes); a job that finds them all busy waits up to "
+                        "its time budget for one, then keeps Slurm's placement"),
+        "max_output_bytes": (1 << 30, _positive_int,
+                             "most bytes of files one job's computation may write into "
+                             "its job directory (launcher files, report); more: the job "
+                             "keeps Slurm's placement"),
+    },
+    "summa": {
         "level": ("auto", _choice("auto", "switch", "node", "socket"),
                   "--rankmap=summa jobs: the level whose groups are the clusters of the "
                   "SUMMA cost model (auto: leaf switches when the job spans several, else "
@@ -604,8 +622,8 @@ def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) ->
     explicit = path is not None or "RANKMAP_CONFIG" in env
     path = path or config_path(env)
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: no such file") from None
@@ -613,7 +631,20 @@ def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) ->
         return Config(cfg.values, cfg.sources, (), None,
                       (f"{path} does not exist: built-in defaults",))
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}"
+                          + (" (the TaskProlog and the worker read it as the job's user: "
+                             "make it 0644)" if exc.errno == errno.EACCES else ""),
+                          source=path) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; not a rankmap "
+                          "configuration", source=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {exc.start}: "
+                          f"{data[exc.start:exc.start + 1]!r})", source=path,
+                          line=line) from None
     return parse_config(text, path)
 
 

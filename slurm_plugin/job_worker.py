@@ -1,21 +1,22 @@
 """The per-job computation, run by the prolog in a child process as the job's user.
 
-Reads the allocation and topology from Slurm, loads the profile, computes and writes
-the launcher files and the report into the job directory, and prints one JSON status
-line.  Every failure becomes a fallback report; the exit status is 0 unless even that
-could not be written.  The prolog enforces the time budget from outside by killing
-this process.
+Reads the allocation and topology from Slurm, loads the profile, computes the launcher
+files and the report, and sends them with its status to the prolog on stdout
+(:mod:`slurm_plugin.worker_protocol`): the job directory is root's, and the prolog
+writes them there.  Every failure becomes a fallback status; the exit status is 0
+unless even that could not be sent.  The prolog enforces the time budget from outside
+by ending this process and everything it started.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 from mapper.errors import RankmapError
 
@@ -23,7 +24,6 @@ from . import pyslurm_backend
 from .allocation import read_allocation, read_node_features, read_node_shapes, resolve_backend
 from .config import Config, load_config
 from .distribution import parse_distribution
-from .files import write_files
 from .hostlist import expand_hostlist
 from .hwloc import CoreGroups, parse_hwloc_xml
 from .layout import Layout, build_layout
@@ -32,12 +32,13 @@ from .names import SUMMA_MODE
 from .network_source import load_network
 from .plan import make_plan
 from .profiles.store import ProfileError, ProfileStore, bundled_store, resolve_profile
-from .reorder_job import write_reorder_files
+from .reorder_job import reorder_files
 from .request import is_mesh_profile
 from .slurm_commands import with_bin_dir
 from .speeds import config_node_speeds
 from .topology import SwitchTree
 from .topology_yaml import read_topology_source
+from .worker_protocol import WorkerStatus, write_stream
 
 #: input and environment problems (a fallback report with the reason); anything else is a
 #: bug: still a fallback, with the traceback in the log
@@ -107,16 +108,25 @@ def read_core_groups(files: dict[str, str], nodes: tuple[str, ...]) -> dict[str,
     return out
 
 
-def compute(env: dict[str, str]) -> dict:
+@dataclass
+class WorkerOutput:
+    """The job's files (FILE_NAMES key → text, in the order they are to be written:
+    launcher files first, the report last, so a report saying "applied" implies the
+    files) and the computation's status."""
+
+    status: WorkerStatus
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def compute(env: dict[str, str]) -> WorkerOutput:
     with log_notes() as notes:
-        result = _compute(env)
-    result["notes"] = notes + result["notes"]
-    return result
+        out = _compute(env)
+    out.status = replace(out.status, notes=(*notes, *out.status.notes))
+    return out
 
 
-def _compute(env: dict[str, str]) -> dict:
+def _compute(env: dict[str, str]) -> WorkerOutput:
     cfg = load_config(env=env)
-    job_dir = env["RANKMAP_JOB_DIR"]
     job_id = env.get("SLURM_JOB_ID")
     profile = env["RANKMAP_PROFILE"]
     timeout = cfg.get("slurm", "command_timeout")
@@ -157,18 +167,16 @@ def _compute(env: dict[str, str]) -> dict:
                      distribution=parse_distribution(alloc.distribution),
                      distribution_assumed=alloc.distribution is None, units=units,
                      network=network)
-    # launcher files first, the report last: a report saying "applied" implies the files
-    write_files(job_dir, plan.files)
+    files = dict(plan.files)
     if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
-        write_reorder_files(job_dir, layout, plan.result.mapping, graph)
-    write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
+        files.update(reorder_files(layout, plan.result.mapping, graph))
+    files.update({"report": plan.report_text, "record": plan.report_json})
     result = status(plan.applied, plan.fallback_reason or
                     (plan.summary if plan.kept_default else None), layout,
                     plan.result.objective if plan.result else None,
                     plan.result.seconds if plan.result else None)
-    result["notes"] = [f"Slurm backend: {backend}", *layout.notes]
-    result["kept_default"] = plan.kept_default
-    return result
+    return WorkerOutput(replace(result, notes=(f"Slurm backend: {backend}", *layout.notes),
+                                kept_default=plan.kept_default), files)
 
 
 def _compute_summa(env: dict[str, str], cfg: Config, layout: Layout, distribution: str | None,
@@ -195,8 +203,8 @@ def _compute_summa(env: dict[str, str], cfg: Config, layout: Layout, distributio
                       level=summa_setting(cfg, "level", "auto"),
                       weighted=summa_setting(cfg, "weighted", False))
     arranged = plan.arrangement
-    return _write_mode_plan(env["RANKMAP_JOB_DIR"], plan, layout, backend, layout.notes,
-                            arranged.after.norm if arranged else None, None)
+    return _mode_output(plan, layout, backend, layout.notes,
+                        arranged.after.norm if arranged else None, None)
 
 
 def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution: str | None,
@@ -230,23 +238,20 @@ def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution
                      speeds_source=(f"[speeds] of {cfg.path}" if by_config
                                     else "equal speeds (no [speeds])"))
     chosen = plan.chosen
-    return _write_mode_plan(env["RANKMAP_JOB_DIR"], plan, layout, backend, plan.notes,
-                            chosen.metrics.max_el_time if chosen else None,
-                            plan.decomposition.seconds.get("total") if plan.decomposition
-                            else None)
+    return _mode_output(plan, layout, backend, plan.notes,
+                        chosen.metrics.max_el_time if chosen else None,
+                        plan.decomposition.seconds.get("total") if plan.decomposition
+                        else None)
 
 
-def _write_mode_plan(job_dir: str, plan, layout: Layout, backend: str, notes: Sequence[str],
-                     objective: float | None, seconds: float | None) -> dict:
-    """The SUMMA and mesh modes' edge: their files (launcher files, arrangement or
-    partition) first, the report last as for other jobs, and the worker's status."""
-    write_files(job_dir, plan.files)
-    write_files(job_dir, {"report": plan.report_text, "record": plan.report_json})
+def _mode_output(plan, layout: Layout, backend: str, notes: Sequence[str],
+                 objective: float | None, seconds: float | None) -> WorkerOutput:
+    """The SUMMA and mesh modes' output: their files (launcher files, arrangement or
+    partition) first, the report last as for other jobs, and the status."""
     result = status(plan.applied, plan.fallback_reason, layout, objective, seconds)
-    result["notes"] = [f"Slurm backend: {backend}", *notes,
-                       *([plan.summary] if plan.applied else [])]
-    result["kept_default"] = False
-    return result
+    notes = (f"Slurm backend: {backend}", *notes, *([plan.summary] if plan.applied else []))
+    return WorkerOutput(replace(result, notes=notes),
+                        {**plan.files, "report": plan.report_text, "record": plan.report_json})
 
 
 def summa_setting(cfg: Config, key: str, default: object) -> object:
@@ -259,22 +264,27 @@ def summa_setting(cfg: Config, key: str, default: object) -> object:
 
 
 def status(applied: bool, reason: str | None, layout: Layout | None = None,
-           objective: float | None = None, seconds: float | None = None) -> dict:
-    return {"applied": applied, "reason": reason, "n": layout.n if layout else None,
-            "objective": objective, "seconds": seconds}
+           objective: float | None = None, seconds: float | None = None) -> WorkerStatus:
+    return WorkerStatus(applied=applied, reason=reason, n=layout.n if layout else None,
+                        objective=objective, seconds=seconds)
 
 
 def main() -> int:
+    # the stream goes to the stdout the prolog reads; anything a library prints (numpy
+    # warnings, a stray print) goes to stderr instead of breaking it
+    stream = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     apply_worker_limits()  # RANKMAP_WORKER_MEMORY / _CPU_SECONDS, set by the prolog
     env = dict(os.environ)
     try:
-        result = compute(env)
+        out = compute(env)
     except USER_FACING as exc:
-        result = status(False, f"{type(exc).__name__}: {exc}")
+        out = WorkerOutput(status(False, f"{type(exc).__name__}: {exc}"))
     except Exception as exc:  # anything else: still a fallback, with the traceback logged
-        result = status(False, f"internal error: {type(exc).__name__}: {exc}")
-        result["traceback"] = traceback.format_exc(limit=8)
-    print(json.dumps(result), flush=True)
+        out = WorkerOutput(replace(status(False, f"internal error: {type(exc).__name__}: {exc}"),
+                                   traceback=traceback.format_exc(limit=8)))
+    write_stream(stream, out.files, out.status)
+    stream.close()
     return 0
 
 

@@ -20,9 +20,7 @@ import json
 import logging
 import math
 import os
-import subprocess
 import sys
-import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,13 +32,18 @@ from .jobdir import (
     create_job_dir,
     ensure_output_dir,
     job_dir_path,
+    open_trusted_dir,
     remove_job_dir,
+    sweep_stale,
     valid_job_id,
 )
 from .names import SPANK_PROFILE
 from .request import MappingRequest, decide, wants_rules
 from .safe_text import escape_controls, safe_text
 from .slurm_commands import SLURM_PATH
+from .worker_process import run_worker_process
+from .worker_protocol import WorkerStatus
+from .worker_slots import NoWorkerSlot, worker_slot
 
 log = logging.getLogger("rankmap")
 
@@ -130,18 +133,23 @@ def _as_job_user(uid: int | None, gid: int | None) -> dict:
     return {"user": uid, "group": gid if gid is not None else uid, "extra_groups": []}
 
 
-def run_worker(env: dict[str, str], job_dir: Path, request: MappingRequest, uid: int | None,
-               gid: int | None, timeout: float, memory_bytes: int = 4 << 30) -> dict:
+def run_worker(env: dict[str, str], job_dir: JobDir, request: MappingRequest, uid: int | None,
+               gid: int | None, timeout: float, memory_bytes: int = 4 << 30,
+               max_output_bytes: int = 1 << 30) -> WorkerStatus:
     """The computation in a child process; its status, or a fallback status.
 
-    The child runs as the job's user (uid, gid, no supplementary groups) with an
-    address-space limit of ``memory_bytes`` and a CPU limit of ``timeout`` seconds
-    (slurm_plugin.limits), besides the wall-clock watchdog here.
+    The child runs as the job's user (uid, gid, no supplementary groups) in a session
+    of its own with an address-space limit of ``memory_bytes`` and a CPU limit of
+    ``timeout`` seconds (slurm_plugin.limits), besides the wall-clock watchdog here.  It
+    sends its files and status on stdout (slurm_plugin.worker_protocol); they are
+    written into ``job_dir`` as they arrive, ``max_output_bytes`` at the most.  Whatever
+    the outcome, nothing the child started is left running
+    (slurm_plugin.worker_process).
     """
     child_env = {k: v for k, v in env.items() if k.startswith(("SLURM", "SPANK_", "RANKMAP_"))}
     child_env.update({
-        "PATH": SLURM_PATH, "HOME": str(job_dir), "LC_ALL": "C",
-        "RANKMAP_JOB_DIR": str(job_dir), "RANKMAP_PROFILE": request.profile,
+        "PATH": SLURM_PATH, "HOME": str(job_dir.path), "LC_ALL": "C",
+        "RANKMAP_PROFILE": request.profile,
         "RANKMAP_ALGORITHM": request.algorithm,
         "RANKMAP_TIME_LIMIT": repr(request.time_limit),
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -150,25 +158,14 @@ def run_worker(env: dict[str, str], job_dir: Path, request: MappingRequest, uid:
     })
     if request.refusal:
         child_env["RANKMAP_REFUSAL"] = request.refusal
-    start = time.monotonic()
-    try:
-        proc = subprocess.run([sys.executable, "-m", "slurm_plugin.job_worker"],
-                              env=child_env, capture_output=True, text=True, timeout=timeout,
-                              cwd="/", check=False, **_as_job_user(uid, gid))
-    except subprocess.TimeoutExpired:
-        return {"applied": False,
-                "reason": f"the computation did not finish within {timeout:g} s (time budget "
-                          f"{request.time_limit:g} s plus start-up grace); stopped"}
-    lines = proc.stdout.strip().splitlines()
-    try:
-        status = json.loads(lines[-1])
-        status["from_worker"] = True
-    except (IndexError, json.JSONDecodeError):
-        status = {"applied": False,
-                  "reason": f"the computation failed (exit {proc.returncode}): "
-                            f"{proc.stderr.strip()[-300:]}"}
-    status["wall_seconds"] = time.monotonic() - start
-    return status
+    status, why = run_worker_process([sys.executable, "-m", "slurm_plugin.job_worker"],
+                                     child_env, job_dir, timeout, max_output_bytes,
+                                     cwd="/", **_as_job_user(uid, gid))
+    if status is not None:
+        return status
+    if why.startswith("the computation did not finish"):
+        why += (f" (time budget {request.time_limit:g} s plus start-up grace); stopped")
+    return WorkerStatus(applied=False, reason=why)
 
 
 def _computes_here(env: Mapping[str, str], cfg: Config) -> bool:
@@ -241,35 +238,44 @@ def _compute(env: Mapping[str, str], cfg: Config, job_dir: JobDir, request: Mapp
     job_id = env.get("SLURM_JOB_ID")
     job = safe_text(job_id)
     timeout = request.time_limit + cfg.get("prolog", "grace_seconds")
-    status = run_worker(dict(env), job_dir.path, request, uid, gid, timeout,
-                        cfg.get("prolog", "worker_memory_bytes"))
-    for note in status.get("notes") or ():
+    out_fd = open_trusted_dir(job_dir.path.parent)  # where the node's slots are
+    try:
+        with worker_slot(out_fd, cfg.get("prolog", "max_workers"),
+                         request.time_limit) as waited:
+            if waited >= 1.0:
+                log.info("job %s: waited %.1f s for a worker slot ([prolog] max_workers)",
+                         job, waited)
+            status = run_worker(dict(env), job_dir, request, uid, gid, timeout,
+                                cfg.get("prolog", "worker_memory_bytes"),
+                                cfg.get("prolog", "max_output_bytes"))
+    except NoWorkerSlot as exc:
+        status = WorkerStatus(applied=False, reason=str(exc))
+    finally:
+        os.close(out_fd)
+    if status.applied and not job_dir.is_file("report"):
+        status = WorkerStatus(applied=False, reason="the computation sent no report")
+    for note in status.notes:
         log.info("job %s: %s", job, safe_text(note, REASON_LIMIT))
-    if status.get("kept_default"):
+    if status.kept_default:
         # nothing beat Slurm's default placement: the job keeps it, as the report says
         log.info("job %s: profile %s, %s: %s", job, safe_text(request.profile),
-                 safe_text(request.algorithm), safe_text(status.get("reason"), REASON_LIMIT))
-    elif not status.get("applied"):
-        reason = str(status.get("reason"))
-        # no launcher file may survive a failed computation (removed through the
-        # directory's descriptor: a user's symlink in its place is never followed)
+                 safe_text(request.algorithm), safe_text(status.reason, REASON_LIMIT))
+    elif not status.applied:
+        reason = str(status.reason)
+        # no launcher file may survive a failed computation
         job_dir.remove_launcher_files()
-        # a worker that was stopped or crashed may have left a report claiming success
-        if not status.get("from_worker") or not job_dir.is_file("report"):
+        # a worker that was stopped or broke its stream may have sent a report
+        # claiming success before it did
+        if not status.from_worker or not job_dir.is_file("report"):
             job_dir.write(fallback_report(job_id, request, reason))
         log.warning("job %s: profile %s not applied: %s", job, safe_text(request.profile),
                     safe_text(reason, REASON_LIMIT))
-        if status.get("traceback"):
-            log.warning("job %s: %s", job, safe_text(status["traceback"], 4000))
+        if status.traceback:
+            log.warning("job %s: %s", job, safe_text(status.traceback, 4000))
     else:
         log.info("job %s: profile %s, %s: J=%g in %.3f s (%d ranks)", job,
                  safe_text(request.profile), safe_text(request.algorithm),
-                 _number(status.get("objective")), _number(status.get("seconds")),
-                 int(_number(status.get("n"))))
-
-
-def _number(v: object) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+                 status.objective or 0.0, status.seconds or 0.0, status.n or 0)
 
 
 def _report_failure(cfg: Config, job_id: str | None, request: MappingRequest | None,
@@ -376,6 +382,19 @@ def main() -> int:
     return 0
 
 
+def _sweep(base: str, who: str) -> None:
+    """Remove a bounded part of what earlier removals left aside in ``base``; log it."""
+    try:
+        removed, notes = sweep_stale(base)
+    except OSError as exc:
+        log.warning("%s: cleaning %s: %s", who, safe_text(base), safe_text(exc, REASON_LIMIT))
+        return
+    if removed:
+        log.info("%s: removed %d entries left aside in %s", who, removed, safe_text(base))
+    for note in notes:
+        log.warning("%s: %s", who, safe_text(note, REASON_LIMIT))
+
+
 def epilog_main() -> int:
     """``rankmap-epilog``: remove this node's per-job files; always exits 0."""
     env = dict(os.environ)
@@ -399,6 +418,7 @@ def epilog_main() -> int:
                     log.debug("job %s: removed %s", job, safe_text(job_dir_path(base, job_id)))
             except OSError as exc:
                 log.warning("epilog for job %s: %s", job, safe_text(exc, REASON_LIMIT))
+            _sweep(base, f"epilog for job {job}")
     except Exception as exc:
         try:
             log.error("epilog for job %s: %s", job, safe_text(repr(exc), REASON_LIMIT))

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 
 from mapper.errors import RankmapError
 
+from .processes import end_group
+
 #: searched after the caller's PATH when no bin_dir is configured (/usr/local first, as
 #: on a stock PATH: a site Slurm built from source there wins over a distribution's)
 DEFAULT_DIRS = ("/usr/local/bin", "/usr/bin")
@@ -78,13 +80,24 @@ def run_slurm(args: list[str], timeout: float = 10.0, env: Mapping[str, str] | N
     if env and env.get("SLURM_CONF"):
         full_env["SLURM_CONF"] = env["SLURM_CONF"]
     try:
-        proc = subprocess.run([exe, *args[1:]], capture_output=True, text=True,
-                              timeout=timeout, env=full_env, check=False)
+        # a process group of its own: a time-out ends the command and whatever it
+        # started (a site's wrapper script and its children), not only the wrapper
+        proc = subprocess.Popen([exe, *args[1:]], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=full_env, process_group=0)
     except OSError as exc:  # vanished or not executable between lookup and start
         raise SlurmQueryError(f"{exe}: cannot run: {exc.strerror}") from None
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        end_group(proc.pid)
+        proc.communicate()
         raise SlurmQueryError(f"{' '.join(args)}: no answer within {timeout:g} s") from None
+    except BaseException:
+        end_group(proc.pid)
+        proc.wait()
+        raise
     if proc.returncode != 0:
         raise SlurmQueryError(f"{' '.join(args)}: exit {proc.returncode}: "
-                              f"{proc.stderr.strip()[:500]}")
-    return proc.stdout
+                              f"{stderr.strip()[:500]}")
+    return stdout

@@ -9,6 +9,7 @@ uid) skip otherwise.
 import json
 import logging
 import os
+import re
 import resource
 import shutil
 import stat
@@ -30,6 +31,7 @@ from slurm_plugin.jobdir import (
 )
 from slurm_plugin.names import LAUNCHER_FILES
 from slurm_plugin.task_prolog import exports
+from slurm_plugin.worker_protocol import WorkerStatus
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another uid)")
 NOBODY = 65534
@@ -106,15 +108,15 @@ def test_symlink_swapped_in_while_the_worker_runs_is_never_followed(tmp_path, mo
     """The user renames job.N away and puts a symlink to another directory in its place
     while the worker runs; root's cleanup and report must act on the real directory."""
     cfg, out, _ = site(tmp_path)
-    out.chmod(0o1777)  # sticky world-writable: accepted, and the setting of the finding
     victim = victim_dir(tmp_path)
 
-    def worker_then_swap(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
-        for name in LAUNCHERS:  # what a computation leaves before it fails
-            (job_dir / name).write_text("stale")
-        os.rename(job_dir, out / "moved")
-        os.symlink(victim, job_dir)
-        return {"applied": False, "reason": "solver failed", "from_worker": False}
+    def worker_then_swap(env, job_dir, request, uid, gid, timeout, *limits):
+        job_dir.write({name: "stale" for name in LAUNCHERS})  # left before it failed
+        # (only root can do this since job directories are root's; the descriptors
+        # still make root act on the real directory)
+        os.rename(job_dir.path, out / "moved")
+        os.symlink(victim, job_dir.path)
+        return WorkerStatus(applied=False, reason="solver failed")
 
     monkeypatch.setattr(prolog, "run_worker", worker_then_swap)
     prolog.handle_job(job_env("41"), cfg)
@@ -165,9 +167,10 @@ def test_output_dir_and_job_dir_symlinks_are_refused_or_replaced(tmp_path):
         jd.write({"rankfile": "x"})
     assert_victim_intact(victim)
     assert not (out / "job.43").is_symlink() and (out / "job.43" / "rankfile").exists()
-    os.chmod(out, 0o777)
-    with pytest.raises(JobDirError, match="world-writable without the sticky bit"):
-        create_job_dir(out, "44")
+    for mode, who in ((0o777, "everyone"), (0o1777, "everyone"), (0o775, "its group")):
+        os.chmod(out, mode)  # anyone who can create entries could plant job.<id>
+        with pytest.raises(JobDirError, match=f"writable by {who}"):
+            create_job_dir(out, "44")
 
 
 @root_only
@@ -191,12 +194,13 @@ def test_planted_3000_level_tree_does_not_cost_the_job_its_report(tmp_path, monk
     cfg, out, _ = site(tmp_path)
     victim = victim_dir(tmp_path)
     make_chain(out, "job.46", 3000, leaf_link=victim, link_depth=2500)
-    monkeypatch.setattr(prolog, "run_worker", lambda *a: {"applied": False,
-                                                          "reason": "no slurm here"})
+    monkeypatch.setattr(prolog, "run_worker",
+                        lambda *a: WorkerStatus(applied=False, reason="no slurm here"))
     prolog.handle_job(job_env("46"), cfg)
     assert "no slurm here" in (out / "job.46" / "report.txt").read_text()
     assert sorted(os.listdir(out / "job.46")) == ["report.json", "report.txt"]
-    assert sorted(os.listdir(out)) == ["job.46"]  # the whole tree went, nothing aside
+    left = [n for n in os.listdir(out) if not n.startswith(".worker-slot.")]
+    assert left == ["job.46"]  # the whole tree went, nothing aside
     assert_victim_intact(victim)
 
 
@@ -205,8 +209,8 @@ def test_a_tree_beyond_the_bound_is_moved_aside_and_the_job_still_gets_its_repor
     cfg, out, log_file = site(tmp_path)
     make_chain(out, "job.47", 3000)
     monkeypatch.setattr(jobdir, "MAX_ENTRIES", 500)
-    monkeypatch.setattr(prolog, "run_worker", lambda *a: {"applied": False,
-                                                          "reason": "no slurm here"})
+    monkeypatch.setattr(prolog, "run_worker",
+                        lambda *a: WorkerStatus(applied=False, reason="no slurm here"))
     prolog.handle_job(job_env("47"), cfg)
     assert "no slurm here" in (out / "job.47" / "report.txt").read_text()
     aside = [n for n in os.listdir(out) if n.startswith(".stale.job.47.")]
@@ -245,6 +249,19 @@ def test_epilog_removes_a_users_deep_tree_iteratively(tmp_path, monkeypatch):
     aside = [n for n in os.listdir(out) if n.startswith(".stale.job.49.")]
     assert len(aside) == 1
     assert f"the rest was left in {out / aside[0]}" in log_file.read_text()
+    # later epilogs on the node remove what was left, a bounded part each
+    counts = [int(n) for n in re.findall(r"removed (\d+) entries left aside",
+                                         log_file.read_text())]
+    for epilogs in range(1, 20):
+        if not (out / aside[0]).exists():
+            break
+        monkeypatch.setenv("SLURM_JOB_ID", str(100 + epilogs))
+        assert prolog.epilog_main() == 0
+        counts = [int(n) for n in re.findall(r"removed (\d+) entries left aside",
+                                             log_file.read_text())]
+    assert not (out / aside[0]).exists() and epilogs > 3
+    assert len(counts) == epilogs and all(0 < c <= 1000 for c in counts), counts
+    assert log_file.read_text().count("left for a later epilog") == epilogs - 1
 
 
 def test_removal_holds_at_most_max_depth_directories_open(tmp_path):
@@ -305,7 +322,7 @@ def test_removal_does_not_cross_a_mount_point(tmp_path):
 def test_modes_without_root(tmp_path):
     with create_job_dir(tmp_path, "52") as jd:
         jd.write({"report": "r", "rankfile": "x"})
-    assert stat.S_IMODE((tmp_path / "job.52").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "job.52").stat().st_mode) == 0o750
     for name in ("report.txt", "rankfile"):
         assert stat.S_IMODE((tmp_path / "job.52" / name).stat().st_mode) == 0o600
 
@@ -319,7 +336,9 @@ def test_job_dir_and_files_belong_to_the_job_user_and_nobody_else(tmp_path):
             jd.write(prolog.fallback_report("53", None, "why"))
         d = out / "job.53"
         st = d.stat()
-        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, NOBODY, 0o700)
+        # root's, with the job's group: the user reads but can add nothing
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, NOBODY, 0o750)
+        assert as_user(NOBODY, lambda: (d / "planted").write_text("x")) == "PermissionError"
         for name in ("report.txt", "report.json"):
             st = (d / name).stat()
             assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, NOBODY, 0o600)
@@ -401,7 +420,8 @@ def test_missing_output_dir_is_created_safely(tmp_path, monkeypatch):
     cfg, _, log_file = site(tmp_path, output_dir=tmp_path / "unused")
     cfg = parse_config(f'[general]\noutput_dir = "{out}"\nlog_file = "{log_file}"\n',
                        "t.toml")
-    monkeypatch.setattr(prolog, "run_worker", lambda *a: {"applied": False, "reason": "r"})
+    monkeypatch.setattr(prolog, "run_worker",
+                        lambda *a: WorkerStatus(applied=False, reason="r"))
     old = os.umask(0o077)
     try:
         prolog.handle_job(job_env("54"), cfg)

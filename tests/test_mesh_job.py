@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_pyslurm import fake_pyslurm
+from worker_harness import compute_into
 
 from mapper import CommGraph
 from mapper.graph_io import write_mtx
@@ -26,7 +27,7 @@ from mapper.mesh import names as mesh_names
 from mapper.mesh.mesh import mesh_from_graph
 from mapper.mesh.mesh_io import write_mesh_metis
 from mapper.mesh.metrics import evaluate
-from slurm_plugin import job_worker, mesh_job
+from slurm_plugin import mesh_job
 from slurm_plugin.allocation import Allocation
 from slurm_plugin.config import parse_config
 from slurm_plugin.distribution import parse_distribution, slurm_placement
@@ -374,7 +375,7 @@ def task_exports(job) -> list[str]:
 
 
 def test_worker_writes_partition_rankfile_and_report(job):
-    result = job_worker.compute(job.env)
+    result = compute_into(job.env)
     assert result["applied"] and result["n"] == 16 and result["reason"] is None
     assert sorted(os.listdir(job.dir)) == sorted([
         "partition", "rankfile", "hostfile", "machinefile", "slurm_hostfile", "report.txt",
@@ -392,7 +393,7 @@ def test_worker_writes_partition_rankfile_and_report(job):
 
 def test_worker_takes_speeds_from_the_config(job):
     job.config.write_text(job.config.read_text() + '[speeds]\nnodes = { "n[3-4]" = 3.0 }\n')
-    assert job_worker.compute(job.env)["applied"]
+    assert compute_into(job.env)["applied"]
     record = json.loads((job.dir / "report.json").read_text())
     assert record["mesh"]["method"] == mesh_names.ARCHAWARE_ELT_SPARSE
     assert record["mesh"]["speeds"]["nodes"] == {"1": "n[1-2]", "3": "n[3-4]"}
@@ -400,7 +401,7 @@ def test_worker_takes_speeds_from_the_config(job):
 
 
 def test_task_prolog_exports_the_partition(job):
-    job_worker.compute(job.env)
+    compute_into(job.env)
     lines = task_exports(job)
     assert f"export RANKMAP_PARTITION={job.dir / 'partition'}" in lines
     assert f"export RANKMAP_RANKFILE={job.dir / 'rankfile'}" in lines
@@ -410,7 +411,7 @@ def test_task_prolog_exports_the_partition(job):
 
 
 def fallback_of(job, **env) -> str:
-    result = job_worker.compute({**job.env, **env})
+    result = compute_into({**job.env, **env})
     assert not result["applied"] and result["reason"]
     assert sorted(os.listdir(job.dir)) == ["report.json", "report.txt"]
     record = json.loads((job.dir / "report.json").read_text())
@@ -458,7 +459,7 @@ def test_feature_speeds_ask_slurm_for_the_features(job, monkeypatch):
     from slurm_plugin import allocation
 
     monkeypatch.setattr(allocation, "run_slurm", fake_run)
-    assert job_worker.compute(job.env)["applied"]
+    assert compute_into(job.env)["applied"]
     assert asked == [["scontrol", "show", "node", "-o", "n1,n2,n3,n4"]]
     record = json.loads((job.dir / "report.json").read_text())
     assert record["mesh"]["speeds"]["nodes"] == {"1": "n[2-4]", "2": "n1"}

@@ -17,6 +17,7 @@ from slurm_plugin.config import DEFAULTS, parse_config
 from slurm_plugin.request import MappingRequest
 from slurm_plugin.safe_text import safe_text
 from slurm_plugin.task_prolog import exports
+from slurm_plugin.worker_protocol import WorkerStatus
 
 LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} rankmap\[\d+\] ")
 
@@ -70,11 +71,13 @@ def test_a_newline_in_the_profile_name_cannot_forge_a_log_line(site, monkeypatch
     monkeypatch.setenv("SPANK_RANKMAP_MODE", "topdown\nFORGED-ALGORITHM")
     monkeypatch.setenv("SLURM_JOB_NAME", "name\nFORGED-NAME")
 
-    def worker(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
+    def worker(env, job_dir, request, uid, gid, timeout, *limits):
         assert request.profile == profile  # the computation gets the real name
-        return {"applied": applied, "reason": f"profile {request.profile} not found",
-                "notes": [f"note about {request.profile}"], "objective": 1.0, "n": 4,
-                "traceback": "Traceback\n  FORGED-TB" if not applied else None}
+        if applied:
+            job_dir.write({"report": "applied"})
+        return WorkerStatus(applied=applied, reason=f"profile {request.profile} not found",
+                            notes=(f"note about {request.profile}",), objective=1.0, n=4,
+                            traceback="Traceback\n  FORGED-TB" if not applied else None)
 
     monkeypatch.setattr(prolog, "run_worker", worker)
     assert prolog.main() == 0
@@ -118,7 +121,7 @@ def test_the_fallback_report_escapes_what_the_user_chose():
 def test_the_task_prolog_prints_one_line_per_message(tmp_path):
     d = tmp_path / "job.62"
     d.mkdir()
-    (d / "report.json").write_text(json.dumps({"applied": False,
+    (d / "report.json").write_text(json.dumps({"job_id": "62", "applied": False,
                                                "fallback_reason": "x\nexport LD_PRELOAD=/x"}))
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[general]\noutput_dir = "{tmp_path}"\n')
@@ -128,7 +131,7 @@ def test_the_task_prolog_prints_one_line_per_message(tmp_path):
     assert lines[1].startswith("print rankmap: placement NOT applied (x\\nexport LD_PRELOAD")
     assert exports({"SLURM_JOB_ID": "62\n", "RANKMAP_CONFIG": str(cfg)}) == []
     (tmp_path / "job.63_2").mkdir()
-    (tmp_path / "job.63_2" / "report.json").write_text('{"applied": false}')
+    (tmp_path / "job.63_2" / "report.json").write_text('{"job_id": "63_2", "applied": false}')
     assert exports({"SLURM_JOB_ID": "63_2", "RANKMAP_CONFIG": str(cfg)})[0] == \
         f"export RANKMAP_REPORT={tmp_path / 'job.63_2' / 'report.txt'}"
 
@@ -179,8 +182,8 @@ def test_a_corrupt_config_reports_only_to_a_job_that_asked(site, defaults):
 
 
 def test_an_exception_in_the_computation_still_gives_a_report(site, monkeypatch):
-    def broken(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
-        (job_dir / "rankfile").write_text("half-written")
+    def broken(env, job_dir, request, uid, gid, timeout, *limits):
+        job_dir.write({"rankfile": "half-written"})
         raise RuntimeError("boom\nFORGED")
 
     monkeypatch.setattr(prolog, "run_worker", broken)
@@ -206,11 +209,11 @@ def test_an_exception_before_the_job_dir_exists_still_gives_a_report(site, monke
 
 
 def test_an_unusable_output_dir_reports_in_the_fallback_dir(site, monkeypatch):
-    os.chmod(site["out"], 0o777)  # world-writable without the sticky bit
+    os.chmod(site["out"], 0o1777)  # world-writable, even with the sticky bit
     monkeypatch.setattr(prolog, "run_worker", lambda *a: pytest.fail("must not compute"))
     assert prolog.main() == 0
     report = (site["fallback"] / "job.61" / "report.txt").read_text()
-    assert "cannot use output directory" in report and "sticky" in report
+    assert "cannot use output directory" in report and "writable by everyone" in report
     assert os.listdir(site["out"]) == []
     text = site["log"].read_text()
     assert "cannot use output directory" in text and "report written to" in text
@@ -226,11 +229,11 @@ def test_no_usable_directory_at_all_is_logged(site, tmp_path):
 
 
 def test_a_failed_worker_leaves_no_launcher_file_and_a_report(site, monkeypatch):
-    def crashed(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
-        for name in ("rankfile", "hostfile", "machinefile", "slurm_hostfile"):
-            (job_dir / name).write_text("x")
-        (job_dir / "report.txt").write_text("rankmap applied (a lie)")
-        return {"applied": False, "reason": "the computation failed (exit -9): "}
+    def crashed(env, job_dir, request, uid, gid, timeout, *limits):
+        job_dir.write({name: "x" for name in
+                       ("rankfile", "hostfile", "machinefile", "slurm_hostfile")})
+        job_dir.write({"report": "rankmap applied (a lie)"})
+        return WorkerStatus(applied=False, reason="the computation failed (exit -9): ")
 
     monkeypatch.setattr(prolog, "run_worker", crashed)
     assert prolog.main() == 0

@@ -3,15 +3,19 @@
 import json
 
 from slurm_plugin.config import parse_config
+from slurm_plugin.jobdir import create_job_dir
 from slurm_plugin.prolog import fallback_report, handle_job, run_worker
 from slurm_plugin.request import MappingRequest
+from slurm_plugin.worker_protocol import WorkerStatus
 
 
 def test_watchdog_stops_a_computation_over_its_budget(tmp_path):
     request = MappingRequest("ring", "topdown", 0.01, "user")
-    status = run_worker({"SLURM_JOB_ID": "5"}, tmp_path, request, None, None, timeout=0.01)
-    assert not status["applied"] and "did not finish within 0.01 s" in status["reason"]
-    assert "from_worker" not in status
+    with create_job_dir(tmp_path, "5") as job_dir:
+        status = run_worker({"SLURM_JOB_ID": "5"}, job_dir, request, None, None,
+                            timeout=0.01)
+    assert not status.applied and "did not finish within 0.01 s" in status.reason
+    assert not status.from_worker
 
 
 def test_worker_failure_is_a_fallback_status(tmp_path):
@@ -19,8 +23,9 @@ def test_worker_failure_is_a_fallback_status(tmp_path):
     request = MappingRequest("ring", "topdown", 5.0, "user")
     env = {"SLURM_JOB_ID": "5", "RANKMAP_CONFIG": str(tmp_path / "none.toml")}
     (tmp_path / "none.toml").write_text("")
-    status = run_worker(env, tmp_path, request, None, None, timeout=60)
-    assert status["from_worker"] and not status["applied"] and status["reason"]
+    with create_job_dir(tmp_path, "5") as job_dir:
+        status = run_worker(env, job_dir, request, None, None, timeout=60)
+    assert status.from_worker and not status.applied and "scontrol" in status.reason
 
 
 def test_only_the_batch_host_computes(tmp_path):
@@ -59,21 +64,21 @@ def test_batch_host_writes_the_workers_report(tmp_path):
 
 
 def test_worker_gets_memory_and_cpu_limits_and_runs_as_the_user(tmp_path, monkeypatch):
-    import subprocess
-
     import slurm_plugin.prolog as prolog
 
     seen = {}
 
-    def fake_run(args, **kw):
-        seen.update(kw)
-        return subprocess.CompletedProcess(args, 0, '{"applied": false, "reason": "x"}\n', "")
+    def fake_run(argv, env, sink, timeout, max_bytes, **kw):
+        seen.update(kw, env=env, max_bytes=max_bytes)
+        return WorkerStatus(applied=False, reason="x"), ""
 
-    monkeypatch.setattr(prolog.subprocess, "run", fake_run)
+    monkeypatch.setattr(prolog, "run_worker_process", fake_run)
     monkeypatch.setattr(prolog.os, "geteuid", lambda: 0)
     request = MappingRequest("ring", "topdown", 5.0, "user")
-    run_worker({"SLURM_JOB_ID": "5"}, tmp_path, request, 1234, 99, timeout=25.5,
-               memory_bytes=3 << 30)
+    with create_job_dir(tmp_path, "5") as job_dir:
+        run_worker({"SLURM_JOB_ID": "5"}, job_dir, request, 1234, 99, timeout=25.5,
+                   memory_bytes=3 << 30, max_output_bytes=12345)
+    assert seen["max_bytes"] == 12345
     assert seen["env"]["RANKMAP_WORKER_MEMORY"] == str(3 << 30)
     assert seen["env"]["RANKMAP_WORKER_CPU_SECONDS"] == "26"
     assert (seen["user"], seen["group"], seen["extra_groups"]) == (1234, 99, [])

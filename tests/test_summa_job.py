@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 from fake_pyslurm import fake_pyslurm
 from spank_harness import needs_cc, spank_checker
+from worker_harness import compute_into, in_process_worker
 
-from slurm_plugin import job_worker, prolog
+from slurm_plugin import prolog
 from slurm_plugin.allocation import Allocation
 from slurm_plugin.config import parse_config
 from slurm_plugin.distribution import parse_distribution
@@ -349,7 +350,7 @@ def job(tmp_path, monkeypatch):
 
 
 def test_worker_writes_arrangement_rankfile_and_report(job, tmp_path):
-    result = job_worker.compute(job.env)
+    result = compute_into(job.env)
     assert result["applied"] and result["n"] == 16 and result["reason"] is None
     names = sorted(os.listdir(job.dir))
     assert names == sorted(["arrangement", "rankfile", "hostfile", "machinefile",
@@ -369,7 +370,7 @@ def test_worker_writes_arrangement_rankfile_and_report(job, tmp_path):
 
 
 def test_task_prolog_exports_the_arrangement(job):
-    job_worker.compute(job.env)
+    compute_into(job.env)
     env = {"SLURM_JOB_ID": "42", "RANKMAP_CONFIG": str(job.config)}
     lines = exports(env)
     assert f"export RANKMAP_ARRANGEMENT={job.dir / 'arrangement'}" in lines
@@ -380,7 +381,7 @@ def test_task_prolog_exports_the_arrangement(job):
 
 
 def fallback_of(job, **env):
-    result = job_worker.compute({**job.env, **env})
+    result = compute_into({**job.env, **env})
     assert not result["applied"] and result["reason"]
     assert sorted(os.listdir(job.dir)) == ["report.json", "report.txt"]
     record = json.loads((job.dir / "report.json").read_text())
@@ -417,7 +418,7 @@ def test_summa_mode_with_a_graph_profile_falls_back(job):
 
 def test_store_speeds_file_by_name(job):
     shutil.copy(job.speeds, job.tmp / "mixed.speeds")
-    result = job_worker.compute({**job.env, "RANKMAP_PROFILE": "summa-fpm:mixed"})
+    result = compute_into({**job.env, "RANKMAP_PROFILE": "summa-fpm:mixed"})
     assert result["applied"]
     record = json.loads((job.dir / "report.json").read_text())
     assert record["summa"]["size"] == DEFAULT_SIZE
@@ -432,14 +433,7 @@ def test_prolog_logs_the_fallback_and_exits_zero(job, monkeypatch, restore_prolo
                                                          f'log_file = "{log_file}"'))
     job.speeds.write_text("1\n0\n")
 
-    def in_process(env, job_dir, request, uid, gid, timeout, memory_bytes=0):
-        child = {**{k: v for k, v in env.items() if k.startswith(("SLURM", "RANKMAP_"))},
-                 "RANKMAP_JOB_DIR": str(job_dir), "RANKMAP_PROFILE": request.profile,
-                 "RANKMAP_ALGORITHM": request.algorithm,
-                 "RANKMAP_TIME_LIMIT": repr(request.time_limit)}
-        return {**job_worker.compute(child), "from_worker": True}
-
-    monkeypatch.setattr(prolog, "run_worker", in_process)
+    monkeypatch.setattr(prolog, "run_worker", in_process_worker)
     shutil.rmtree(job.dir)
     for key in list(os.environ):
         if key.startswith(("SLURM", "SPANK_")):

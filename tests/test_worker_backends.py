@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fake_pyslurm import fake_pyslurm
+from worker_harness import compute_into
 
 from slurm_plugin import job_worker
 from slurm_plugin.allocation import read_node_shapes
@@ -52,7 +53,7 @@ def test_pyslurm_backend_gives_allocation_and_shapes(job, monkeypatch):
     tmp_path, env = job
     monkeypatch.setitem(sys.modules, "pyslurm", fake_pyslurm(nodes=2))
     recording_scontrol(tmp_path / "bin", tmp_path / "calls")
-    result = job_worker.compute(env)
+    result = compute_into(env)
     assert result["n"] == 8
     assert not (tmp_path / "calls").exists(), "scontrol ran although pyslurm had everything"
     assert "Slurm backend: pyslurm" in result["notes"]
@@ -69,7 +70,7 @@ def test_pyslurm_node_fallback_uses_bin_dir_scontrol_for_that_node_only(job, mon
     monkeypatch.setitem(sys.modules, "pyslurm", fake_pyslurm(nodes=2, broken_nodes=("n2",)))
     recording_scontrol(tmp_path / "bin", tmp_path / "calls",
                        "NodeName=n2 CoresPerSocket=2 Sockets=2 ThreadsPerCore=1")
-    result = job_worker.compute(env)
+    result = compute_into(env)
     assert result["n"] == 8
     assert (tmp_path / "calls").read_text().split("\n")[0] == "show node -o n2"
     assert any("pyslurm: node n2 unavailable" in n and "using scontrol" in n
