@@ -22,7 +22,7 @@ import numpy as np
 
 from mapper.errors import RankmapError
 from mapper.summa.partition import ColumnLayout, PartitionError, build_layout
-from mapper.text_lines import content_lines
+from mapper.text_lines import content_lines, iter_content_lines
 
 FIELDS = ("rank", "column", "position", "row_offset", "col_offset", "height", "width")
 
@@ -48,12 +48,21 @@ def _fail(path, no: int, msg: str) -> SummaFileError:
     return SummaFileError(f"{path}:{no}: {msg}", source=str(path), line=no)
 
 
-def parse_speeds(text: str, source: str) -> np.ndarray:
+def parse_speeds(text: str, source: str, expected: int | None = None) -> np.ndarray:
     """Relative speed per rank (float64, all finite and > 0) from the speeds format:
     line r the speed of rank r, ``#`` comments and blank lines skipped.  Errors name
-    ``source:line``."""
-    values = []
-    for no, body in content_lines(text):
+    ``source:line``.
+
+    ``expected`` (the job's task count): a speed beyond it is refused at its line as
+    soon as it is read, before the rest of the file is split into lines (a 66 MB file
+    of ``1`` lines took the prolog's worker to 3.7 GB when it was counted at the end);
+    fewer speeds are the caller's to refuse.
+    """
+    values: list[float] = []
+    for no, body in iter_content_lines(text):
+        if expected is not None and len(values) == expected:
+            raise _fail(source, no, f"more than {expected} speeds: the job has {expected} "
+                                    f"tasks (one line per rank)")
         try:
             (token,) = body.split()
             v = float(token)
@@ -69,16 +78,20 @@ def parse_speeds(text: str, source: str) -> np.ndarray:
     return np.array(values)
 
 
-def read_speeds(path: str | Path) -> np.ndarray:
+def read_speeds(path: str | Path, expected: int | None = None) -> np.ndarray:
     """:func:`parse_speeds` of a file."""
-    return parse_speeds(_read(path), str(path))
+    return parse_speeds(_read(path), str(path), expected)
 
 
 def read_groups(path: str | Path, nranks: int | None = None) -> np.ndarray:
-    """Group id per rank, renumbered 0.. in order of first appearance."""
+    """Group id per rank, renumbered 0.. in order of first appearance; with ``nranks``,
+    exactly that many (a line beyond them is refused as soon as it is read)."""
     names: dict[str, int] = {}
-    ids = []
-    for no, body in _data_lines(path):
+    ids: list[int] = []
+    for no, body in iter_content_lines(_read(path)):
+        if nranks is not None and len(ids) == nranks:
+            raise _fail(path, no, f"more than {nranks} groups for {nranks} ranks (one line "
+                                  f"per rank, as in the speeds file)")
         words = body.split()
         if len(words) != 1:
             raise _fail(path, no, f"expected one group id (of rank {len(ids)}), got {body!r}")

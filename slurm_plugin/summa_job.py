@@ -200,12 +200,17 @@ def read_text_file(path: Path, max_bytes: int | None) -> str:
 def load_summa_input(spec: str, ntasks: int, stores: Sequence[str | Path],
                      allow_user_files: bool = False, max_bytes: int | None = None
                      ) -> SummaInput:
-    """The speeds and N for a job of ``ntasks`` tasks (reads the speeds file, if any)."""
+    """The speeds and N for a job of ``ntasks`` tasks (reads the speeds file, if any).
+
+    The file is read up to ``max_bytes``, and its lines only up to the first speed
+    beyond ``ntasks`` (refused at its line): the job can use no more, and counting them
+    all cost gigabytes (:func:`slurm_plugin.summa_io.parse_speeds`).
+    """
     parsed = parse_summa_spec(spec)
     if parsed.source is None:
         return SummaInput(np.ones(ntasks), parsed.size, "equal speeds")
     path = speeds_path(parsed.source, stores, allow_user_files)
-    speeds = parse_speeds(read_text_file(path, max_bytes), str(path))
+    speeds = parse_speeds(read_text_file(path, max_bytes), str(path), ntasks)
     if len(speeds) != ntasks:
         raise SummaJobError(f"{path}: {len(speeds)} speeds but the job has {ntasks} tasks "
                             f"(one line per rank)", source=str(path))

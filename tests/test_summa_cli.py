@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from slurm_plugin.summa_cli import add_summa_command
 from slurm_plugin.summa_io import (
     SummaFileError,
     format_arrangement,
+    parse_speeds,
     read_arrangement,
     read_groups,
     read_speeds,
@@ -149,6 +152,46 @@ def test_speed_and_group_files(tmp_path):
     g.write_text("sw2\nsw1 x\n")
     with pytest.raises(SummaFileError, match=r"g\.txt:2: expected one group id"):
         read_groups(g)
+
+
+def test_speeds_beyond_the_task_count_are_refused_at_their_line(tmp_path):
+    text = "# speeds\n1\n2\n\n3\n4  # rank 3\n5\n6\n"
+    assert parse_speeds(text, "s.txt", 4 + 2).tolist() == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(SummaFileError, match=r"^s\.txt:7: more than 4 speeds: the job has "
+                                             r"4 tasks") as exc:
+        parse_speeds(text, "s.txt", 4)
+    assert exc.value.line == 7 and exc.value.source == "s.txt"
+    f = tmp_path / "s.txt"
+    f.write_text(text)
+    with pytest.raises(SummaFileError, match=r"s\.txt:7: more than 4 speeds"):
+        read_speeds(f, 4)
+    # the check comes before the line is read: a bad line past the tasks says "more than"
+    with pytest.raises(SummaFileError, match=r":3: more than 1 speeds"):
+        parse_speeds("1\n\nfast\n", "s.txt", 1)
+
+
+def test_group_lines_beyond_the_rank_count_are_refused_at_their_line(tmp_path):
+    g = tmp_path / "g.txt"
+    g.write_text("a\nb\n# c\na\nb\n\nc\n")
+    assert read_groups(g, 5).tolist() == [0, 1, 0, 1, 2]
+    with pytest.raises(SummaFileError, match=r"g\.txt:7: more than 4 groups for 4 ranks"):
+        read_groups(g, 4)
+
+
+def test_a_huge_speeds_file_stops_at_the_first_line_too_many():
+    """Issue 28: 33 million ``1`` lines took the worker to 3.7 GB before the count was
+    compared; 5 million here must stop at line 5 having allocated almost nothing."""
+    text = "1\n" * 5_000_000
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        with pytest.raises(SummaFileError, match=r"^big:5: more than 4 speeds"):
+            parse_speeds(text, "big", 4)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, f"{peak} bytes at the peak"
+    assert time.process_time() - start < 2
 
 
 def test_cli_argument_errors(inputs):
