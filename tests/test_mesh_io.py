@@ -1,12 +1,21 @@
 """Mesh input (mapper.mesh.mesh_io): METIS vertex weights and sizes, Matrix Market plus
 a weights file, file:line errors, round trips through write_mesh_metis."""
 
+import time
+import tracemalloc
+
 import numpy as np
 import pytest
 
 from mapper.graph import CommGraph
 from mapper.graph_io import GraphFormatError, read_graph, write_mtx
-from mapper.mesh import MeshError, mesh_from_graph, read_mesh, write_mesh_metis
+from mapper.mesh import (
+    MeshError,
+    mesh_from_graph,
+    read_mesh,
+    read_weights_text,
+    write_mesh_metis,
+)
 
 
 def write(tmp_path, name, text):
@@ -91,7 +100,8 @@ def test_mtx_with_a_weights_file(tmp_path):
 @pytest.mark.parametrize("text, msg", [
     ("1\n2\n", "w.txt:3: the mesh has 3 vertices but the weights file has 2 vertex lines"),
     ("", "w.txt:1: the mesh has 3 vertices but the weights file has 0"),
-    ("1\n2\n# x\n3\n4\n", "w.txt:5: the mesh has 3 vertices but the weights file has 4"),
+    ("1\n2\n# x\n3\n4\n", "w.txt:5: the mesh has 3 vertices but the weights file has "
+                          "more than 3 vertex lines"),
     ("1\nabc\n3\n", "w.txt:2: non-numeric entry"),
     ("1\n2 x\n3\n", "w.txt:2: non-numeric entry"),
     ("1\n2\ninf\n", "w.txt:3: vertex weight inf of vertex 3; must be finite and > 0"),
@@ -106,6 +116,24 @@ def test_malformed_weights_files_name_the_line(tmp_path, text, msg):
     write(tmp_path, "m.mtx", MTX)
     with pytest.raises(GraphFormatError, match=msg):
         read_mesh(tmp_path / "m.mtx", write(tmp_path, "w.txt", text))
+
+
+def test_a_huge_weights_file_stops_at_the_first_line_too_many():
+    """Issue 28: the lines were all split and counted before the comparison with the
+    mesh (33 million lines: 5.7 GB); 5 million here must stop at line 5 (after a
+    comment line) having allocated almost nothing."""
+    text = "% w per vertex\n" + "1\n" * 5_000_000
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        with pytest.raises(GraphFormatError, match=r"^w\.txt:6: the mesh has 4 vertices but "
+                                                   r"the weights file has more than 4"):
+            read_weights_text(text, "w.txt", 4)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, f"{peak} bytes at the peak"
+    assert time.process_time() - start < 2
 
 
 def test_size_limits_and_file_kinds(tmp_path):

@@ -30,7 +30,7 @@ from ..graph_io import (
     read_text_file,
     size_limit,
 )
-from ..text_lines import content_lines
+from ..text_lines import iter_content_lines
 from .mesh import Mesh, mesh_from_graph
 
 
@@ -75,11 +75,20 @@ def read_weights_text(text: str, source: str, n: int) -> tuple[np.ndarray, np.nd
     """The ``w [c]`` lines of a weights file for a mesh of ``n`` vertices.
 
     Returns ``(w, c)`` (c is 1 on lines that give only w).  One ``split`` per line, the
-    values converted and checked with numpy; O(text).
+    values converted and checked with numpy; O(text).  A line beyond the ``n`` vertices
+    is refused as soon as it is read: the lines are split lazily, so a long file costs
+    no more than the mesh can use.
     """
-    lines = [(no, body) for no, body in content_lines(text) if not body.startswith("%")]
+    lines: list[tuple[int, str]] = []
+    for no, body in iter_content_lines(text):
+        if body.startswith("%"):
+            continue
+        if len(lines) == n:
+            raise GraphFormatError(f"{source}:{no}: the mesh has {n} vertices but the "
+                                   f"weights file has more than {n} vertex lines")
+        lines.append((no, body))
     if len(lines) != n:
-        where = lines[n][0] if len(lines) > n else (lines[-1][0] + 1 if lines else 1)
+        where = lines[-1][0] + 1 if lines else 1
         raise GraphFormatError(f"{source}:{where}: the mesh has {n} vertices but the "
                                f"weights file has {len(lines)} vertex lines")
     words = [body.split() for _, body in lines]
