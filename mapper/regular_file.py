@@ -41,16 +41,22 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular_file(path: str | os.PathLike, max_bytes: int | None) -> bytes:
+def read_regular_file(path: str | os.PathLike, max_bytes: int | None, *,
+                      dir_fd: int | None = None, follow_symlinks: bool = True) -> bytes:
     """The file's bytes: opened once, a regular file, at most ``max_bytes`` of them
-    (None: no limit).
+    (None: no limit).  ``dir_fd`` opens ``path`` relative to that directory; with
+    ``follow_symlinks`` False a symbolic link in its place is refused (``OSError``
+    ELOOP), for names inside a directory someone else writes.
 
     ``O_NONBLOCK`` so that opening a FIFO does not wait for a writer; the descriptor is
     checked with ``fstat`` (not the path: it may change in between), and the limit is
     enforced on what is read, not only on the size stat reports.  Raises
     :class:`NotARegularFile`, :class:`FileTooLarge`, or the ``OSError`` of open/read.
     """
-    fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_symlinks:
+        flags |= os.O_NOFOLLOW
+    fd = os.open(Path(path), flags, dir_fd=dir_fd)
     chunks: list[bytes] = []
     try:
         st = os.fstat(fd)

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from mapper.errors import RankmapError
 
 from .report import human
+from .safe_text import safe_text
 
 MAX_PIXELS = 512
 FIGSIZE = (16.0, 5.0)  # inches; at DPI this is a 1600 x 500 PNG
@@ -34,6 +35,14 @@ _MAX_NODE_LINES = 64
 
 class ReportPictureError(RankmapError, RuntimeError):
     """The picture cannot be drawn here (matplotlib missing)."""
+
+
+def plain(value: object, limit: int = 200) -> str:
+    """``value`` as text matplotlib draws literally: control characters escaped, one
+    line per ``\\n`` of the input, and ``$`` escaped (a pair of them would otherwise be
+    parsed as mathtext, and a bad formula stops the drawing)."""
+    lines = ("-" if value is None else str(value)).split("\n")
+    return "\n".join(safe_text(line, limit).replace("$", r"\$") for line in lines)
 
 
 def _pyplot():
@@ -81,19 +90,20 @@ def draw_report_png(record: Mapping, path: str | os.PathLike,
     ``node_sizes`` the ranks per node in that order, for the boundary lines.
     """
     plt = _pyplot()
-    units = record.get("units") or "bytes"
+    units = plain(record.get("units") or "bytes", 40)
     fig, axes = plt.subplots(1, 3, figsize=FIGSIZE, dpi=DPI,
                              gridspec_kw={"width_ratios": [1, 1, 1.3]})
-    title = f"rankmap report{' for job ' + str(record['job_id']) if record.get('job_id') else ''}"
-    fig.suptitle(f"{title}: {record.get('summary') or ''}", fontsize=10)
+    job = record.get("job_id")
+    title = f"rankmap report{' for job ' + plain(job, 40) if job else ''}"
+    fig.suptitle(f"{title}: {plain(record.get('summary') or '', 300)}", fontsize=10)
     panels = ((axes[0], None, "communication matrix, rank order"),
               (axes[1], order, "same matrix, ranks in placement order"
-                               + (f" ({order_label})" if order_label else "")))
+                               + (f" ({plain(order_label)})" if order_label else "")))
     for ax, ordering, label in panels:
         ax.set_title(label, fontsize=9)
         if matrix is None:
-            ax.text(0.5, 0.5, note or "no communication matrix", ha="center", va="center",
-                    wrap=True, fontsize=9, transform=ax.transAxes)
+            ax.text(0.5, 0.5, plain(note or "no communication matrix", 1000), ha="center",
+                    va="center", wrap=True, fontsize=9, transform=ax.transAxes)
             ax.set_axis_off()
             continue
         n = matrix.shape[0]
@@ -126,12 +136,12 @@ def _traffic_bars(ax, record: Mapping, units: str) -> None:
     width = 0.8 / len(placements)
     x = np.arange(len(levels))
     for i, p in enumerate(placements):
-        label = p["name"] + (" (the job runs with it)" if p.get("applied") else "")
+        label = plain(p["name"], 60) + (" (the job runs with it)" if p.get("applied") else "")
         volumes = [float(p.get("traffic", {}).get(level, 0.0)) for level in levels]
         ax.bar(x + (i - (len(placements) - 1) / 2) * width, volumes, width, label=label)
     distances = record["level_distances"]
-    ax.set_xticks(x, [f"{level}\n(distance {human(distances[level])})" for level in levels],
-                  fontsize=8)
+    ax.set_xticks(x, [f"{plain(level, 40)}\n(distance {human(distances[level])})"
+                      for level in levels], fontsize=8)
     ax.yaxis.set_major_formatter(lambda value, _pos: human(value, units))
     ax.set_ylabel(units)
     ax.legend(fontsize=8)

@@ -2,17 +2,20 @@
 
 import importlib.util
 import json
+import os
+import shutil
 import struct
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from mapper.graph import CommGraph
 from mapper.graph_io import write_mtx
-from slurm_plugin import cli
+from slurm_plugin import cli, report_cli, report_png
 from slurm_plugin.profiles.generators import generate
-from slurm_plugin.report_cli import placement_order
+from slurm_plugin.report_cli import USER_PATH_NOTE, picture_record, placement_order
 
 needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
                                       reason="matplotlib not installed (optional: png)")
@@ -68,7 +71,8 @@ def test_placement_order_follows_the_rankfile(planned):
 @needs_matplotlib
 def test_png_of_an_applied_placement(planned, capsys):
     png = planned / "report.png"
-    assert cli.main(["report", str(planned / "out"), "--png", str(png)]) == 0
+    assert cli.main(["report", str(planned / "out"), "--png", str(png),
+                     "--profile", str(planned / "scrambled.mtx")]) == 0
     assert f"wrote {png}" in capsys.readouterr().out
     assert png_size(png) == (1600, 500)
     assert 20_000 < png.stat().st_size < 2_000_000  # three drawn panels, not a blank page
@@ -103,3 +107,156 @@ def test_kept_default_has_no_placement_order_and_still_draws(tmp_path, capsys):
     if importlib.util.find_spec("matplotlib") is not None:
         assert cli.main(["report", str(out), "--png", str(tmp_path / "k.png")]) == 0
         assert png_size(tmp_path / "k.png") == (1600, 500)
+
+
+# -- a job directory its user wrote (issue 28, item 4) -------------------------------------
+
+@pytest.fixture
+def userdir(planned, tmp_path):
+    """A copy of the planned job's directory, for a test to tamper with."""
+    d = tmp_path / "job.7"
+    shutil.copytree(planned / "out", d)
+    return d
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Stands in for the picture (works without matplotlib): what it was given."""
+    seen = {}
+
+    def draw(record, path, matrix=None, order=None, node_sizes=None, order_label="",
+             note=""):
+        seen.update(record=record, matrix=matrix, order=order, note=note)
+
+    monkeypatch.setattr(report_png, "draw_report_png", draw)
+    return seen
+
+
+def test_report_text_is_printed_with_its_control_characters_escaped(userdir, capsys):
+    (userdir / "report.txt").write_text("rankmap report\n\x1b]0;pwned\x07\x1b[2J"
+                                        "\r fake\u2028line \u202egnp.exe\nlast\n")
+    capsys.readouterr()
+    assert cli.main(["report", str(userdir)]) == 0
+    out = capsys.readouterr().out
+    assert out == ("rankmap report\n\\x1b]0;pwned\\x07\\x1b[2J\\r fake\\u2028line "
+                   "\\u202egnp.exe\nlast\n")
+    assert not any(c in out for c in "\x1b\x07\r\u2028\u202e")
+
+
+def test_report_txt_through_a_symbolic_link_is_refused(userdir, tmp_path, capsys):
+    secret = tmp_path / "secret"
+    secret.write_text("root:the-secret\n")
+    (userdir / "report.txt").unlink()
+    (userdir / "report.txt").symlink_to(secret)
+    capsys.readouterr()
+    assert cli.main(["report", str(userdir)]) == 2
+    out, err = capsys.readouterr()
+    assert "the-secret" not in out + err
+    assert f"{userdir}/report.txt: is a symbolic link" in err and "Traceback" not in err
+
+
+def test_launcher_file_through_a_symbolic_link_is_refused(userdir, tmp_path, drawn, capsys):
+    (userdir / "rankfile").unlink()
+    (userdir / "rankfile").symlink_to("/etc/passwd")
+    assert cli.main(["report", str(userdir), "--png", str(tmp_path / "x.png")]) == 2
+    assert f"{userdir}/rankfile: is a symbolic link" in capsys.readouterr().err
+    assert not drawn
+
+
+def test_a_symbolic_link_as_the_job_directory_is_refused(userdir, tmp_path, capsys):
+    (tmp_path / "link").symlink_to(userdir)
+    assert cli.main(["report", str(tmp_path / "link")]) == 2
+    assert "is a symbolic link; give the directory it leads to" in capsys.readouterr().err
+
+
+def test_huge_or_special_report_files_are_refused_unread(userdir, capsys):
+    report = userdir / "report.txt"
+    report.unlink()
+    with open(report, "wb") as fh:  # sparse: 1 GiB that reading whole would hold in memory
+        fh.truncate(1 << 30)
+    clock = time.process_time()
+    assert cli.main(["report", str(userdir)]) == 2
+    assert time.process_time() - clock < 2
+    assert "more than 8388608 bytes" in capsys.readouterr().err
+    report.unlink()
+    os.mkfifo(report)  # a FIFO without a writer would block a plain open()
+    assert cli.main(["report", str(userdir)]) == 2
+    assert "is a FIFO, not a regular file" in capsys.readouterr().err
+
+
+def test_oversized_launcher_file_for_the_records_rank_count_is_refused(userdir, tmp_path,
+                                                                      drawn, capsys):
+    with open(userdir / "rankfile", "ab") as fh:  # 64 ranks cannot need 100 MB
+        fh.truncate(100 << 20)
+    assert cli.main(["report", str(userdir), "--png", str(tmp_path / "x.png")]) == 2
+    assert f"{userdir}/rankfile: more than" in capsys.readouterr().err
+
+
+def record_of(userdir, **changes):
+    record = json.loads((userdir / "report.json").read_text())
+    record.update(changes)
+    (userdir / "report.json").write_text(json.dumps(record))
+    return record
+
+
+def test_a_user_file_path_in_the_record_is_never_read(userdir, tmp_path, drawn, monkeypatch,
+                                                      capsys):
+    """The record names a FIFO (reading it would fail) and files in the current
+    directory: none is opened, the picture says why; a bare file name is a store name,
+    looked up in the stores only."""
+    def no_reading(*args, **kw):
+        raise AssertionError(f"read a path from report.json: {args}")
+
+    monkeypatch.setattr(report_cli, "read_graph", no_reading)
+    fifo = tmp_path / "huge.csv"
+    os.mkfifo(fifo)
+    monkeypatch.chdir(tmp_path)
+    write_mtx(generate("ring", 64), tmp_path / "here.mtx")  # would be drawn if read
+    for spec in (f"file:{fifo}", str(fifo), "./here.mtx", "~/p.mtx", "here.mtx"):
+        record_of(userdir, profile=spec)
+        drawn.clear()
+        assert cli.main(["report", str(userdir), "--png", str(tmp_path / "x.png")]) == 0
+        assert drawn["matrix"] is None, spec
+        assert drawn["order"] is not None  # the rankfile is still used
+        if spec != "here.mtx":
+            assert drawn["note"] == USER_PATH_NOTE, spec
+    assert "'here.mtx' not found in the profile stores" in capsys.readouterr().err
+
+
+def test_the_invokers_profile_file_and_a_store_or_generator_spec_are_drawn(
+        userdir, planned, drawn):
+    assert cli.main(["report", str(userdir), "--png", "x.png", "--profile",
+                     str(planned / "scrambled.mtx")]) == 0
+    assert drawn["matrix"].shape == (64, 64)
+    record_of(userdir, profile="stencil3d:4x4x4")
+    assert cli.main(["report", str(userdir), "--png", "x.png"]) == 0
+    assert drawn["matrix"].shape == (64, 64) and drawn["note"] == ""
+
+
+@pytest.mark.parametrize("n", [1 << 30, "64", 64.0, True, -1])
+def test_the_records_rank_count_is_bounded(userdir, n, drawn, capsys):
+    record_of(userdir, n=n)
+    assert cli.main(["report", str(userdir), "--png", "x.png"]) == 2
+    assert "'n' is" in capsys.readouterr().err and not drawn
+
+
+def test_a_node_list_that_expands_beyond_the_job_is_refused_unexpanded(userdir, drawn,
+                                                                       capsys):
+    for nodes in ("n[1-999999999]", "@all", "n[1-8],x!y"):
+        record_of(userdir, nodes=nodes)
+        clock = time.process_time()
+        assert cli.main(["report", str(userdir), "--png", "x.png"]) == 2
+        assert time.process_time() - clock < 2
+        assert "'nodes' is not a host list" in capsys.readouterr().err
+
+
+def test_strings_of_the_record_reach_the_picture_escaped(userdir, drawn):
+    record_of(userdir, summary="ok\x1b]0;pwned\x07 $\\frac{$", job_id="7\n8",
+              units="by\x1btes")
+    assert cli.main(["report", str(userdir), "--png", "x.png"]) == 0
+    shown = drawn["record"]
+    assert shown["summary"] == "ok\\x1b]0;pwned\\x07 $\\frac{$"
+    assert shown["job_id"] == "7\\n8" and shown["units"] == "by\\x1btes"
+    assert report_png.plain("a $x$ b") == r"a \$x\$ b"
+    with pytest.raises(report_cli.ReportError, match="not a short list"):
+        picture_record({"placements": {"a": 1}})
