@@ -82,6 +82,7 @@ from .layout import Layout
 from .names import MESH_PREFIX, PARTITION_FILE
 from .plan import RENDERERS, SOLVER_SHARE
 from .profiles.store import NAME, ProfileStore
+from .safe_text import escape_strings
 from .speeds import layout_pe_speeds, layout_uplink_costs
 from .topology import SwitchTree
 
@@ -351,9 +352,12 @@ def plan_mesh(layout: Layout, data: MeshInput | None, arch: Architecture | None,
     if data is not None:
         seconds = {"read": data.seconds, **seconds}
     summary = _summary(chosen, candidates, fallback_reason, placement_name, key)
-    record = _record(layout, data, arch, method, dec, candidates, chosen, seconds, notes,
-                     job_id, profile, fallback_reason, summary, placement_name,
-                     distribution_assumed, map_algorithm, speeds_source)
+    # the spec, file names and errors quoting them are the user's: escaped once, here,
+    # for both the text and the record
+    record = escape_strings(_record(layout, data, arch, method, dec, candidates, chosen,
+                                    seconds, notes, job_id, profile, fallback_reason, summary,
+                                    placement_name, distribution_assumed, map_algorithm,
+                                    speeds_source))
     return MeshPlan(rendered, _text(record), json.dumps(record, indent=1, sort_keys=True) + "\n",
                     fallback_reason, chosen, dec, summary, [*layout.notes, *notes])
 

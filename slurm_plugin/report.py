@@ -23,6 +23,7 @@ from mapper.machine import Hierarchy
 from .hostlist import fold_hostlist
 from .layout import Layout
 from .render import render_template
+from .safe_text import escape_controls, escape_strings
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,12 @@ def human(value: float, unit: str = "") -> str:
 
 
 def render_report_text(report: Report, templates_dir: str | None = None) -> str:
-    """The report as text: the decision in one sentence first, then the numbers."""
+    """The report as text: the decision in one sentence first, then the numbers.
+
+    Profile specs, reasons and notes quote what the job's user wrote (a ``file:`` path
+    with a newline or a terminal escape in it): the whole context is escaped here,
+    where the text is assembled, so no field (nor one a site template adds) is missed.
+    """
     rows = [{"level": level, "distance": d,
              "volumes": [human(p.traffic.get(level, 0.0), report.units)
                          for p in report.placements]}
@@ -188,17 +194,17 @@ def render_report_text(report: Report, templates_dir: str | None = None) -> str:
                    "objective": human(p.objective),
                    "saved": p.saved_vs_default or "-", "applied": p.applied,
                    "default": p.default} for p in report.placements]
-    text = render_template("report.txt.j2", templates_dir, job_id=report.job_id,
-                           profile=report.profile, n=report.n, nodes=report.nodes,
-                           node_count=report.node_count, units=report.units,
-                           machine=report.machine, notes=report.notes,
-                           fallback_reason=report.fallback_reason, summary=report.summary,
-                           algorithm=report.algorithm, seconds=report.seconds or 0.0,
-                           default_placement=report.default_placement +
-                           (" (assumed: the prolog is not told --distribution)"
-                            if report.default_assumed else " (the job's --distribution)"),
-                           placements=placements, traffic_rows=rows,
-                           names=[p.name for p in report.placements])
+    context = dict(job_id=report.job_id, profile=report.profile, n=report.n,
+                   nodes=report.nodes, node_count=report.node_count, units=report.units,
+                   machine=report.machine, notes=report.notes,
+                   fallback_reason=report.fallback_reason, summary=report.summary,
+                   algorithm=report.algorithm, seconds=report.seconds or 0.0,
+                   default_placement=report.default_placement +
+                   (" (assumed: the prolog is not told --distribution)"
+                    if report.default_assumed else " (the job's --distribution)"),
+                   placements=placements, traffic_rows=rows,
+                   names=[p.name for p in report.placements])
+    text = render_template("report.txt.j2", templates_dir, **escape_strings(context))
     return text + hop_table(report)
 
 
@@ -216,12 +222,13 @@ def hop_table(report: Report) -> str:
              f"  {'placement':36s} {'hop-bytes':>12s} {'max hops':>9s} "
              f"{'mean hops/' + unit:>16s}"]
     for p in rows:
-        lines.append(f"  {p.name + (' *' if p.applied else ''):36s} "
+        lines.append(f"  {escape_controls(p.name) + (' *' if p.applied else ''):36s} "
                      f"{human(p.hops['hop_bytes']):>12s} {p.hops['max_hops']:>9g} "
                      f"{p.hops['mean_hops_per_byte']:>16.3f}")
     return "\n".join(lines) + "\n"
 
 
 def report_json(report: Report) -> str:
-    """Machine-readable record of the same data (J counts each edge once)."""
-    return json.dumps(asdict(report), indent=1, sort_keys=True) + "\n"
+    """Machine-readable record of the same data (J counts each edge once), its strings
+    escaped as in the text: readers (the TaskProlog, ``rankmap report``) print them."""
+    return json.dumps(escape_strings(asdict(report)), indent=1, sort_keys=True) + "\n"

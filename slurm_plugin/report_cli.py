@@ -9,8 +9,9 @@ host/socket/core per rank, else the machinefile's host per rank).  When rankmap'
 placement was not applied there are no launcher files: the job ran with Slurm's own
 placement, shown in rank order.
 
-An administrator runs this on a directory its user writes (the job's files are the
-user's, and the user may replace them), so nothing in it is trusted: the directory is
+An administrator runs this on directories whose contents a user wrote or chose (a
+report quotes the user's spec; a ``rankmap plan --out`` or a copy handed over is the
+user's own directory), so nothing in it is trusted: the directory is
 opened once and every file is read relative to that descriptor, never through a
 symbolic link, only if it is a regular file and only up to a size bound; what is printed
 has its control characters escaped; a path written in ``report.json`` is never opened

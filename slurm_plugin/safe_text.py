@@ -37,6 +37,25 @@ def escape_controls(text: str) -> str:
                    unicodedata.category(c) in _ESCAPED_CATEGORIES else c for c in text)
 
 
+def escape_strings(value: object) -> object:
+    """``value`` with every string in it escaped by :func:`escape_controls`, through
+    dicts (keys too), lists and tuples; numbers, booleans and None as they are.
+
+    For a report's whole record or template context at once, so that a field added
+    later is escaped without anyone remembering to; not truncated (the prolog bounds
+    what the worker sends, and the report's readers bound what they read).
+    """
+    if isinstance(value, str):
+        return escape_controls(value)
+    if isinstance(value, dict):
+        return {escape_strings(k): escape_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_strings(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(escape_strings(v) for v in value)
+    return value
+
+
 def safe_text(value: object, limit: int | None = 200) -> str:
     """``value`` as one printable line of at most ``limit`` characters (plus a marker).
 

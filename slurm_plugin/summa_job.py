@@ -60,6 +60,7 @@ from .layout import Layout
 from .names import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args
 from .plan import RENDERERS
 from .profiles.store import NAME, _inside
+from .safe_text import escape_strings
 from .summa_io import format_arrangement, parse_speeds
 
 #: the matrix size N when the spec does not give ``size=N``
@@ -291,8 +292,11 @@ def plan_summa(layout: Layout, data: SummaInput | None, *, job_id: str | None = 
             rendered[name] = RENDERERS[name](layout, mapping, templates_dir=templates_dir,
                                              algorithm=SUMMA_MODE, job_id=job_id)
     summary = _summary(result, fallback_reason, placement)
-    record = _record(layout, data, result, what, job_id, profile, fallback_reason, summary,
-                     placement, distribution_assumed)
+    # the spec, the speeds path and errors quoting them are the user's: escaped once,
+    # here, for both the text and the record
+    record = escape_strings(_record(layout, data, result, what, job_id, profile,
+                                    fallback_reason, summary, placement,
+                                    distribution_assumed))
     text = _text(record, result)
     return SummaPlan(rendered, text, json.dumps(record, indent=1, sort_keys=True) + "\n",
                      fallback_reason, result, summary, list(layout.notes))
