@@ -2,6 +2,9 @@
 scipy.io.mmread and CSV through chunked np.loadtxt, each refusing what the line-by-line
 readers refused, with the file and line of the first bad entry."""
 
+import time
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -9,6 +12,7 @@ from mapper.graph import CommGraph
 from mapper.graph_io import (
     GraphFormatError,
     SizeLimit,
+    parse_metis_text,
     read_csv_text,
     read_graph,
     read_mtx_text,
@@ -86,6 +90,51 @@ def test_matrix_market_values_equal_a_reference_sum(tmp_path):
     assert np.array_equal(g.to_csr().toarray(), ref + ref.T)
     write_mtx(g, tmp_path / "rt.mtx")
     assert np.array_equal(read_graph(tmp_path / "rt.mtx").to_csr().toarray(), ref + ref.T)
+
+
+@pytest.mark.parametrize("text,msg", [
+    # a line past the header's vertices is refused at that line, blank ones in between
+    # being vertices without neighbours; blank lines at the end are no vertices
+    ("3 2\n2\n1 3\n2\n1\n", "g.graph:5: header says 3 vertices but the file has more "
+                               "than 3 vertex lines"),
+    ("3 2\n2\n1 3\n2\n\n% c\n\n1\n", "g.graph:5: header says 3 vertices but the file "
+                                       "has more than 3"),
+    ("3 2\n2\n1 3\n\n\n\n", "g.graph:4: header says 3 vertices but the file has 2 "
+                              "vertex lines"),
+    ("\n\n% c\n\n", "g.graph:1: empty file"),
+    ("\n3 2\n2\n1 3\n2\n", "g.graph:1: header must be 'n m"),
+])
+def test_metis_vertex_line_count_errors_name_the_line(text, msg):
+    with pytest.raises(GraphFormatError, match=msg):
+        parse_metis_text(text, "g.graph")
+    # trailing blank and comment lines, and a blank-line vertex, are still fine
+    g = parse_metis_text("% one edge\n3 1\n3\n\n1\n\n\n% end\n\n", "g.graph")
+    assert g.graph.n == 3 and g.graph.m == 1 and g.vertex_lines.tolist() == [3, 4, 5]
+
+
+@pytest.mark.parametrize("tail,lines", [("2\n", 5_000_000), ("\n", 5_000_000),
+                                        (" \n", 5_000_000), ("% comment\n", 1_000_000)])
+def test_a_huge_metis_file_stops_at_the_first_line_too_many(tail, lines):
+    """Issue 28: every line was split before the header's vertex count was compared (a
+    64 MB file: 4-6 GB); millions of lines here must cost almost nothing: a vertex line
+    too many is refused at once, and blank or comment lines at the end are scanned, not
+    kept (comment lines are looked at one by one: fewer of them, to keep the test
+    short)."""
+    text = "% two vertices\n2 1\n2\n1\n" + tail * lines
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        if tail == "2\n":
+            with pytest.raises(GraphFormatError, match=r"^g\.graph:5: header says 2 vertices "
+                                                       r"but the file has more than 2"):
+                parse_metis_text(text, "g.graph", limit=SizeLimit(4, "the job has 4 ranks"))
+        else:
+            assert parse_metis_text(text, "g.graph").graph.m == 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, f"{peak} bytes at the peak"
+    assert time.process_time() - start < 5
 
 
 def csv_reference(text: str) -> np.ndarray:

@@ -160,6 +160,20 @@ def test_csv_with_a_huge_rank_index(tmp_path):
     assert_refused(out, "idx.csv:1:", "rank 999999999", "may declare at most")
 
 
+def test_metis_file_of_millions_of_lines_for_a_few_ranks(tmp_path):
+    """Issue 28: a file under the byte limit whose lines the job cannot use (8 million
+    vertex lines for 4 ranks) is refused at the first line too many, not after every
+    line was split (which took gigabytes)."""
+    store = store_with(tmp_path, "lines.graph")
+    (store / "lines.graph").write_text("4 2\n2\n1\n4\n3\n" + "2\n" * 8_000_000)
+    out = run_child(call="store", store=str(store), name="lines", ntasks=4,
+                    max_bytes=64 * MIB)
+    assert_refused(out, "lines.graph:6:", "header says 4 vertices", "more than 4")
+    out = run_child(call="resolve", spec=f"file:{store / 'lines.graph'}", ntasks=4,
+                    max_bytes=64 * MIB)
+    assert_refused(out, "lines.graph:6:", "more than 4 vertex lines")
+
+
 def test_npz_member_header_declaring_10_to_the_12_entries(tmp_path):
     store = store_with(tmp_path, "big.npz")
     member = npy_bytes((10 ** 12,), payload=bytes(16))
