@@ -125,6 +125,9 @@ def test_npb_patterns_and_volumes():
     ("npb-bt", 12, "square task count"),
     ("npb-cg", 12, "power-of-two"),
     ("stencil3d:4x4x4", 60, "make 64 ranks but the job has 60"),
+    # a product that wraps around in int64 to the task count is still refused
+    ("stencil2d:4x4611686018427387905", 4, "make 18446744073709551620 ranks but the job "
+                                           "has 4"),
     ("stencil3d:4x4", 16, "expected 3 dimensions"),
     ("stencil9d", 8, "unknown generator"),
     ("ring:abc", 8, "neither dimensions"),

@@ -110,9 +110,12 @@ def _dims(spec: Spec, n: int, k: int) -> tuple[int, ...]:
     if len(spec.dims) != k:
         raise GeneratorError(f"{spec.name}: expected {k} dimensions, got "
                              f"{'x'.join(map(str, spec.dims))}")
-    if int(np.prod(spec.dims)) != n:
+    # math.prod, exact: np.prod wraps around in int64, and 4x4611686018427387905 made
+    # "4 ranks", then a reshape to that shape failed with a traceback
+    ranks = math.prod(spec.dims)
+    if ranks != n:
         raise GeneratorError(f"{spec.name}: dimensions {'x'.join(map(str, spec.dims))} make "
-                             f"{int(np.prod(spec.dims))} ranks but the job has {n} tasks")
+                             f"{ranks} ranks but the job has {n} tasks")
     return spec.dims
 
 
