@@ -16,31 +16,43 @@ Text in, text out: reading and writing files is the caller's job.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from .errors import RankmapError
 from .machine import Hierarchy, MachineError
+from .text_lines import iter_content_lines
 
 
 class ArityFileError(RankmapError, ValueError):
     """A hardware information file that does not parse; the message names file:line."""
 
 
-def parse_arity_file(text: str, source: str = "<arity file>") -> list[int]:
-    """Arities, root first, from the file's text."""
-    lines = [(no, line.split("#", 1)[0].split())
-             for no, line in enumerate(text.splitlines(), 1)]
-    lines = [(no, words) for no, words in lines if words]
+def parse_arity_file(text: str, source: str = "<arity file>",
+                     max_pes: int | None = None) -> list[int]:
+    """Arities, root first, from the file's text.
+
+    The file has two lines that say something: reading stops at a third (refused at
+    its line) without splitting the rest.  ``max_pes`` (the ranks there are to place):
+    arities that make more PEs are refused here, before a machine of that size is
+    built (1000 1000 1000 asked for an 11 GiB array).
+    """
+    lines: list[tuple[int, list[str]]] = []
+    for no, body in iter_content_lines(text):
+        if len(lines) == 2:
+            raise ArityFileError(f"{source}:{no}: unexpected text after the arities",
+                                 source=source, line=no)
+        lines.append((no, body.split()))
     if not lines:
         raise ArityFileError(f"{source}: empty; expected the number of levels on line 1",
                              source=source)
     no, words = lines[0]
-    if len(words) != 1 or not words[0].isdigit() or int(words[0]) < 1:
+    levels = _whole(words[0]) if len(words) == 1 else None
+    if levels is None or levels < 1:
         raise ArityFileError(f"{source}:{no}: expected the number of levels (a whole "
                              f"number >= 1), got {' '.join(words)!r}", source=source, line=no)
-    levels = int(words[0])
     if len(lines) < 2:
         raise ArityFileError(f"{source}: expected a second line with {levels} arities, "
                              f"root first", source=source, line=no)
@@ -50,15 +62,27 @@ def parse_arity_file(text: str, source: str = "<arity file>") -> list[int]:
                              f"says {levels} levels", source=source, line=no)
     arities = []
     for word in words:
-        if not word.isdigit() or int(word) < 1:
+        arity = _whole(word)
+        if arity is None or arity < 1:
             raise ArityFileError(f"{source}:{no}: arity {word!r} is not a whole number >= 1",
                                  source=source, line=no)
-        arities.append(int(word))
-    if len(lines) > 2:
-        extra = lines[2][0]
-        raise ArityFileError(f"{source}:{extra}: unexpected text after the arities",
-                             source=source, line=extra)
+        arities.append(arity)
+    total = math.prod(arities)
+    if max_pes is not None and total > max_pes:
+        raise ArityFileError(f"{source}:{no}: the arities make {total} PEs, more than the "
+                             f"{max_pes} to place", source=source, line=no)
     return arities
+
+
+def _whole(word: str) -> int | None:
+    """``word`` as a whole number, None if it is not one (``²`` is a digit to
+    ``str.isdigit`` but not to ``int``, and ``int`` refuses more than 4300 digits)."""
+    if not word.isdigit():
+        return None
+    try:
+        return int(word)
+    except ValueError:
+        return None
 
 
 def format_arity_file(arities: Sequence[int]) -> str:

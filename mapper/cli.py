@@ -134,7 +134,10 @@ def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
     if args.arity_file:
         if args.hierarchy or args.distance_matrix:
             raise CliError("give either --arity-file or --hierarchy/--distance-matrix")
-        machine: Machine = _read_arity_file(args.arity_file, args.distances)
+        # the graph first: its rank count bounds the PEs the arities may make, checked
+        # before the machine is built
+        graph = read_graph(args.graph)
+        machine: Machine = _read_arity_file(args.arity_file, args.distances, graph.n)
         what = f"--arity-file {args.arity_file}"
     elif args.distance_matrix:
         if args.hierarchy or args.distances:
@@ -147,21 +150,23 @@ def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
                            "--arity-file)")
         machine = Hierarchy.parse(args.hierarchy, args.distances)
         what = f"--hierarchy {args.hierarchy}"
-    graph = read_graph(args.graph)
+    if not args.arity_file:
+        graph = read_graph(args.graph)
     if graph.n != machine.n:
         raise CliError(f"{args.graph}: graph has {graph.n} ranks but {what} has {machine.n} "
                        f"PEs")
     return graph, machine
 
 
-def _read_arity_file(path: str, distances: str | None) -> Hierarchy:
+def _read_arity_file(path: str, distances: str | None,
+                     max_pes: int | None = None) -> Hierarchy:
     from .arity_file import hierarchy_from_arities, parse_arity_file
 
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise CliError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    arities = parse_arity_file(text, path)
+    arities = parse_arity_file(text, path, max_pes)
     if distances is None:
         return hierarchy_from_arities(arities)
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -48,11 +51,39 @@ def test_hierarchy_from_arities_root_first_and_tree_hops():
     ("2\n2 x\n", "f.txt:2", "arity 'x'"),
     ("2\n2 0\n", "f.txt:2", "arity '0'"),
     ("2\n2 2\n4\n", "f.txt:3", "unexpected text"),
+    # digits to str.isdigit that int() refuses: an error at the line, not a ValueError
+    ("2\n2 \u00b2\n", "f.txt:2", "arity '\u00b2' is not a whole number"),
+    ("\u00b2\n2\n", "f.txt:1", "number of levels"),
+    ("1\n" + "9" * 5000 + "\n", "f.txt:2", "is not a whole number"),
 ])
 def test_errors_name_file_and_line(text, where, what):
     with pytest.raises(ArityFileError) as exc:
         parse_arity_file(text, "f.txt")
     assert str(exc.value).startswith(where + ":") and what in str(exc.value)
+
+
+def test_more_pes_than_to_place_are_refused_before_the_machine_is_built():
+    assert parse_arity_file(SEED_SAMPLE, "f.txt", 16) == [2, 4, 2]
+    with pytest.raises(ArityFileError, match=r"^f\.txt:2: the arities make 1000000000 PEs, "
+                                             r"more than the 16 to place"):
+        parse_arity_file("3\n1000 1000 1000\n", "f.txt", 16)
+    assert parse_arity_file("1\n8\n", "f.txt", 16) == [8]  # fewer: the caller's to say
+
+
+def test_a_huge_arity_file_stops_at_its_third_line():
+    """Issue 28: the file has two lines that say something; millions more must not be
+    split into lines before the third is refused."""
+    text = SEED_SAMPLE + "2\n" * 5_000_000
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        with pytest.raises(ArityFileError, match=r"^f\.txt:3: unexpected text"):
+            parse_arity_file(text, "f.txt")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, f"{peak} bytes at the peak"
+    assert time.process_time() - start < 2
 
 
 @pytest.fixture
@@ -101,3 +132,8 @@ def test_map_arity_file_errors(ring16, tmp_path, capsys):
     bad.write_text("1\n8\n")
     assert main(["map", str(ring16), "--arity-file", str(bad), "--output", out]) == 2
     assert "16 ranks but --arity-file" in capsys.readouterr().err
+    # a machine of 10^9 PEs (an 11 GiB array) for 16 ranks is refused unbuilt
+    bad.write_text("3\n1000 1000 1000\n")
+    assert main(["map", str(ring16), "--arity-file", str(bad), "--output", out]) == 2
+    assert f"{bad}:2: the arities make 1000000000 PEs, more than the 16" in \
+        capsys.readouterr().err
