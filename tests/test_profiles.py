@@ -184,6 +184,21 @@ def test_store_toml_errors(store):
         ProfileStore([store]).find("bad")
 
 
+def test_store_toml_is_under_the_byte_limit_of_profiles(store):
+    """Issue 28: an entry's .toml was read whole whatever its size; it is now read as
+    its matrix is, at most [profiles] max_file_bytes."""
+    (store / "big.toml").write_text('ranks = 8\nfile = "ring8.mtx"\nsamples = ["ring8.mtx"]\n'
+                                    + "# padding\n" * 20_000)
+    assert ProfileStore([store]).find("big").samples == (store / "ring8.mtx",)
+    with pytest.raises(ProfileError, match=r"big\.toml: larger than the limit of 100000 "
+                                           r"bytes \(\[profiles\] max_file_bytes\)"):
+        ProfileStore([store], 100_000).find("big")
+    # the line a samples error names is still found (in the text read once)
+    (store / "big.toml").write_text('ranks = 8\r\nfile = "ring8.mtx"\r\n\r\nsamples = []\r\n')
+    with pytest.raises(ProfileError, match=r"big\.toml:4: samples: empty list"):
+        ProfileStore([store], 100_000).find("big")
+
+
 def test_resolution_order(store, tmp_path):
     assert resolve_profile("ring8", 8, [store]).m == 8
     assert resolve_profile("stencil2d", 16, [store]).m == 24

@@ -36,7 +36,9 @@ for either as the other names the entry.
 
 The prolog runs as root and the name comes from the user, so names are resolved only
 inside the configured stores: a name is ``[A-Za-z0-9_+-][A-Za-z0-9._+-]*``, and the
-files it leads to must stay inside the store directory after resolving symlinks.
+files it leads to must stay inside the store directory after resolving symlinks.  The
+``.toml`` itself is read as its matrix is: a regular file of at most ``[profiles]
+max_file_bytes``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ from mapper.errors import RankmapError
 from mapper.graph_io import read_graph
 from mapper.mesh.mesh import Mesh
 from mapper.mesh.mesh_io import read_mesh
+from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.text_lines import text_pieces
 
 from ..profile_samples import with_samples
 from .generators import GeneratorError, generate, is_generator_spec
@@ -148,11 +152,28 @@ class ProfileStore:
         where = ", ".join(str(d) for d in self.dirs) or "(no stores configured)"
         raise ProfileError(f"profile {name!r} not found in the profile stores {where}")
 
-    def _info(self, name: str, toml: Path, store: Path) -> ProfileInfo:
+    def _toml_text(self, toml: Path) -> str:
+        """The entry's text, read as the matrices are: a regular file (a FIFO is refused,
+        not waited on) of at most ``max_bytes``, newlines normalised as text mode did."""
         try:
-            data = tomllib.loads(toml.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
+            raw = read_regular_file(toml, self.max_bytes)
+        except NotARegularFile as exc:
+            raise ProfileError(f"{toml}: is {exc.kind}, not a regular file") from None
+        except FileTooLarge:
+            raise ProfileError(f"{toml}: larger than the limit of {self.max_bytes} bytes "
+                               f"([profiles] max_file_bytes)") from None
+        except OSError as exc:
             raise ProfileError(f"{toml}: cannot read: {exc}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProfileError(f"{toml}: cannot read: {exc}") from None
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+
+    def _info(self, name: str, toml: Path, store: Path) -> ProfileInfo:
+        text = self._toml_text(toml)
+        try:
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ProfileError(f"{toml}: TOML syntax error: {exc}") from None
         for key, value in data.items():
@@ -186,16 +207,18 @@ class ProfileStore:
         matrix = self._store_file(toml, store, "file", data["file"])
         weights = (self._store_file(toml, store, "weights", data["weights"])
                    if "weights" in data else None)
-        samples = self._samples(toml, store, data.get("samples"))
+        samples = self._samples(toml, store, data.get("samples"), text)
         return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
                            data.get("units", "bytes"), data.get("description", ""),
                            data.get("source", ""), kind, weights, samples)
 
-    def _samples(self, toml: Path, store: Path, value: list | None) -> tuple[Path, ...]:
-        """The ``samples`` list as files inside ``store``; errors name the line."""
+    def _samples(self, toml: Path, store: Path, value: list | None,
+                 text: str) -> tuple[Path, ...]:
+        """The ``samples`` list as files inside ``store``; errors name the line of
+        ``text`` (the .toml's) where the key is."""
         if value is None:
             return ()
-        where = f"{toml}:{_key_line(toml, 'samples')}"
+        where = f"{toml}:{_key_line(text, 'samples')}"
         if not value:
             raise ProfileError(f"{where}: samples: empty list (remove the key, or list "
                                f"one matrix file per measured run)")
@@ -275,14 +298,17 @@ class ProfileStore:
         return mesh, info
 
 
-def _key_line(toml: Path, key: str) -> int | str:
-    """The line of ``toml`` where ``key = …`` starts (for error messages), else '?'."""
-    try:
-        lines = toml.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return "?"
+def _key_line(text: str, key: str) -> int | str:
+    """The line of a .toml's ``text`` where ``key = …`` starts (for error messages),
+    else '?'; the lines are split only up to that one."""
     pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
-    return next((i for i, line in enumerate(lines, 1) if pattern.match(line)), "?")
+    no = 0
+    for piece in text_pieces(text):
+        for line in piece.splitlines():
+            no += 1
+            if pattern.match(line):
+                return no
+    return "?"
 
 
 def bundled_store() -> Path:
