@@ -32,7 +32,7 @@ import numpy as np
 
 from .errors import RankmapError
 from .graph import CommGraph
-from .text_lines import content_lines
+from .text_lines import iter_content_lines
 
 
 class ReorderError(RankmapError, ValueError):
@@ -69,10 +69,14 @@ def format_reorder(reorder: np.ndarray) -> str:
 
 def parse_reorder(text: str, n: int | None = None, source: str = "<reorder>") -> np.ndarray:
     """Read a reorder file back and check that it is a permutation (of size ``n``);
-    errors name ``source:line``."""
+    errors name ``source:line``.  A line beyond ``n`` ranks is refused as soon as it is
+    read, before the rest of the file is split into lines."""
     values: list[int] = []
     line_of: list[int] = []
-    for no, word in content_lines(text):
+    for no, word in iter_content_lines(text):
+        if n is not None and len(values) == n:
+            raise ReorderError(f"{source}:{no}: more than {n} ranks, the job has {n}",
+                               source=source, line=no)
         try:
             values.append(int(word))
         except ValueError:

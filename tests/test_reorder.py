@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -73,11 +76,27 @@ def test_reorder_file_round_trip_and_errors():
     assert parse_reorder("# header\n1\n\n0\n", 2, "r").tolist() == [1, 0]
     for bad, n, msg in [("1\nx\n", None, "r:2: expected a rank, got 'x'"),
                         ("1\n0\n", 3, "r: 2 ranks, the job has 3"),
+                        ("1\n0\n\n# c\n2\n", 2, "r:5: more than 2 ranks, the job has 2"),
                         ("0\n2\n", None, "r:2: rank 2 out of range 0..1"),
                         ("1\n# c\n0\n1\n", None, "r:4: rank 1 again (first on line 1)")]:
         with pytest.raises(ReorderError) as exc:
             parse_reorder(bad, n, "r")
         assert str(exc.value) == msg
+
+
+def test_a_huge_reorder_file_stops_at_the_first_rank_too_many():
+    """Issue 28: every line was split before the count was compared with the job's."""
+    text = "1\n0\n" * 2_500_000
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        with pytest.raises(ReorderError, match=r"^big:5: more than 4 ranks, the job has 4"):
+            parse_reorder(text, 4, "big")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, f"{peak} bytes at the peak"
+    assert time.process_time() - start < 2
 
 
 # the seed's Dist_graph file for its example (§IV.C), the garbled lines read as the
