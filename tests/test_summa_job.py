@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 import sys
+import time
+import tracemalloc
 import types
 from pathlib import Path
 
@@ -222,6 +224,28 @@ def test_load_checks_the_rank_count(tmp_path):
         load_summa_input(f"summa-fpm:{f}", 4, [], True)
     eq = load_summa_input("summa-fpm", 5, [], False)
     assert eq.speeds.tolist() == [1.0] * 5 and eq.size == DEFAULT_SIZE
+
+
+def test_load_refuses_the_first_speed_beyond_the_tasks_without_reading_on(tmp_path):
+    """Issue 28: a 66 MB speeds file (33 million lines, under max_file_bytes) took the
+    worker to 3.7 GB and the watchdog: every line was split before the count was
+    compared.  The first line too many is refused at once, naming it."""
+    f = tmp_path / "s.txt"
+    f.write_text("# speeds\n1\n2\n3\n4\n5\n")
+    with pytest.raises(SummaFileError, match=rf"^{re.escape(str(f))}:6: more than 4 speeds: "
+                                             rf"the job has 4 tasks"):
+        load_summa_input(f"summa-fpm:{f}", 4, [], True, 1 << 20)
+    f.write_text("1\n" * 5_000_000)
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        with pytest.raises(SummaFileError, match=r":5: more than 4 speeds"):
+            load_summa_input(f"summa-fpm:{f}", 4, [], True, 64 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, f"{peak} bytes at the peak"  # the file's bytes and text: 20 MB
+    assert time.process_time() - start < 2
 
 
 # -- grouping level ------------------------------------------------------------------------
