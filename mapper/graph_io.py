@@ -242,34 +242,54 @@ def parse_metis_text(text: str, source: str, *, limit: SizeLimit = NO_LIMIT) -> 
     nvw = ncon if has_vw else 0
     skip = int(has_size) + nvw
     step = 2 if has_ew else 1
-    vals, counts, non_numeric = _metis_numbers(vertex_lines)
-    nread = len(counts)  # the lines before the first non-numeric one
-    row = np.repeat(np.arange(nread, dtype=np.int64), counts)
-    k = np.arange(len(vals), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    k -= skip  # index in the line after the size and vertex weights
-    nb_at = (k >= 0) & (k % step == 0)
-    src, nb = row[nb_at], vals[nb_at]
-    w_at = (k >= 0) & (k % step == 1) if has_ew else None
-    w_row, w = (row[w_at], vals[w_at]) if has_ew else (src, np.ones(len(nb)))
     what = " and ".join(x for x, on in (("a vertex size", has_size),
                                         (f"{nvw} vertex weight(s)", nvw)) if on)
-    # the first bad line wins, and on one line the checks go in this order
-    problems = [
-        (np.flatnonzero(counts < skip), lambda r: f"fmt {fmt} needs {what} before the "
-                                                  f"neighbours, the line has {counts[r]} numbers"),
-        (np.flatnonzero((counts >= skip) & ((counts - skip) % step != 0)),
-         lambda r: "neighbour without an edge weight"),
-        (src[(nb != np.floor(nb)) | (nb < 1) | (nb > n)],
-         lambda r: f"neighbour ids must be 1..{n}"),
-        (src[nb == src + 1], lambda r: f"self loop on vertex {r + 1}"),
-        (w_row[~np.isfinite(w) | (w < 0)], lambda r: "edge weights must be finite and >= 0"),
-    ]
-    first = [(int(rows.min()), i) for i, (rows, _) in enumerate(problems) if len(rows)]
-    if first:
-        r, i = min(first)
-        raise GraphFormatError(f"{source}:{vertex_lines[r][0]}: {problems[i][1](r)}")
-    if non_numeric is not None:
-        raise GraphFormatError(f"{source}:{non_numeric}: non-numeric entry")
+
+    def numbers(lines: list[tuple[int, str]]):
+        """The numbers of ``lines`` and where each stands, after the per-line checks
+        (the first bad line wins, and on one line the checks go in this order)."""
+        vals, counts, non_numeric = _metis_numbers(lines)
+        nread = len(counts)  # the lines before the first non-numeric one
+        row = np.repeat(np.arange(nread, dtype=np.int64), counts)
+        k = np.arange(len(vals), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
+                                                             counts)
+        k -= skip  # index in the line after the size and vertex weights
+        nb_at = (k >= 0) & (k % step == 0)
+        src, nb = row[nb_at], vals[nb_at]
+        w_at = (k >= 0) & (k % step == 1) if has_ew else None
+        w_row, w = (row[w_at], vals[w_at]) if has_ew else (src, np.ones(len(nb)))
+        problems = [
+            (np.flatnonzero(counts < skip),
+             lambda r: f"fmt {fmt} needs {what} before the neighbours, the line has "
+                       f"{counts[r]} numbers"),
+            (np.flatnonzero((counts >= skip) & ((counts - skip) % step != 0)),
+             lambda r: "neighbour without an edge weight"),
+            (src[(nb != np.floor(nb)) | (nb < 1) | (nb > n)],
+             lambda r: f"neighbour ids must be 1..{n}"),
+            (src[nb == src + 1], lambda r: f"self loop on vertex {r + 1}"),
+            (w_row[~np.isfinite(w) | (w < 0)],
+             lambda r: "edge weights must be finite and >= 0"),
+        ]
+        first = [(int(rows.min()), i) for i, (rows, _) in enumerate(problems) if len(rows)]
+        if first:
+            r, i = min(first)
+            raise GraphFormatError(f"{source}:{lines[r][0]}: {problems[i][1](r)}")
+        if non_numeric is not None:
+            raise GraphFormatError(f"{source}:{non_numeric}: non-numeric entry")
+        return vals, k, src, nb, w
+
+    # a vertex line that lists every other vertex once has `most` numbers; more can only
+    # repeat a neighbour, and would cost the arrays of numbers() ~30 bytes per number
+    # (one line of 33 million '2' for 4 ranks: 2 GB), so such a line is refused before
+    # they are built; a bad line before it is still the one named
+    most = skip + step * max(n - 1, 0)
+    for i, (no, ln) in enumerate(vertex_lines):
+        if len(ln) > 2 * most and _more_words_than(ln, most):
+            numbers(vertex_lines[:i])
+            raise GraphFormatError(f"{source}:{no}: more than {most} numbers on a vertex "
+                                   f"line: of {n} vertices, one has at most {n - 1} "
+                                   f"neighbours, each listed once")
+    vals, k, src, nb, w = numbers(vertex_lines)
     dst = nb.astype(np.int64) - 1
     a = sp.csr_matrix((w, (src, dst)), shape=(n, n))
     a.sum_duplicates()
@@ -329,6 +349,22 @@ def _any_content(lines: list[tuple[int, str]], text: str, pos: int) -> bool:
     if all(text[i:i + _BLANK_SCAN].isspace() for i in range(pos, len(text), _BLANK_SCAN)):
         return False
     return text.find("%", pos) < 0 or _CONTENT_LINE.search(text, pos) is not None
+
+
+def _more_words_than(line: str, limit: int, piece: int = 1 << 20) -> bool:
+    """Whether ``line`` has more than ``limit`` words separated by ASCII blanks, counted
+    a megabyte at a time without a string per word (stops once it has).  Other Unicode
+    blanks do not separate here, so the count is never above ``str.split``'s."""
+    count, after_blank = 0, True
+    for i in range(0, len(line), piece):
+        blank = _IS_BLANK[np.frombuffer(line[i:i + piece].encode("utf-8", "replace"),
+                                        dtype=np.uint8)]
+        count += int(after_blank and not blank[0])
+        count += int(np.count_nonzero(blank[:-1] & ~blank[1:]))
+        if count > limit:
+            return True
+        after_blank = bool(blank[-1])
+    return False
 
 
 def _metis_numbers(vertex_lines: list[tuple[int, str]]

@@ -137,6 +137,35 @@ def test_a_huge_metis_file_stops_at_the_first_line_too_many(tail, lines):
     assert time.process_time() - start < 5
 
 
+def test_metis_line_with_more_numbers_than_neighbours_is_refused_unparsed():
+    """Issue 28: of n vertices one has at most n - 1 neighbours; a line with more
+    numbers repeats one, and its numbers would cost ~30 bytes each (a line of 33
+    million for 4 ranks: 2 GB).  It is refused at its line before they are parsed; a
+    bad line before it is still the one named."""
+    with pytest.raises(GraphFormatError, match=r"^g\.graph:3: more than 2 numbers on a "
+                                               r"vertex line: of 3 vertices, one has at "
+                                               r"most 2 neighbours"):
+        parse_metis_text("3 2\n2\n1 3 1\n2\n", "g.graph")
+    with pytest.raises(GraphFormatError, match=r"^g\.graph:2: more than 5 numbers"):
+        parse_metis_text("3 2 11\n1 2 1 2 1 2 1\n1 1 1 3 1\n1 2 1\n", "g.graph")
+    with pytest.raises(GraphFormatError, match=r"^g\.graph:2: non-numeric entry"):
+        parse_metis_text("3 2\nx\n1 3 1 3 1 3\n2\n", "g.graph")
+    # at most n - 1 neighbours (with weights, sizes) is read as before
+    g = parse_metis_text("3 2 111\n4 5 2 9\n0 1 1 9 3 9\n2 2 2 9\n", "g.graph")
+    assert g.graph.m == 2 and g.vertex_sizes.tolist() == [4, 0, 2]
+    text = "4 1\n2" + " 2" * 5_000_000 + "\n1\n\n1\n"
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        with pytest.raises(GraphFormatError, match=r"^g\.graph:2: more than 3 numbers"):
+            parse_metis_text(text, "g.graph", limit=SizeLimit(4, "the job has 4 ranks"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, f"{peak} bytes at the peak"
+    assert time.process_time() - start < 2
+
+
 def csv_reference(text: str) -> np.ndarray:
     """Sum of the records of a well-formed CSV text, symmetrised, read naively."""
     ref = {}
