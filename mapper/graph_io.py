@@ -12,7 +12,8 @@ files, at most ``max_bytes`` of them, and checks every declared size (headers, i
   keeps the vertex weights and sizes (the mesh reader, :mod:`mapper.mesh.mesh_io`,
   uses them); :func:`read_graph` returns the graph only.  Lines are split a piece at a
   time and the first line beyond the header's ``n`` (itself checked against the limit)
-  is refused at once.
+  is refused at once, as is a line with more numbers than listing each of the other
+  ``n - 1`` vertices once takes.
 * Matrix Market ``.mtx`` — coordinate real/integer/pattern; ``general`` is directed
   traffic (symmetrized C + Cᵀ), ``symmetric`` an undirected matrix.  Read by
   ``scipy.io.mmread`` (compiled, ~10x faster than a Python loop on 400k entries) after
