@@ -1,9 +1,12 @@
+import functools
 import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,15 +175,49 @@ def test_time_budget_overrun_is_a_fallback():
     assert not plan.applied and "time budget" in plan.fallback_reason
 
 
-@pytest.mark.skipif(not shutil.which("mpirun"), reason="Open MPI not installed")
-def test_mpirun_accepts_a_rendered_rankfile(tmp_path):
+@functools.cache
+def open_mpi_version() -> tuple[int, ...] | None:
+    """The version of the ``mpirun`` on PATH when it is Open MPI's (``mpirun (Open MPI)
+    4.1.4``, ``5.0.7``), else None."""
+    if not shutil.which("mpirun"):
+        return None
+    proc = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=60)
+    found = re.search(r"\(Open MPI\) (\d+)\.(\d+)", proc.stdout + proc.stderr)
+    return tuple(int(x) for x in found.groups()) if found else None
+
+
+def rankfile_argv(path: str, version: tuple[int, ...]) -> list[str]:
+    """How to give ``mpirun`` a rankfile: Open MPI 4.x ``--rankfile PATH`` (or the MCA
+    parameter rmaps_rank_file_path); 5.x ``--map-by rankfile:file=PATH``, where it
+    reports ``--rankfile`` as deprecated and ignores the MCA parameter."""
+    return ["--map-by", f"rankfile:file={path}"] if version >= (5,) else ["--rankfile", path]
+
+
+@pytest.mark.skipif(open_mpi_version() is None, reason="Open MPI's mpirun not installed")
+def test_mpirun_accepts_a_rendered_rankfile():
     host = socket.gethostname()
     h = Hierarchy.from_tree([2], [1, 10], ["socket", "root"])
     layout = Layout(h, (Slot(host, 0, (0,), (0,)), Slot(host, 0, (1,), (1,))))
-    rf = tmp_path / "rf"
-    rf.write_text(render_rankfile(layout, np.array([1, 0])))
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    proc = subprocess.run(["mpirun", "--rankfile", str(rf), "-np", "2", "--report-bindings",
-                           "/bin/true"], env=env, capture_output=True, text=True, timeout=60)
+    # Open MPI 5.0.7 (Debian 13) rejects a rankfile path holding a '-' ("The map-by
+    # directive contains an unrecognized qualifier: file=...", open-mpi/ompi#13545; a ':'
+    # fails too), also given as --rankfile, and pytest's tmp_path always holds one
+    # (/tmp/pytest-of-USER/): a directory of mkdtemp's (letters, digits, '_') in a
+    # temporary directory without either
+    base = tempfile.gettempdir()
+    work = Path(tempfile.mkdtemp(prefix="rankmap_rf_", dir=base if "-" not in base
+                                 and ":" not in base else "/tmp"))
+    try:
+        rf = work / "rankfile"
+        rf.write_text(render_rankfile(layout, np.array([1, 0])))
+        env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+               "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        proc = subprocess.run(["mpirun", *rankfile_argv(str(rf), open_mpi_version()), "-np",
+                               "2", "--report-bindings", "/bin/true"],
+                              env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(work)
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"MCW rank 0 bound to socket 0\[core 1", proc.stderr), proc.stderr
+    # 4.1: "MCW rank 0 bound to socket 0[core 1[hwt 0]]: [./B]"; 5.0: "Rank 0 bound to
+    # package[0][core:1]"
+    assert re.search(r"\brank 0 bound to (?:socket 0\[core 1\[|package\[0\]\[core:1\])",
+                     proc.stderr, re.I), proc.stderr
