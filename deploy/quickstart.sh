@@ -25,7 +25,9 @@ fi
 # keep the environment out of git (what Python >= 3.13's venv writes itself)
 [ -e "$venv/.gitignore" ] || echo '*' > "$venv/.gitignore"
 "$venv/bin/python" -m pip install --quiet -e '.[test]'
-out="${RANKMAP_DEMO_OUT:-/tmp/rankmap-demo}"
+# no '-' in the default: Open MPI 5.0.7 (Debian 13) refuses a rankfile path holding one
+# (mpirun --map-by rankfile:file=/tmp/rankmap_demo/rankfile)
+out="${RANKMAP_DEMO_OUT:-/tmp/rankmap_demo}"
 "$venv/bin/python" -m slurm_plugin.cli plan --out "$out"
 echo
 echo "rankfile (first lines):"
