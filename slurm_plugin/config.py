@@ -282,10 +282,11 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "worker_memory_bytes": (4 << 30, _non_negative_int,
                                 "address-space limit (RLIMIT_AS) of the worker that reads "
                                 "the profile and solves, in bytes; 0: no limit"),
-        "max_workers": (2, _positive_int,
-                        "computations at once on one node (each up to "
-                        "worker_memory_bytes); a job that finds them all busy waits up to "
-                        "its time budget for one, then keeps Slurm's placement"),
+        "max_workers": (0, _non_negative_int,
+                        "computations at once on one node; 0: as many as half the node's "
+                        "memory holds at worker_memory_bytes each (at least 1); a job that "
+                        "finds them all busy waits up to its time budget plus "
+                        "grace_seconds for one, then keeps Slurm's placement"),
         "max_output_bytes": (1 << 30, _positive_int,
                              "most bytes of files one job's computation may write into "
                              "its job directory (launcher files, report); more: the job "

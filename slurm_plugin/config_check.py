@@ -206,6 +206,27 @@ def network_check(config: Config) -> tuple[list[str], list[str]]:
     return lines, warnings
 
 
+def directory_errors(config: Config) -> list[str]:
+    """Errors for an output or fallback directory that the prolog would refuse: not a
+    directory, a symlink, not owned by root, or writable by its group or by everyone
+    (even with the sticky bit: a user who can create entries there can plant
+    ``job.<id>`` of a job to come).  A missing one is not an error here (see
+    :func:`output_dir_warnings`)."""
+    from .jobdir import JobDirError, open_trusted_dir
+
+    errors = []
+    for what, section, key in (("output directory", "general", "output_dir"),
+                               ("fallback directory", "prolog", "fallback_dir")):
+        path = config.get(section, key)
+        if not os.path.lexists(path):
+            continue
+        try:
+            os.close(open_trusted_dir(path, f"{what} ([{section}] {key})"))
+        except JobDirError as exc:
+            errors.append(f"{exc}; the prolog refuses it and jobs keep Slurm's placement")
+    return errors
+
+
 def site_warnings(config: Config, executable: str | None = None,
                   tmpfiles_dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS) -> list[str]:
     """Every warning for this configuration on this machine."""
@@ -215,7 +236,8 @@ def site_warnings(config: Config, executable: str | None = None,
 
 
 def check_command(args) -> int:
-    """``rankmap config check``: the effective values, then the site warnings (stderr)."""
+    """``rankmap config check``: the effective values, then the site warnings and errors
+    (stderr); exit 2 when there is an error (a directory the prolog would refuse)."""
     config = load_config(args.config)
     print(format_effective(config), end="")
     lines, network_warnings = network_check(config)
@@ -224,4 +246,7 @@ def check_command(args) -> int:
         print(line)
     for warning in site_warnings(config) + network_warnings + speed_warnings:
         print(f"rankmap config check: warning: {warning}", file=sys.stderr)
-    return 0
+    errors = directory_errors(config)
+    for error in errors:
+        print(f"rankmap config check: error: {error}", file=sys.stderr)
+    return 2 if errors else 0

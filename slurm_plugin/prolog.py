@@ -43,7 +43,7 @@ from .safe_text import escape_controls, safe_text
 from .slurm_commands import SLURM_PATH
 from .worker_process import run_worker_process
 from .worker_protocol import WorkerStatus
-from .worker_slots import NoWorkerSlot, worker_slot
+from .worker_slots import NoWorkerSlot, slot_count, worker_slot
 
 log = logging.getLogger("rankmap")
 
@@ -240,8 +240,9 @@ def _compute(env: Mapping[str, str], cfg: Config, job_dir: JobDir, request: Mapp
     timeout = request.time_limit + cfg.get("prolog", "grace_seconds")
     out_fd = open_trusted_dir(job_dir.path.parent)  # where the node's slots are
     try:
-        with worker_slot(out_fd, cfg.get("prolog", "max_workers"),
-                         request.time_limit) as waited:
+        slots = slot_count(cfg.get("prolog", "max_workers"),
+                           cfg.get("prolog", "worker_memory_bytes"))
+        with worker_slot(out_fd, slots, timeout) as waited:
             if waited >= 1.0:
                 log.info("job %s: waited %.1f s for a worker slot ([prolog] max_workers)",
                          job, waited)

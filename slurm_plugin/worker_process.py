@@ -102,7 +102,11 @@ def _read_stream(pipes: _Pipes, sink: FileSink, max_bytes: int) -> WorkerStatus:
                 raise ProtocolError("worker output ended early")
             buf.extend(data)
 
-    fill(len(MAGIC))
+    while len(buf) < len(MAGIC) and MAGIC.startswith(bytes(buf)):
+        data = pipes.read_out()
+        if not data:
+            raise ProtocolError("worker output ended early")
+        buf.extend(data)
     if bytes(buf[:len(MAGIC)]) != MAGIC:
         raise ProtocolError(f"worker output does not start with {MAGIC!r}: "
                             f"{bytes(buf[:40])!r}")

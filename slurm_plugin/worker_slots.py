@@ -22,6 +22,25 @@ from mapper.errors import RankmapError
 
 SLOT_PREFIX = ".worker-slot."
 _POLL = 0.05
+#: slots when ``worker_memory_bytes`` is 0 (no per-worker cap to divide the memory by)
+UNCAPPED_SLOTS = 2
+
+
+def slot_count(max_workers: int, worker_memory_bytes: int,
+               memory_bytes: int | None = None) -> int:
+    """``[prolog] max_workers``, or for 0 as many workers as half the node's memory
+    (``memory_bytes``, else read from the system) holds at ``worker_memory_bytes`` each,
+    at least 1."""
+    if max_workers > 0:
+        return max_workers
+    if worker_memory_bytes <= 0:
+        return UNCAPPED_SLOTS
+    if memory_bytes is None:
+        try:
+            memory_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError):
+            return UNCAPPED_SLOTS
+    return max(1, memory_bytes // (2 * worker_memory_bytes))
 
 
 class NoWorkerSlot(RankmapError, RuntimeError):
