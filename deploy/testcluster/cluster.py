@@ -100,6 +100,8 @@ def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
                        ("PlugStackConfig", opts.plugstack)):
         if value:
             lines.append(f"{key}={value}")
+    if getattr(opts, "job_submit_lua", ""):  # read from beside slurm.conf
+        lines.append("JobSubmitPlugins=lua")
     for i, node in enumerate(NODES):
         lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
                      f"Port={getattr(opts, 'slurmd_port', SLURMD_PORT0) + i} "
@@ -263,6 +265,9 @@ def up(opts: argparse.Namespace) -> None:
         prefix = build(opts.slurm_archive)
     (state / "slurm-prefix").write_text(prefix + "\n")
     (state / "slurm.conf").write_text(slurm_conf(state, opts))
+    (state / "job_submit.lua").unlink(missing_ok=True)
+    if getattr(opts, "job_submit_lua", ""):
+        shutil.copyfile(opts.job_submit_lua, state / "job_submit.lua")
     for name in ("topology.conf", "topology.yaml"):
         (state / name).unlink(missing_ok=True)
     if opts.topology_file == "yaml":
@@ -346,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", default=os.environ.get("RANKMAP_TESTCLUSTER", DEFAULT_STATE))
     for opt in ("prolog", "epilog", "task-prolog", "prolog-slurmctld", "plugstack"):
         p.add_argument(f"--{opt}", default="", metavar="PATH")
+    p.add_argument("--job-submit-lua", default="", metavar="PATH",
+                   help="a job_submit.lua (copied beside slurm.conf; JobSubmitPlugins=lua)")
     p.add_argument("--topology", choices=sorted(SWITCHES), default="tree",
                    help="switch wiring (default tree: s1=n[1-2], s2=n[3-4])")
     p.add_argument("--topology-file", choices=["conf", "yaml", "block"], default="conf",

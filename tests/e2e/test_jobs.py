@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/independent_eval.py
 
 pytestmark = pytest.mark.slurm
+ROOT = Path(__file__).resolve().parents[2]
 
 MPI_JOB = """
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -265,6 +266,34 @@ def test_path_traversal_profile_name_is_refused_by_the_prolog(slurm_cluster):
                           "--comm-profile=../../etc/passwd",
                           env={"SLURM_CONF": str(user_conf)}))
     assert_fallback(c, job, "is not allowed")
+
+
+def test_the_sites_job_submit_rule_refuses_a_huge_spank_environment(slurm_cluster):
+    """What no prolog can defend (README, Threat model): megabytes of SPANK variables from
+    a user's own client-side plugin stop slurmd from starting any prolog.  The shipped
+    job_submit.lua rule refuses such a job at submission; a normal one still runs."""
+    c = slurm_cluster
+    lib = c.state / "lib" / "unchecked_spank.so"
+    source = Path(__file__).resolve().parents[1] / "data/mpi/unchecked_spank.c"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+    plugstack = c.state / "plugstack-unchecked.conf"
+    plugstack.write_text(f"required {lib}\n")
+    c.restart(job_submit_lua=str(ROOT / "deploy/job_submit_spank_limit.lua"))
+    try:
+        user_conf = c.state / "slurm-user.conf"
+        conf = (c.state / "slurm.conf").read_text()
+        user_conf.write_text(re.sub(r"PlugStackConfig=\S+", f"PlugStackConfig={plugstack}",
+                                    conf))
+        huge = "x" * 70000
+        refused = c.run(["sbatch", f"--comm-profile={huge}", "--wrap", "true"],
+                        env={**c.env, "SLURM_CONF": str(user_conf)}, check=False)
+        assert refused.returncode != 0, refused
+        assert "over the site's limit of 65536" in refused.stderr, refused.stderr[-500:]
+        job = c.wait(c.submit(REPORT_JOB, "-N1", "-n2", "--comm-profile=ring"))
+        assert job.state == "COMPLETED", job
+    finally:
+        c.restart()
+    assert all(state == "idle" for state in c.node_states().values()), c.node_states()
 
 
 def test_twenty_jobs_at_once_all_run_and_leave_no_files(slurm_cluster):
