@@ -2,8 +2,8 @@
 
 Runs once per task as the user, before the task; every ``export NAME=value`` line it
 prints lands in the task's environment, ``print TEXT`` in the task's output.  It only
-reads the job directory the prolog wrote (mode 0700, owned by the user; files 0600), so
-a plain ``mpirun ./app`` picks the placement up.  It trusts only a job directory that
+reads the job directory the prolog wrote (root's, mode 0750, the job's group; files
+0600, the user's), so a plain ``mpirun ./app`` picks the placement up.  It trusts only a job directory that
 the prolog of this very job made (:func:`slurm_plugin.jobdir.open_job_dir_for_task`:
 root's, the job's group, writable by no one else, with this job's record); another
 user's planted ``job.<id>`` is ignored, and said so in the batch step:
