@@ -118,7 +118,8 @@ def test_arrangement_reader_rejects_bad_files(tmp_path):
     check(swapped, r"bad\.txt:3: expected rank 0")
     fields = good[3].split()
     fields[5] = str(int(fields[5]) + 1)  # a taller rectangle: no longer tiles
-    check(good[:3] + [" ".join(fields)] + good[4:], r"do not tile")
+    check(good[:3] + [" ".join(fields)] + good[4:],
+          r"bad\.txt:4: rank 1: rows 7\.\.20 end below the 20 x 20 matrix")
     fields = good[3].split()
     fields[4] = "7"
     check(good[:3] + [" ".join(fields)] + good[4:], r"bad\.txt:4: rank 1: col_offset 7")
