@@ -1,9 +1,12 @@
 """``rankmap summa``: arrange a heterogeneous SUMMA's column-based partition, offline.
 
-Reads per-rank relative speeds, partitions the N x N matrix (Beaumont et al.'s
-column-based algorithm, :mod:`mapper.summa.partition`), groups the ranks (a groups
-file, or a homogeneous hierarchy with ranks in Slurm's block order) and arranges the
-rectangles to cut inter-group traffic (:mod:`mapper.summa.arrange`).  Prints cost_A,
+The layout comes from per-rank relative speeds (``--speeds``: the N x N matrix is
+partitioned by Beaumont et al.'s column-based algorithm, :mod:`mapper.summa.partition`)
+or is given as it is (``--layout``: an arrangement file, e.g. the layout a code already
+uses or the slides' worked example).  The ranks are grouped (a groups file, or a
+homogeneous hierarchy with ranks in Slurm's block order) and the rectangles arranged to
+cut inter-group traffic (:mod:`mapper.summa.arrange`), or, with ``--arranged``, a given
+rearrangement of the layout is evaluated instead of searched for.  Prints cost_A,
 cost_B and the norm of the original and of the arranged layout, and writes the
 arrangement file (format: :mod:`slurm_plugin.summa_io`).
 """
@@ -16,10 +19,10 @@ import json
 from mapper.cli import CliError, positive_int
 from mapper.machine import Hierarchy
 from mapper.summa.arrange import Arrangement, arrange
-from mapper.summa.cost import Grouping
+from mapper.summa.cost import Grouping, cost
 from mapper.summa.partition import partition
 
-from .summa_io import read_groups, read_speeds, write_arrangement
+from .summa_io import read_arrangement, read_groups, read_speeds, write_arrangement
 
 
 def add_summa_command(sub: argparse._SubParsersAction) -> None:
@@ -30,8 +33,15 @@ def add_summa_command(sub: argparse._SubParsersAction) -> None:
                     "columns so the ring broadcasts along rows (matrix A) and down columns "
                     "(matrix B) cross fewer group boundaries.  Prints cost_A, cost_B and "
                     "their norm before and after, writes the arrangement file.")
-    p.add_argument("--speeds", required=True, metavar="FILE",
-                   help="line r: relative speed of rank r ('#' comments)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--speeds", metavar="FILE",
+                     help="line r: relative speed of rank r ('#' comments); the layout is "
+                          "the column-based partition for these speeds (needs --size)")
+    src.add_argument("--layout", metavar="FILE",
+                     help="the layout itself, in the arrangement file's format: a "
+                          "'<nranks> <N>' line, then 'rank column position row_offset "
+                          "col_offset height width' per rank (0-based; the rectangles must "
+                          "tile the N x N matrix; '#' comments)")
     grp = p.add_mutually_exclusive_group(required=True)
     grp.add_argument("--groups", metavar="FILE",
                      help="line r: group id of rank r (switch, node or socket; any word); "
@@ -46,17 +56,23 @@ def add_summa_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--distances", metavar="D1:D2:...",
                    help="with --hierarchy: weight transfers by the distance of the ranks' "
                         "lowest common level instead of counting inter-group transfers")
-    p.add_argument("--size", type=positive_int, required=True, metavar="N",
-                   help="matrix size N (the matrix is N x N)")
+    p.add_argument("--size", type=positive_int, metavar="N",
+                   help="with --speeds: matrix size N (the matrix is N x N; a --layout "
+                        "file gives its own)")
     p.add_argument("--exhaustive", action="store_true",
                    help="exhaustive search over all in-column orders instead of the heuristic "
                         "(small layouts only)")
     p.add_argument("--exchange-columns", action="store_true",
                    help="with --exhaustive: also try every order of the columns")
-    p.add_argument("--output", required=True, metavar="ARR",
-                   help="write the arranged layout here")
+    p.add_argument("--arranged", metavar="FILE",
+                   help="with --layout: evaluate this rearrangement of the layout (the "
+                        "same rectangles restacked in their columns, or whole columns "
+                        "exchanged; arrangement file format) instead of searching for one")
+    p.add_argument("--output", metavar="ARR",
+                   help="write the arranged layout here (needed unless --arranged)")
     p.add_argument("--original", metavar="ORIG",
-                   help="also write the partitioner's original layout here")
+                   help="also write the original layout here (the partitioner's, or the "
+                        "--layout file's)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_summa)
 
@@ -82,26 +98,46 @@ def _grouping(args: argparse.Namespace, n: int) -> tuple[Grouping, str]:
     return grouping, what
 
 
-def _summa(args: argparse.Namespace) -> int:
+def _check_options(args: argparse.Namespace) -> None:
     if args.exchange_columns and not args.exhaustive:
         raise CliError("--exchange-columns goes with --exhaustive")
-    speeds = read_speeds(args.speeds)
-    grouping, what = _grouping(args, len(speeds))
-    layout = partition(speeds, args.size)
-    if args.exhaustive:
+    if args.speeds and not args.size:
+        raise CliError("--speeds needs --size N (the matrix size)")
+    if args.layout and args.size:
+        raise CliError("--size goes with --speeds: a --layout file gives N in its header")
+    if args.arranged and not args.layout:
+        raise CliError("--arranged goes with --layout (a rearrangement of that layout)")
+    if args.arranged and args.exhaustive:
+        raise CliError("--arranged is evaluated as it is: no search (--exhaustive) with it")
+    if not args.output and not args.arranged:
+        raise CliError("--output ARR is needed (where to write the arranged layout)")
+
+
+def _summa(args: argparse.Namespace) -> int:
+    _check_options(args)
+    if args.layout:
+        layout = read_arrangement(args.layout)
+    else:
+        layout = partition(read_speeds(args.speeds), args.size)
+    grouping, what = _grouping(args, layout.n)
+    if args.arranged:
+        given = read_arrangement(args.arranged, like=layout)
+        result = Arrangement(given, cost(layout, grouping), cost(given, grouping), 0, "given")
+    elif args.exhaustive:
         result = arrange(layout, grouping, "exhaustive",
                          exchange_columns=args.exchange_columns)
     else:
         result = arrange(layout, grouping, "heuristic")
-    after = result.after
-    write_arrangement(args.output, result.layout,
-                      f"{result.method} cost_A={after.cost_a:g} cost_B={after.cost_b:g} "
-                      f"norm={after.norm:.2f}")
+    if args.output:
+        after = result.after
+        write_arrangement(args.output, result.layout,
+                          f"{result.method} cost_A={after.cost_a:g} cost_B={after.cost_b:g} "
+                          f"norm={after.norm:.3f}")
     if args.original:
         before = result.before
         write_arrangement(args.original, layout,
                           f"original cost_A={before.cost_a:g} cost_B={before.cost_b:g} "
-                          f"norm={before.norm:.2f}")
+                          f"norm={before.norm:.3f}")
     if args.json:
         print(json.dumps(summary(result, what, args), indent=2))
     else:
@@ -116,6 +152,7 @@ def summary(result: Arrangement, what: str, args: argparse.Namespace) -> dict:
         "nranks": layout.n, "size": layout.size, "columns": layout.ncolumns,
         "column_widths": layout.column_widths.tolist(),
         "rectangles_per_column": [len(c) for c in layout.columns()],
+        "layout": args.layout, "arranged_input": args.arranged,
         "grouping": what, "method": result.method, "evaluations": result.evaluations,
         "kept_original": result.kept_original,
         "original": result.before.as_dict(), "arranged": result.after.as_dict(),
@@ -130,12 +167,18 @@ def render(result: Arrangement, what: str, args: argparse.Namespace) -> str:
     lines = [f"{layout.n} ranks, {layout.size} x {layout.size} matrix, {layout.ncolumns} "
              f"columns (widths {' '.join(map(str, layout.column_widths.tolist()))}; "
              f"rectangles {' '.join(str(len(c)) for c in layout.columns())})",
+             *([f"layout: {args.layout}"] if args.layout else []),
              f"grouping: {what}",
              f"{'':10s} {'cost_A':>10s} {'cost_B':>10s} {'norm':>10s}"]
     for name, c in (("original", result.before), ("arranged", result.after)):
-        lines.append(f"{name:10s} {c.cost_a:10g} {c.cost_b:10g} {c.norm:10.2f}")
+        lines.append(f"{name:10s} {c.cost_a:10g} {c.cost_b:10g} {c.norm:10.3f}")
+    if result.method == "given":
+        how = f"as given in {args.arranged}"
+    else:
+        how = f"{result.method}, {result.evaluations} evaluations"
     note = " (nothing cheaper found: original kept)" if result.kept_original else ""
-    lines.append(f"reduction {100 * result.reduction:.1f} % ({result.method}, "
-                 f"{result.evaluations} evaluations){note}")
-    lines.append(f"wrote {args.output}" + (f" and {args.original}" if args.original else ""))
+    lines.append(f"reduction {100 * result.reduction:.1f} % ({how}){note}")
+    written = [f for f in (args.output, args.original) if f]
+    if written:
+        lines.append("wrote " + " and ".join(written))
     return "\n".join(lines)
