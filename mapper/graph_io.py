@@ -103,10 +103,14 @@ def read_graph(path: str | os.PathLike, fmt: str | None = None,
         text, str(p), limit=limit)
 
 
+#: the format of a graph file by its extension (lower case)
+GRAPH_SUFFIXES = {".graph": "metis", ".metis": "metis", ".mtx": "mtx", ".csv": "csv",
+                  ".npz": "npz"}
+
+
 def graph_kind(path: Path, fmt: str | None) -> str:
     """The format of a graph file: ``fmt`` if given, else from the extension."""
-    kind = fmt or {".graph": "metis", ".metis": "metis", ".mtx": "mtx", ".csv": "csv",
-                   ".npz": "npz"}.get(path.suffix.lower())
+    kind = fmt or GRAPH_SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise GraphFormatError(f"{path}: unknown graph format (use .graph, .mtx, .csv or .npz)")
     return kind

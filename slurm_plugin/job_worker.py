@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -116,6 +117,11 @@ class WorkerOutput:
 
     status: WorkerStatus
     files: dict[str, str] = field(default_factory=dict)
+    #: for callers in this process (``rankmap plan``), not sent to the prolog: the
+    #: plan computed (JobPlan, SummaPlan or MeshPlan) and wall seconds by phase
+    #: (``profile``: reading the profile, mesh or speeds; a mapping plan's own phases)
+    plan: object | None = None
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def compute(env: dict[str, str]) -> WorkerOutput:
@@ -128,7 +134,6 @@ def compute(env: dict[str, str]) -> WorkerOutput:
 def _compute(env: dict[str, str]) -> WorkerOutput:
     cfg = load_config(env=env)
     job_id = env.get("SLURM_JOB_ID")
-    profile = env["RANKMAP_PROFILE"]
     timeout = cfg.get("slurm", "command_timeout")
     env = with_bin_dir(env, cfg.get("slurm", "bin_dir"))
     backend = resolve_backend(cfg.get("slurm", "backend"), env)
@@ -139,33 +144,81 @@ def _compute(env: dict[str, str]) -> WorkerOutput:
                           read_core_groups(cfg.get("hwloc", "files"), alloc.nodes),
                           cfg.get("hwloc", "cache_distance"),
                           oversubscribe=cfg.get("solver", "oversubscribe") == "allow")
-    stores = cfg.get("profiles", "stores") + [str(bundled_store())]
+    out = compute_job(layout, tree, cfg, env["RANKMAP_PROFILE"], env["RANKMAP_ALGORITHM"],
+                      lambda: float(env["RANKMAP_TIME_LIMIT"]),
+                      stores=cfg.get("profiles", "stores") + [str(bundled_store())],
+                      allow_user_files=cfg.get("profiles", "allow_user_files"),
+                      distribution=alloc.distribution, job_id=job_id,
+                      refusal=env.get("RANKMAP_REFUSAL") or None,
+                      node_features=lambda nodes: read_node_features(nodes, env, timeout))
+    out.status = replace(out.status, notes=(f"Slurm backend: {backend}", *out.status.notes))
+    return out
+
+
+def compute_job(layout: Layout, tree: SwitchTree | None, cfg: Config, profile: str,
+                algorithm: str, time_limit: float | Callable[[], float], *,
+                stores: Sequence[str], allow_user_files: bool,
+                distribution: str | None = None, job_id: str | None = None,
+                refusal: str | None = None,
+                node_features: Callable[[Sequence[str]], Mapping[str, Sequence[str]]]
+                | None = None,
+                progress: Callable[[str], None] | None = None,
+                strict: bool = False) -> WorkerOutput:
+    """The job's files and status from inputs already read: the prolog's worker calls it
+    after reading Slurm, ``rankmap plan`` after building the layout from its options,
+    so both read the profile the same way and write the same files.
+
+    ``profile`` is the job's ``--comm-profile``: ``mesh:NAME[,...]`` (mesh mode),
+    ``summa-fpm[...]`` with ``algorithm`` ``summa`` (SUMMA mode), else a store name, a
+    generator spec or ``file:/PATH`` (read under ``[profiles] max_file_bytes``, checked
+    against the job's task count before anything of the declared size is allocated,
+    errors naming file:line; :func:`resolve_profile`).  ``allow_user_files`` lets
+    ``file:`` and ``summa-fpm:/PATH`` be read (the worker: ``[profiles]
+    allow_user_files``).  ``time_limit``: seconds, or a function giving them when the
+    solver needs them.  ``distribution``: the job's ``--distribution`` as Slurm spells
+    it (None: Slurm's default, assumed).  ``refusal``: why the request may not be
+    mapped (the prolog's); the job falls back with it.  ``node_features(nodes)``: the
+    nodes' Slurm features, asked only for ``[speeds] features`` in mesh mode.
+
+    An input error (the profile, a mesh, a speeds file, ``[network]``, ``[speeds]``)
+    becomes a fallback report with the reason, unless ``strict`` (``rankmap plan``),
+    when it is raised.  The result carries the plan and the input phase times
+    (``profile``, and the mapping plan's) for callers in this process.
+    """
     if is_mesh_profile(profile):
-        return _compute_mesh(env, cfg, layout, alloc.distribution, tree, stores, backend)
-    if env["RANKMAP_ALGORITHM"] == SUMMA_MODE:
-        return _compute_summa(env, cfg, layout, alloc.distribution, stores, backend)
-    graph, reason, units = None, env.get("RANKMAP_REFUSAL") or None, "bytes"
+        return _compute_mesh(cfg, layout, distribution, tree, stores, profile, algorithm,
+                             time_limit, job_id, refusal, node_features, strict)
+    if algorithm == SUMMA_MODE:
+        return _compute_summa(cfg, layout, distribution, stores, profile, job_id, refusal,
+                              allow_user_files, strict)
+    clock = time.perf_counter()
+    graph, reason, units = None, refusal, "bytes"
     if reason is None:
         try:
-            graph = resolve_profile(profile, layout.n, stores,
-                                    cfg.get("profiles", "allow_user_files"),
+            graph = resolve_profile(profile, layout.n, stores, allow_user_files,
                                     cfg.get("profiles", "max_file_bytes"))
             units = profile_units(profile, stores, cfg.get("profiles", "max_file_bytes"))
         except USER_FACING as exc:
+            if strict:
+                raise
             reason = str(exc)
+    read = time.perf_counter() - clock
     network = None
     if reason is None:
         try:
             network = load_network(cfg)
         except USER_FACING as exc:
+            if strict:
+                raise
             reason = str(exc)
-    plan = make_plan(layout, graph, algorithm=env["RANKMAP_ALGORITHM"],
-                     time_limit=float(env["RANKMAP_TIME_LIMIT"]), seed=cfg.get("solver", "seed"),
+    plan = make_plan(layout, graph, algorithm=algorithm,
+                     time_limit=_seconds(time_limit), seed=cfg.get("solver", "seed"),
                      files=cfg.get("render", "files"), job_id=job_id, profile=profile,
                      fallback_reason=reason,
                      templates_dir=cfg.get("render", "templates_dir") or None,
-                     distribution=parse_distribution(alloc.distribution),
-                     distribution_assumed=alloc.distribution is None, units=units,
+                     progress=progress,
+                     distribution=parse_distribution(distribution),
+                     distribution_assumed=distribution is None, units=units,
                      network=network)
     files = dict(plan.files)
     if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
@@ -175,26 +228,34 @@ def _compute(env: dict[str, str]) -> WorkerOutput:
                     (plan.summary if plan.kept_default else None), layout,
                     plan.result.objective if plan.result else None,
                     plan.result.seconds if plan.result else None)
-    return WorkerOutput(replace(result, notes=(f"Slurm backend: {backend}", *layout.notes),
-                                kept_default=plan.kept_default), files)
+    return WorkerOutput(replace(result, notes=tuple(layout.notes),
+                                kept_default=plan.kept_default), files, plan,
+                        {"profile": read, **plan.phases})
 
 
-def _compute_summa(env: dict[str, str], cfg: Config, layout: Layout, distribution: str | None,
-                   stores: list[str], backend: str) -> dict:
+def _seconds(time_limit: float | Callable[[], float]) -> float:
+    return time_limit() if callable(time_limit) else float(time_limit)
+
+
+def _compute_summa(cfg: Config, layout: Layout, distribution: str | None,
+                   stores: Sequence[str], profile: str, job_id: str | None,
+                   reason: str | None, allow_user_files: bool,
+                   strict: bool) -> WorkerOutput:
     """``--rankmap=summa``: the arrangement file, the default placement written out and
     the report (slurm_plugin.summa_job); a failure is a report without files."""
     # imported for this mode only: the prolog path of a plain mapping job stays short
     from .summa_job import load_summa_input, plan_summa
 
-    job_id, profile = env.get("SLURM_JOB_ID"), env["RANKMAP_PROFILE"]
-    reason, data = env.get("RANKMAP_REFUSAL") or None, None
+    clock, data = time.perf_counter(), None
     if reason is None:
         try:
-            data = load_summa_input(profile, layout.n, stores,
-                                    cfg.get("profiles", "allow_user_files"),
+            data = load_summa_input(profile, layout.n, stores, allow_user_files,
                                     cfg.get("profiles", "max_file_bytes"))
         except USER_FACING as exc:
+            if strict:
+                raise
             reason = str(exc)
+    read = time.perf_counter() - clock
     plan = plan_summa(layout, data, job_id=job_id, profile=profile, fallback_reason=reason,
                       distribution=parse_distribution(distribution),
                       distribution_assumed=distribution is None,
@@ -203,12 +264,16 @@ def _compute_summa(env: dict[str, str], cfg: Config, layout: Layout, distributio
                       level=summa_setting(cfg, "level", "auto"),
                       weighted=summa_setting(cfg, "weighted", False))
     arranged = plan.arrangement
-    return _mode_output(plan, layout, backend, layout.notes,
-                        arranged.after.norm if arranged else None, None)
+    return _mode_output(plan, layout, layout.notes,
+                        arranged.after.norm if arranged else None, None, read)
 
 
-def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution: str | None,
-                  tree: SwitchTree | None, stores: list[str], backend: str) -> dict:
+def _compute_mesh(cfg: Config, layout: Layout, distribution: str | None,
+                  tree: SwitchTree | None, stores: Sequence[str], profile: str,
+                  algorithm: str, time_limit: float | Callable[[], float],
+                  job_id: str | None, reason: str | None,
+                  node_features: Callable[[Sequence[str]], Mapping[str, Sequence[str]]]
+                  | None, strict: bool) -> WorkerOutput:
     """``--comm-profile=mesh:NAME``: the partition file, the launcher files for its
     rank placement and the report (slurm_plugin.mesh_job); a failure is a report
     without files."""
@@ -216,20 +281,22 @@ def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution
     # scipy.linalg (0.2-0.5 s), which a plain mapping job's prolog never needs
     from .mesh_job import job_architecture, load_mesh_input, plan_mesh
 
-    job_id, profile = env.get("SLURM_JOB_ID"), env["RANKMAP_PROFILE"]
-    reason, data, arch = env.get("RANKMAP_REFUSAL") or None, None, None
+    clock, data, arch = time.perf_counter(), None, None
     by_config = bool(cfg.get("speeds", "nodes") or cfg.get("speeds", "features"))
     if reason is None:
         try:
             data = load_mesh_input(profile, stores, cfg.get("profiles", "max_file_bytes"))
             nodes = layout.hosts()
-            features = (read_node_features(nodes, env, cfg.get("slurm", "command_timeout"))
-                        if cfg.get("speeds", "features") else None)
+            features = (node_features(nodes) if node_features and cfg.get("speeds", "features")
+                        else None)
             arch = job_architecture(layout, config_node_speeds(cfg, nodes, features), tree)
         except USER_FACING as exc:
+            if strict:
+                raise
             reason = str(exc)
-    plan = plan_mesh(layout, data, arch, map_algorithm=env["RANKMAP_ALGORITHM"],
-                     time_limit=float(env["RANKMAP_TIME_LIMIT"]), seed=cfg.get("solver", "seed"),
+    read = time.perf_counter() - clock
+    plan = plan_mesh(layout, data, arch, map_algorithm=algorithm,
+                     time_limit=_seconds(time_limit), seed=cfg.get("solver", "seed"),
                      job_id=job_id, profile=profile, fallback_reason=reason,
                      distribution=parse_distribution(distribution),
                      distribution_assumed=distribution is None,
@@ -238,20 +305,21 @@ def _compute_mesh(env: dict[str, str], cfg: Config, layout: Layout, distribution
                      speeds_source=(f"[speeds] of {cfg.path}" if by_config
                                     else "equal speeds (no [speeds])"))
     chosen = plan.chosen
-    return _mode_output(plan, layout, backend, plan.notes,
+    return _mode_output(plan, layout, plan.notes,
                         chosen.metrics.max_el_time if chosen else None,
                         plan.decomposition.seconds.get("total") if plan.decomposition
-                        else None)
+                        else None, read)
 
 
-def _mode_output(plan, layout: Layout, backend: str, notes: Sequence[str],
-                 objective: float | None, seconds: float | None) -> WorkerOutput:
+def _mode_output(plan, layout: Layout, notes: Sequence[str], objective: float | None,
+                 seconds: float | None, read: float) -> WorkerOutput:
     """The SUMMA and mesh modes' output: their files (launcher files, arrangement or
     partition) first, the report last as for other jobs, and the status."""
     result = status(plan.applied, plan.fallback_reason, layout, objective, seconds)
-    notes = (f"Slurm backend: {backend}", *notes, *([plan.summary] if plan.applied else []))
+    notes = (*notes, *([plan.summary] if plan.applied else []))
     return WorkerOutput(replace(result, notes=notes),
-                        {**plan.files, "report": plan.report_text, "record": plan.report_json})
+                        {**plan.files, "report": plan.report_text, "record": plan.report_json},
+                        plan, {"profile": read})
 
 
 def summa_setting(cfg: Config, key: str, default: object) -> object:
