@@ -50,12 +50,13 @@ def test_user_error_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
-    import slurm_plugin.plan_cli as plan_cli
+    # plan computes through the prolog's worker (job_worker.compute_job)
+    import slurm_plugin.job_worker as job_worker
 
     def broken(*a, **k):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(plan_cli, "make_plan", broken)
+    monkeypatch.setattr(job_worker, "make_plan", broken)
     with pytest.raises(ZeroDivisionError):
         main(["plan", "--out", str(tmp_path)])
 
