@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import BinaryIO
 
 from mapper.errors import RankmapError
 
@@ -337,13 +338,10 @@ def status(applied: bool, reason: str | None, layout: Layout | None = None,
                         objective=objective, seconds=seconds)
 
 
-def main() -> int:
-    # the stream goes to the stdout the prolog reads; anything a library prints (numpy
-    # warnings, a stray print) goes to stderr instead of breaking it
-    stream = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    apply_worker_limits()  # RANKMAP_WORKER_MEMORY / _CPU_SECONDS, set by the prolog
-    env = dict(os.environ)
+def run(stream: BinaryIO, env: dict[str, str]) -> None:
+    """The worker's whole life: its limits first, then the computation, whose files and
+    status (a fallback status for any failure) go to ``stream``."""
+    apply_worker_limits(env)  # RANKMAP_WORKER_MEMORY / _CPU_SECONDS, set by the prolog
     try:
         out = compute(env)
     except USER_FACING as exc:
@@ -352,6 +350,14 @@ def main() -> int:
         out = WorkerOutput(replace(status(False, f"internal error: {type(exc).__name__}: {exc}"),
                                    traceback=traceback.format_exc(limit=8)))
     write_stream(stream, out.files, out.status)
+
+
+def main() -> int:
+    # the stream goes to the stdout the prolog reads; anything a library prints (numpy
+    # warnings, a stray print) goes to stderr instead of breaking it
+    stream = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    run(stream, dict(os.environ))
     stream.close()
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import grp
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 
 from slurm_plugin import config_check
 from slurm_plugin.cli import main as cli_main
+from slurm_plugin.jobdir import create_job_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -90,9 +92,10 @@ def test_job_user_can_import_rankmap(site):
 
 def test_job_user_runs_the_task_prolog(site):
     job = site["run"] / "job.42"
-    job.mkdir()
-    (job / "rankfile").write_text("rank 0=n1 slot=0:0\n")
-    (job / "report.json").write_text(json.dumps({"applied": True}))
+    nobody = pwd.getpwnam("nobody")
+    with create_job_dir(site["run"], "42", nobody.pw_uid, nobody.pw_gid) as jd:  # the prolog's
+        jd.write({"rankfile": "rank 0=n1 slot=0:0\n",
+                  "record": json.dumps({"job_id": "42", "applied": True})})
     env = {"RANKMAP_CONFIG": str(site["etc"] / "rankmap.toml"), "SLURM_JOB_ID": "42"}
     proc = _as_nobody(str(site["prefix"] / "bin/rankmap-task-prolog"), env=env)
     assert proc.returncode == 0, proc.stderr

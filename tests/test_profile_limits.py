@@ -307,18 +307,20 @@ def test_worker_limit_defaults_and_bad_values():
     assert proc.returncode != 0 and "RANKMAP_WORKER_MEMORY='4G'" in proc.stderr
 
 
-def test_worker_main_applies_limits_first_and_reports_memory_error(monkeypatch, capsys):
+def test_worker_main_applies_limits_first_and_reports_memory_error(monkeypatch):
     from slurm_plugin import job_worker
 
     calls = []
-    monkeypatch.setattr(job_worker, "apply_worker_limits", lambda: calls.append("limits"))
+    monkeypatch.setattr(job_worker, "apply_worker_limits", lambda env: calls.append("limits"))
 
     def compute(env):
         calls.append("compute")
         raise MemoryError
 
     monkeypatch.setattr(job_worker, "compute", compute)
-    assert job_worker.main() == 0
+    stream = io.BytesIO()
+    job_worker.run(stream, {})
     assert calls == ["limits", "compute"]
-    status = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # the stream's last record is the status (slurm_plugin.worker_protocol)
+    status = json.loads(stream.getvalue().rsplit(b"\nstatus ", 1)[1].split(b"\n", 1)[1])
     assert status["applied"] is False and "MemoryError" in status["reason"]

@@ -81,7 +81,7 @@ def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
         "JobCompType=jobcomp/none",
         "MailProg=/bin/true",
         "SchedulerType=sched/backfill",
-        "MinJobAge=5",
+        "MinJobAge=300",  # finished jobs stay visible while a test waits on others
         "KillWait=5",
         "InactiveLimit=0",
         "MessageTimeout=20",
