@@ -21,13 +21,16 @@ PARTITION_FILE = "partition"
 
 #: rank reordering for launchers that place the ranks themselves (srun;
 #: slurm_plugin.reorder_job): one reorder file per (node, socket) method of Slurm's
-#: block/cyclic distributions, and the seed's Dist_graph file
+#: block/cyclic distributions, the seed's Dist_graph file (the plain adjacency) and its
+#: group graph (the heaviest edge between sibling groups, with weights; librankmap's
+#: rankmap_dist_graph reads it)
 REORDER_FILE_BY_METHOD = {("block", "cyclic"): "reorder.block",
                           ("cyclic", "cyclic"): "reorder.cyclic",
                           ("block", "block"): "reorder.block-block",
                           ("cyclic", "block"): "reorder.cyclic-block"}
 DIST_GRAPH_FILE = "dist_graph"
-REORDER_FILES = (*REORDER_FILE_BY_METHOD.values(), DIST_GRAPH_FILE)
+GROUP_GRAPH_FILE = "dist_graph.groups"
+REORDER_FILES = (*REORDER_FILE_BY_METHOD.values(), DIST_GRAPH_FILE, GROUP_GRAPH_FILE)
 
 #: every file a computation writes besides the report: removed together when it fails
 COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE, PARTITION_FILE, *REORDER_FILES)

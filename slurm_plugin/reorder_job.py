@@ -11,10 +11,16 @@ The prolog is not told the job's ``--distribution`` and a job's steps may each u
 another, so the worker writes one reorder file per distribution a launcher may use —
 nodes ``block`` or ``cyclic`` × sockets ``cyclic`` (Slurm's default; ``fcyclic`` starts
 every task on the same socket) or ``block``: ``reorder.block``, ``reorder.cyclic``,
-``reorder.block-block``, ``reorder.cyclic-block`` — and the seed's Dist_graph file
-(``dist_graph``, numbered by new rank).  The TaskProlog, which sees the step's own
-``SLURM_DISTRIBUTION``, exports the matching one as ``RANKMAP_REORDER``
-(:func:`reorder_exports`):
+``reorder.block-block``, ``reorder.cyclic-block`` — the seed's Dist_graph file
+(``dist_graph``: the plain adjacency, numbered by new rank) and its group graph
+(``dist_graph.groups``, numbered by new rank: within every group of the machine tree,
+the groups one level down joined by the heaviest edge between them, with weights;
+:func:`mapper.reorder.group_tree`), which librankmap's ``rankmap_dist_graph`` (and
+:func:`slurm_plugin.rankmap_mpi.dist_graph_comm`) hand to
+``MPI_Dist_graph_create(..., reorder=1)`` as the seed's Fig. 6 does; the TaskProlog
+exports its path as ``RANKMAP_DIST_GRAPH`` to every task of a job whose placement was
+applied.  The TaskProlog, which sees the step's own ``SLURM_DISTRIBUTION``, exports the
+matching reorder file as ``RANKMAP_REORDER`` (:func:`reorder_exports`):
 
 * a step of exactly the job's task count (``srun`` launching the ranks): the file of its
   ``SLURM_DISTRIBUTION`` (unset: Slurm's ``block:cyclic``); ``plane`` and ``arbitrary``
@@ -39,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .names import DIST_GRAPH_FILE, REORDER_FILE_BY_METHOD
+from .names import DIST_GRAPH_FILE, GROUP_GRAPH_FILE, REORDER_FILE_BY_METHOD
 from .names import REORDER_FILES as NAMED_REORDER_FILES
 
 if TYPE_CHECKING:  # the TaskProlog imports this module: no numpy at import time
@@ -52,6 +58,8 @@ if TYPE_CHECKING:  # the TaskProlog imports this module: no numpy at import time
 
 #: the variable librankmap and rankmap_mpi read (deploy/librankmap/rankmap.h)
 ENV = "RANKMAP_REORDER"
+#: the group graph's variable (rankmap_dist_graph, rankmap_mpi.dist_graph_comm)
+DIST_GRAPH_ENV = "RANKMAP_DIST_GRAPH"
 
 #: (node method, socket method) → reorder file name, one per placement a launcher makes
 REORDER_FILES = REORDER_FILE_BY_METHOD
@@ -64,18 +72,27 @@ MPIRUN_FILE = REORDER_FILES[("block", "cyclic")]
 def reorder_files(layout: Layout, mapping: np.ndarray, graph: CommGraph | None,
                   distributions: Sequence[Distribution] | None = None) -> dict[str, str]:
     """The texts of the job's reorder files (one per distribution, by file name) and,
-    with a communication graph, of its Dist_graph file.
+    with a communication graph, of its Dist_graph and group graph files.
 
     For each distribution: ``reorder[r]`` = the new rank of the process Slurm starts as
     rank r, i.e. ``mapping⁻¹ ∘ slurm_placement(layout, dist)``
     (:func:`mapper.reorder.rank_reorder`).  ``distributions`` default to the four of
     :data:`REORDER_FILES` (``plane`` and ``arbitrary`` have no file).  ``graph`` is the
-    profile in the mapping's numbering, so its Dist_graph lines are by new rank.
+    profile in the mapping's numbering, so its Dist_graph lines are by new rank; the
+    group graph's groups are those of ``layout.hierarchy`` (switches, nodes, sockets)
+    holding the ranks where ``mapping`` puts them.
 
     Complexity: O(P log P) per distribution for P ranks (sorts), O(P + E) for the
-    Dist_graph text.
+    Dist_graph text, O(L (P + E) log E) for the group graph's L levels plus O(k²) per
+    group of k children.
     """
-    from mapper.reorder import comm_graph_dist_graph_text, format_reorder, rank_reorder
+    from mapper.reorder import (
+        comm_graph_dist_graph_text,
+        format_reorder,
+        group_graph_text,
+        group_tree,
+        rank_reorder,
+    )
 
     from .distribution import Distribution, slurm_placement
 
@@ -89,6 +106,8 @@ def reorder_files(layout: Layout, mapping: np.ndarray, graph: CommGraph | None,
         out[name] = format_reorder(rank_reorder(mapping, slurm_placement(layout, dist)))
     if graph is not None:
         out[DIST_GRAPH_FILE] = comm_graph_dist_graph_text(graph)
+        out[GROUP_GRAPH_FILE] = group_graph_text(
+            graph.n, *group_tree(graph, layout.hierarchy, mapping))
     return out
 
 
@@ -125,15 +144,21 @@ def step_reorder_file(env: Mapping[str, str], n: int | None) -> str | None:
 
 
 def reorder_exports(job_dir: Path, env: Mapping[str, str], n: object) -> list[str]:
-    """The TaskProlog's line for this task: ``export RANKMAP_REORDER=…``, or ``unset
+    """The TaskProlog's lines for this task: ``export RANKMAP_REORDER=…``, or ``unset
     RANKMAP_REORDER`` when no file fits or it is missing (a step's tasks inherit the
-    batch script's value, which is mpirun's file: wrong for, e.g., ``arbitrary``).  Call
-    it only when rankmap's placement was applied.  Standard library only."""
+    batch script's value, which is mpirun's file: wrong for, e.g., ``arbitrary``); then
+    ``export RANKMAP_DIST_GRAPH=…`` when the group graph file is there (numbered by new
+    rank, it fits every step).  Call it only when rankmap's placement was applied.
+    Standard library only."""
     name = step_reorder_file(env, n if isinstance(n, int) and not isinstance(n, bool)
                              else None)
     if name is None or not (job_dir / name).is_file():
-        return [f"unset {ENV}"]
-    return [f"export {ENV}={job_dir / name}"]
+        lines = [f"unset {ENV}"]
+    else:
+        lines = [f"export {ENV}={job_dir / name}"]
+    if (job_dir / GROUP_GRAPH_FILE).is_file():
+        lines.append(f"export {DIST_GRAPH_ENV}={job_dir / GROUP_GRAPH_FILE}")
+    return lines
 
 
 _DIST = re.compile(r"^\s*(?P<nodes>[^:,\s]*)(?::(?P<sockets>[^:,\s]*))?", re.I)

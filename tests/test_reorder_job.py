@@ -1,7 +1,8 @@
 """The job's reorder files (slurm_plugin.reorder_job): for generated allocations, the
 process Slurm starts as rank r — placed by a step-by-step replay of Slurm's block/cyclic
 distributions written here, not by slurm_plugin.distribution — runs on the slot the
-rendered rankfile gives rank reorder[r]; the TaskProlog's choice of file; the writes."""
+rendered rankfile gives rank reorder[r]; the group graph file; the TaskProlog's choice of
+file; the writes."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from slurm_plugin.layout import build_layout
 from slurm_plugin.render import render_rankfile
 from slurm_plugin.reorder_job import (
     ALL_FILES,
+    DIST_GRAPH_ENV,
     DIST_GRAPH_FILE,
+    GROUP_GRAPH_FILE,
     MPIRUN_FILE,
     REORDER_FILES,
     distribution_methods,
@@ -148,6 +151,40 @@ def test_dist_graph_is_numbered_by_new_rank():
     assert files["reorder.block"] == "1\n2\n0\n"  # PE 0 holds new rank 1, …
 
 
+def test_the_group_graph_is_the_seeds_for_the_placement_applied():
+    """dist_graph.groups, beside dist_graph: the topology graph the seed hands to
+    MPI_Dist_graph_create — for a job placed by the matching, matching_tree's edges with
+    the profile's weights; numbered by new rank like dist_graph."""
+    from test_matching import TABLE_I
+
+    from mapper.construction.matching import matching, matching_tree
+    from mapper.reorder import parse_group_graph
+
+    # two nodes of two sockets of two cores: the seed's 3-level binary tree
+    layout = build_layout(Allocation("1", ("a", "b"), (4, 4), 1), NodeShape(2, 2),
+                          parse_topology_conf(""), DISTANCES)
+    graph = CommGraph.from_matrix(TABLE_I, directed=False)
+    mapping = matching(graph, layout.hierarchy)
+    files = reorder_files(layout, mapping, graph)
+    assert GROUP_GRAPH_FILE == "dist_graph.groups" and DIST_GRAPH_FILE in files
+    degrees, nbrs, weights = parse_group_graph(files[GROUP_GRAPH_FILE], 8)
+    own = np.repeat(np.arange(8), degrees)
+    u, v = matching_tree(graph, layout.hierarchy)
+    expected = {frozenset(e) for e in zip(u.tolist(), v.tolist(), strict=True)}
+    assert {frozenset(e) for e in zip(own.tolist(), nbrs.tolist(), strict=True)} == expected
+    assert expected == {frozenset(e) for e in
+                        [(0, 6), (1, 7), (2, 5), (3, 4), (0, 7), (2, 4), (1, 5)]}
+    assert weights.tolist() == TABLE_I[own, nbrs].tolist()
+    # another placement: the groups are where that mapping puts the ranks
+    other = reorder_files(layout, np.arange(8), graph)[GROUP_GRAPH_FILE]
+    degrees, nbrs, _ = parse_group_graph(other, 8)
+    pairs = {frozenset(e) for e in zip(np.repeat(np.arange(8), degrees).tolist(),
+                                       nbrs.tolist(), strict=True)}
+    assert {frozenset((0, 1)), frozenset((2, 3)), frozenset((4, 5)),
+            frozenset((6, 7))} <= pairs
+    assert GROUP_GRAPH_FILE not in reorder_files(layout, mapping, None)
+
+
 def test_plane_and_arbitrary_have_no_file():
     layout = build_layout(Allocation("1", ("a",), (2,), 1), NodeShape(1, 2),
                           parse_topology_conf(""), DISTANCES)
@@ -208,6 +245,14 @@ def test_exports_name_an_existing_file_only(tmp_path):
     (tmp_path / MPIRUN_FILE).write_text("0\n")
     assert reorder_exports(tmp_path, env, "16") == [
         f"export RANKMAP_REORDER={tmp_path / MPIRUN_FILE}"]
+    # the group graph, numbered by new rank, goes to every task, whatever the step
+    (tmp_path / GROUP_GRAPH_FILE).write_text("1\n0\n")
+    dist_graph = f"export {DIST_GRAPH_ENV}={tmp_path / GROUP_GRAPH_FILE}"
+    assert DIST_GRAPH_ENV == "RANKMAP_DIST_GRAPH"
+    assert reorder_exports(tmp_path, env, 16) == [
+        f"export RANKMAP_REORDER={tmp_path / 'reorder.cyclic'}", dist_graph]
+    assert reorder_exports(tmp_path, {**STEP, "SLURM_DISTRIBUTION": "arbitrary"}, 16) == [
+        *unset, dist_graph]
 
 
 def test_writes_every_file_0600_replacing_a_planted_symlink(tmp_path):
@@ -227,6 +272,7 @@ def test_writes_every_file_0600_replacing_a_planted_symlink(tmp_path):
         assert stat.S_ISREG(st_.st_mode) and stat.S_IMODE(st_.st_mode) == 0o600
     assert (job_dir / "reorder.block").read_text() == "3\n1\n2\n0\n"
     assert (job_dir / DIST_GRAPH_FILE).read_text().startswith("4\n1 1\n2 0 2\n")
+    assert GROUP_GRAPH_FILE in ALL_FILES and (job_dir / GROUP_GRAPH_FILE).is_file()
 
 
 def test_the_task_prolog_part_imports_no_numpy():
@@ -259,9 +305,9 @@ def test_task_prolog_exports_the_rankfile_to_the_batch_step_only(tmp_path):
     out = tmp_path / "out"
     job_dir = out / "job.42"
     job_dir.mkdir(parents=True)
-    for name in ("rankfile", "report.txt", MPIRUN_FILE):
+    for name in ("rankfile", "report.txt", MPIRUN_FILE, GROUP_GRAPH_FILE):
         (job_dir / name).write_text("x\n")
-    (job_dir / "report.json").write_text(_json.dumps({"applied": True, "n": 16}))
+    (job_dir / "report.json").write_text(_json.dumps({"job_id": "42", "applied": True, "n": 16}))
     config = tmp_path / "rankmap.toml"
     config.write_text(f'[general]\noutput_dir = "{out}"\n')
     batch = exports({"SLURM_JOB_ID": "42", "RANKMAP_CONFIG": str(config)})
@@ -272,6 +318,8 @@ def test_task_prolog_exports_the_rankfile_to_the_batch_step_only(tmp_path):
                        "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4"})
     assert not any(var in line for var in OMPI_RANKFILE_VARS for line in daemons), daemons
     assert f"export RANKMAP_REORDER={job_dir / MPIRUN_FILE}" in daemons
+    for lines in (batch, daemons):
+        assert f"export RANKMAP_DIST_GRAPH={job_dir / GROUP_GRAPH_FILE}" in lines
 
 
 @pytest.mark.parametrize("step_id", [None, "-5", "4294967291", "-6"])
