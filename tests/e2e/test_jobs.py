@@ -6,6 +6,8 @@ ranks did; the assertions read that output, rankmap's log and sinfo.
 
 from __future__ import annotations
 
+import grp
+import pwd
 import re
 import subprocess
 import sys
@@ -372,16 +374,19 @@ def test_prolog_slurmctld_computes_into_a_shared_directory(slurm_cluster):
 def test_unprivileged_users_job_gets_its_placement(slurm_cluster, scrambled_profiles):
     """A normal user's job: the TaskProlog and the dropped-privilege worker run from the
     site install, every rank runs where the rankfile says, and the job's files are
-    the user's own and private."""
+    the user's own and private, in a directory of root's that the user cannot add to."""
     c = slurm_cluster
     script = MPI_JOB.format(state=c.state) + (
-        'stat -c "DIR %U %a" "$(dirname "$RANKMAP_REPORT")"\n'
-        'stat -c "FILE %U %a" "$RANKMAP_REPORT" "$RANKMAP_RANKFILE"\nid -un\n')
+        'stat -c "DIR %U %G %a" "$(dirname "$RANKMAP_REPORT")"\n'
+        'stat -c "FILE %U %a" "$RANKMAP_REPORT" "$RANKMAP_RANKFILE"\nid -un\n'
+        'touch "$(dirname "$RANKMAP_REPORT")/planted" 2>/dev/null || echo "CANNOT ADD"\n')
     job = c.run_launch_job(script, "-N4", "--ntasks-per-node=4", "--comm-profile=scrambled16",
                            user="rmuser")
     assert_ranks_ran_where_the_rankfile_says(job, 16)
     assert "\nrmuser\n" in job.output and "TaskProlog failed" not in job.output
-    assert "DIR rmuser 700" in job.output, job.output
+    group = grp.getgrgid(pwd.getpwnam("rmuser").pw_gid).gr_name
+    assert f"DIR root {group} 750" in job.output, job.output
+    assert "CANNOT ADD" in job.output, job.output
     assert job.output.count("FILE rmuser 600") == 2, job.output
     log_mode = (c.state / "rankmap.log").stat().st_mode & 0o777
     assert not log_mode & 0o007, oct(log_mode)  # users cannot read root's log
