@@ -20,8 +20,8 @@ from test_summa_cost import EXAMPLE_GROUPS, EXAMPLE_OPTIMUM, example_layout
 from mapper.errors import RankmapError
 from mapper.summa.cost import Grouping, cost
 from mapper.summa.partition import build_layout, partition
-from slurm_plugin.cli import main
-from slurm_plugin.summa_io import (
+from slurm_plugin.commands.cli import main
+from slurm_plugin.modes.summa_io import (
     SummaFileError,
     format_arrangement,
     parse_arrangement,
@@ -52,7 +52,8 @@ def table(text: str) -> dict[str, list[float]]:
 def readme_commands(prefix: str) -> list[str]:
     """The commands of README.md's code blocks that start with ``prefix`` (lines joined
     at a trailing backslash)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = "\n\n".join(path.read_text(encoding="utf-8") for path in
+                       [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     commands = []
     for block in re.findall(r"^```.*?^```", text, re.M | re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
