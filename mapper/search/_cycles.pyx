@@ -98,7 +98,7 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
                  object gid, object dist, object mat, int64_t depth, uint64_t seed,
                  double time_limit, int64_t max_passes, double eps, int64_t max_work=0,
-                 int64_t chunk=1):
+                 int64_t cap=0, int64_t chunk=1):
     """Improve ``pe`` in place by gain-positive 3-cycle rotations (first improvement).
 
     For each rank u (random order), every neighbour v of u and every rank w within
@@ -107,7 +107,10 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     ``time_limit`` <= 0: none.  ``max_work`` (<= 0: none) stops it before the next rank
     once this many work units are spent (adjacency entries scanned, an O(d) gain
     counted as d: a deterministic stand-in for time; on a power-law graph one hub's
-    candidates alone are O(d^4)).  ``chunk`` > 1: a pass visits runs of ``chunk``
+    candidates alone are O(d^4)).  ``cap`` (<= 0: none; else >= ``max_work``) also
+    stops it inside a rank's candidates once this many units are spent, so the work
+    stays below ``cap`` + one ball (2m arcs) + two rotation gains (6 d_max) whatever
+    the degrees.  ``chunk`` > 1: a pass visits runs of ``chunk``
     consecutive ranks in random order, each run shuffled (for a graph renumbered in PE
     order: its rows are then read a run at a time, from cache).
     Returns (gain, moves, passes, timed_out, evaluations, work spent).
@@ -144,12 +147,12 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int64_t u, v, w, x, e, f, a, pu, pv, pw, t, gu, gv, next_check = 1024, spent = 0
     cdef int64_t duv
     cdef int64_t TRI[3]
-    cdef bint timed_out = False, full_pass = True, moved
+    cdef bint timed_out = False, full_pass = True, moved, capped = False
     if n < 3:
         return 0.0, 0, 0, False, 0, 0
     _set_graph(&g, indptr, indices, weights)
     with nogil:
-        while (not timed_out and (max_passes <= 0 or passes < max_passes)
+        while (not timed_out and not capped and (max_passes <= 0 or passes < max_passes)
                and (max_work <= 0 or spent < max_work)):
             count = 0
             for i in range(n):
@@ -166,7 +169,7 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
             else:
                 _shuffle(ORD, count, &rng)
             for i in range(count):
-                if timed_out:
+                if timed_out or capped:
                     break
                 if time_limit > 0 and (i & 63) == 0 and _now() - start > time_limit:
                     timed_out = True
@@ -199,11 +202,11 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     WU[g.indices[e]] = g.weights[e]
                     WST[g.indices[e]] = visit
                 moved = True
-                while moved and not timed_out:
+                while moved and not timed_out and not capped:
                     # after a move u's PE changed: rescan its candidates from the start
                     moved = False
                     for e in range(g.indptr[u], g.indptr[u + 1]):
-                        if moved or timed_out:
+                        if moved or timed_out or capped:
                             break
                         v = g.indices[e]
                         pu = P[u]
@@ -213,6 +216,9 @@ def cycle_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                         cuv = g.weights[e]
                         duv = g.indptr[u + 1] - g.indptr[u] + g.indptr[v + 1] - g.indptr[v]
                         for j in range(tail):
+                            if cap > 0 and spent >= cap:
+                                capped = True  # a hub's candidates: O(d_u · |ball| · d)
+                                break
                             w = B[j]
                             if w == v:
                                 continue
@@ -267,7 +273,7 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
                  object gid, object dist, object mat, int64_t length, uint64_t seed,
                  double time_limit, int64_t max_passes, double eps, int64_t max_work=0,
-                 int64_t chunk=1):
+                 int64_t cap=0, int64_t chunk=1):
     """Improve ``pe`` in place by ejection chains (cyclic exchanges) of up to
     ``length`` + 1 ranks.
 
@@ -275,7 +281,9 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     hops of x, not yet in the chain and outside p0's innermost group, whose swap lowers
     J most (or raises it least); y lands on p0 and is ejected in turn.
     After ``length`` steps the best prefix is kept if it lowers J, the rest undone.
-    ``max_work`` (<= 0: none) and ``chunk`` as in cycle_search.
+    ``max_work`` (<= 0: none), ``cap`` and ``chunk`` as in cycle_search; a chain
+    stopped by ``cap`` keeps its best prefix of completed steps when it lowers J (so
+    the work stays below ``cap`` + one swap gain and one adjacency row, 3 d_max + 1).
     Returns (gain, chains kept, passes, timed_out, evaluations, work spent).
     """
     cdef int64_t n = len(pe)
@@ -303,12 +311,12 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef double start = _now(), gain_total = 0.0, delta, best_d, total, best_total
     cdef int64_t kept = 0, passes = 0, evals = 0, visit = 0, count, i, step, steps, best_len
     cdef int64_t u0, x, y, z, e, f, p0, g0, best_y, t, next_check = 1024, spent = 0
-    cdef bint timed_out = False, full_pass = True
+    cdef bint timed_out = False, full_pass = True, capped = False
     if n < 3 or length < 1:
         return 0.0, 0, 0, False, 0, 0
     _set_graph(&g, indptr, indices, weights)
     with nogil:
-        while (not timed_out and (max_passes <= 0 or passes < max_passes)
+        while (not timed_out and not capped and (max_passes <= 0 or passes < max_passes)
                and (max_work <= 0 or spent < max_work)):
             count = 0
             for i in range(n):
@@ -325,7 +333,7 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
             else:
                 _shuffle(ORD, count, &rng)
             for i in range(count):
-                if timed_out or (max_work > 0 and spent >= max_work):
+                if timed_out or capped or (max_work > 0 and spent >= max_work):
                     break
                 u0 = ORD[i]
                 p0 = P[u0]
@@ -342,9 +350,15 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     best_d = 0.0
                     visit += 1
                     for e in range(g.indptr[x], g.indptr[x + 1]):
+                        if cap > 0 and spent >= cap:
+                            capped = True
+                            break
                         z = g.indices[e]
                         spent += 1 + g.indptr[z + 1] - g.indptr[z]
                         for f in range(g.indptr[z] - 1, g.indptr[z + 1]):
+                            if cap > 0 and spent >= cap:
+                                capped = True
+                                break
                             y = z if f < g.indptr[z] else g.indices[f]
                             if SEEN[y] == visit:
                                 continue
@@ -360,8 +374,8 @@ def chain_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                             if best_y < 0 or delta < best_d:
                                 best_d = delta
                                 best_y = y
-                    if best_y < 0:
-                        break
+                    if capped or best_y < 0:
+                        break  # (a step cut by the cap is not made)
                     y = best_y
                     t = P[x]
                     P[x] = P[y]
@@ -444,7 +458,7 @@ def iterated_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     cnp.ndarray[int64_t, ndim=1, mode="c"] pe,
                     object gid, object dist, object mat, int64_t rounds,
                     int64_t patience, int64_t patch, int64_t depth, int64_t max_work,
-                    uint64_t seed, double time_limit, double eps):
+                    uint64_t seed, double time_limit, double eps, int64_t cap=0):
     """Iterated local search with localized N_C^depth repairs; ``pe`` improved in place.
 
     Each round permutes the PEs of a breadth-first patch of ``patch`` ranks around a
@@ -458,8 +472,14 @@ def iterated_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     without improvement, or ``time_limit`` seconds (<= 0: none).
     ``max_work`` (<= 0: none) stops it before a round once this many work units are
     spent: adjacency entries scanned, candidate pairs looked at, O(d) gains counted as
-    d (a deterministic stand-in for time).
-    Returns (gain, rounds done, improvements, timed_out, swap gain evaluations, work).
+    d (a deterministic stand-in for time).  ``cap`` (<= 0: none; else >= ``max_work``)
+    also stops a round's repair once this many units are spent (before the next rank
+    and before the next candidate pair); the cut round is then kept or undone by its
+    exact change of J like any other.  Work spent then stays below ``cap`` plus the
+    largest single step: the kick (patch + 2m) or one rank's Γ, bound and ball
+    (d_u (1 + d_u k) + 2m + n); see :mod:`mapper.search.iterated`.
+    Returns (gain, rounds done, improvements, timed_out, swap gain evaluations, work,
+    cut: a round was stopped by ``cap``).
     """
     cdef int64_t n = len(pe)
     cdef Graph g
@@ -502,14 +522,15 @@ def iterated_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int64_t du
     cdef int64_t cnt, head, tail, i, j, e, a, x, y, u, v, t, nt, nw, nn, key, ku
     cdef int64_t amark = 0, bmark = 0, mmark = 0
-    cdef bint timed_out = False
+    cdef bint timed_out = False, cut = False
     if n < 2 or patch < 2 or rounds < 1:
-        return 0.0, 0, 0, False, 0, 0
+        return 0.0, 0, 0, False, 0, 0, False
     if patch > n:
         patch = n
     _set_graph(&g, indptr, indices, weights)
     with nogil:
-        while done < rounds and idle < patience and (max_work <= 0 or spent < max_work):
+        while (done < rounds and idle < patience and not cut
+               and (max_work <= 0 or spent < max_work)):
             if time_limit > 0 and _now() - start > time_limit:
                 timed_out = True
                 break
@@ -558,7 +579,7 @@ def iterated_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
             nn = 0
             for i in range(cnt):
                 _activate(&g, PL[i], amark, AST, NX, &nn)
-            while nn > 0 and not timed_out:
+            while nn > 0 and not timed_out and not cut:
                 for i in range(nn):
                     W[i] = NX[i]
                 nw = nn
@@ -566,7 +587,10 @@ def iterated_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                 amark += 1
                 _shuffle(W, nw, &rng)
                 for i in range(nw):
-                    if timed_out:
+                    if timed_out or cut:
+                        break
+                    if cap > 0 and spent >= cap:
+                        cut = True  # one round of a hub graph: a whole N_C^d search
                         break
                     u = W[i]
                     du = g.indptr[u + 1] - g.indptr[u]
@@ -604,6 +628,9 @@ def iterated_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     ku = _group(&o, P[u])
                     spent += tail
                     for j in range(tail):
+                        if cap > 0 and spent >= cap:
+                            cut = True
+                            break
                         v = B[j]
                         key = _group(&o, P[v])
                         if key == ku and o.gid != NULL:
@@ -645,4 +672,4 @@ def iterated_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                 idle += 1
                 for i in range(nt):
                     P[TL[i]] = BEST[TL[i]]
-    return gain_total, done, improved, bool(timed_out), evals, spent
+    return gain_total, done, improved, bool(timed_out), evals, spent, bool(cut)

@@ -34,9 +34,18 @@ moves: call it after a swap search (``topdown+n10``), which ends in a swap optim
 
 Complexity per full pass, degree d: 3-cycles Σ_u d_u · |ball_depth(u)| · O(d), about
 n d⁴ oracle queries at depth 2; ejection chains n · L · d² · O(d).  Both are bounded by
-a work count (``work_per_element`` × (n + m) units, an O(d) gain counted as d) so that a
-power-law graph, where a hub's candidates alone are O(d⁴), stops at a deterministic
-point.  Oracle queries are
+a work count (W = ``work_per_element`` × (n + m) units, an O(d) gain counted as d) so
+that a power-law graph, where a hub's candidates alone are O(d⁴), stops at a
+deterministic point: no rank (chain start) is begun once a kernel's share of W is
+spent, and the kernel stops inside one, before its next candidate, at
+(1 + :data:`STEP_OVERRUN`) times that share.  The kernels of a :func:`cycle_search`
+call therefore spend at most W · (1 + STEP_OVERRUN) + 2m + 6 d_max units (one ball and
+two rotation gains past the last check), O(W + m) whatever the degrees; what they do
+not count (C_vw look-ups, marking neighbours after a move) is at most what they count.
+Before the cap (issue 29) the bound was checked only between ranks, so one hub's
+candidates, O(d_u² · |ball| + d_u · m) units, could run on past it.  The N_C^10 swap
+searches between rounds are not counted (each starts from a near-optimum the moves
+perturbed).  Oracle queries are
 O(k) on a hierarchy of k levels.  O(n + L) extra memory.  Machines: hierarchies
 (uniform or uneven), explicit distance matrices and
 :class:`~mapper.networks.NodeHopMachine`, through the swap kernel's oracle arrays.  The
@@ -78,6 +87,13 @@ from .swap import _REL_EPS, _RENUMBER_ABOVE, _VISIT_RUN, _max_distance
 #: bench_presets' 4096-rank power-law graph in the run of 2026-11-23 (and once 325 s
 #: on this machine under heavy load): O(n d^4) around its hubs.
 WORK_PER_ELEMENT = 4000.0
+
+#: A step that starts before a work bound is spent (a rank's 3-cycle candidates, an
+#: ejection chain, a round of :mod:`mapper.search.iterated`) may run past it by this
+#: share of the bound, and is cut there.  On sparse graphs a step costs well under this
+#: (so the cut never binds and results are as without it); on graphs with hubs one
+#: step alone can cost many times the bound.
+STEP_OVERRUN = 0.25
 
 
 @dataclass(frozen=True)
@@ -137,7 +153,10 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
     kernels together (adjacency entries scanned, an O(d) gain counted as d; None: no
     bound), which stops them at the same point on every machine and load, so the
     result stays deterministic for a seed (each 3-cycle search may use half of what is
-    left, so the chains always get their turn).  J never increases; ``gain`` is its
+    left, so the chains always get their turn).  A kernel stops inside a rank's
+    candidates at (1 + STEP_OVERRUN) times its share, so ``stats.work`` ≤
+    W (1 + STEP_OVERRUN) + 2m + 6 d_max with W = ``work_per_element`` × (n + m),
+    whatever the degrees (module docstring).  J never increases; ``gain`` is its
     total decrease.
     """
     if not (isinstance(pe, np.ndarray) and pe.dtype == np.int64 and pe.flags.c_contiguous):
@@ -170,9 +189,12 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
     total = (0 if work_per_element is None
              else max(1, int(work_per_element * (graph.n + graph.m))))
 
-    def work_left(share: float) -> int:
-        # the kernels read 0 as "no bound"
-        return 0 if not total else max(1, int(share * (total - used)))
+    def work_left(share: float) -> tuple[int, int]:
+        """(bound, cap) of the next kernel call; the kernels read 0 as "none"."""
+        if not total:
+            return 0, 0
+        bound = max(1, int(share * (total - used)))
+        return bound, bound + int(STEP_OVERRUN * bound)
     timed_out = False
     for r in range(rounds):
         moved = 0
@@ -184,7 +206,7 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
             break
         g, m, p, timed_out, e, w = _cycles.cycle_search(
             *csr, *oracle, int(depth), round_seed, kernel_limit(), int(max_passes or 0), eps,
-            work_left(0.5 if chain_length else 1.0), chunk)
+            *work_left(0.5 if chain_length else 1.0), chunk)
         gain, cycles, passes, evals, moved = gain + g, cycles + m, passes + p, evals + e, m
         used += w
         if timed_out:
@@ -195,7 +217,7 @@ def cycle_search(graph: CommGraph, machine: Machine, pe: np.ndarray, *, seed: in
                 break
             g, m, p, timed_out, e, w = _cycles.chain_search(
                 *csr, *oracle, int(chain_length), round_seed, kernel_limit(),
-                int(max_passes or 0), eps, work_left(1.0), chunk)
+                int(max_passes or 0), eps, *work_left(1.0), chunk)
             gain, chains, passes, evals, moved = gain + g, chains + m, passes + p, evals + e, \
                 moved + m
             used += w
