@@ -34,15 +34,15 @@ def run_case(name: str, conf: str, nodes: list[str], sockets: int, cores: int,
              profile: str, algorithm: str) -> dict:
     import independent_eval as ie
 
-    from slurm_plugin.allocation import Allocation
     from slurm_plugin.profiles.generators import is_generator_spec
-    from slurm_plugin.topology import NodeShape, parse_topology_conf
+    from slurm_plugin.slurm.allocation import Allocation
+    from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
     try:
-        from slurm_plugin.layout import build_layout
+        from slurm_plugin.machine.layout import build_layout
     except ImportError:  # checkouts before the layout module had it
-        from slurm_plugin.topology import build_layout
-    from slurm_plugin.plan import make_plan
+        from slurm_plugin.slurm.topology import build_layout
+    from slurm_plugin.modes.plan import make_plan
 
     ntasks = sockets * cores
     alloc = Allocation("1", tuple(nodes), (ntasks,) * len(nodes))
@@ -81,7 +81,7 @@ def _profile(spec: str, n: int, generator: bool):
     from slurm_plugin.profiles.store import resolve_profile
 
     try:
-        from slurm_plugin.profiles.cli import bundled_store
+        from slurm_plugin.commands.profile_cli import bundled_store
     except ImportError:
         bundled_store = None
     stores = [str(bundled_store())] if bundled_store else []

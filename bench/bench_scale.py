@@ -8,7 +8,7 @@ Run by hand (not a test)::
     .venv/bin/python bench/bench_scale.py --mesh 100           # a 10^6-vertex mesh job
     .venv/bin/python bench/bench_scale.py --mesh 100 --mesh-speeds   # ... unequal speeds
 
-Each size runs ``rankmap plan --json`` (slurm_plugin.plan_cli) in a fresh process
+Each size runs ``rankmap plan --json`` (slurm_plugin.commands.plan_cli) in a fresh process
 under ``/usr/bin/time``: a generated ``stencil3d`` profile on nodes of ``Sockets=2
 CoresPerSocket=64`` under a generated 3-level switch tree (leaf switches of 32 nodes,
 16 leaves per aggregation switch, one top switch), preset ``fast``, a time limit
@@ -18,9 +18,9 @@ time from Python start to exit, and its peak RSS.  ``--before`` runs the same
 command without ``--json`` (for a checkout that does not have it): totals only.
 
 The prolog path (issue 12: "Python start to rankfile written" for 1024 ranks) runs
-``rankmap-prolog`` itself (slurm_plugin.prolog) on 8 nodes x 128 cores with a stand-in
+``rankmap-prolog`` itself (slurm_plugin.lifecycle.prolog) on 8 nodes x 128 cores with a stand-in
 ``scontrol`` in ``[slurm] bin_dir``: it reads the configuration, starts the worker
-process (slurm_plugin.job_worker), which reads the allocation and node shapes through
+process (slurm_plugin.lifecycle.job_worker), which reads the allocation and node shapes through
 ``scontrol``, maps, renders and writes the rankfile.  The time is from the prolog's
 start to its exit (the rankfile is written before the report, and the report before
 the worker exits).
@@ -84,7 +84,7 @@ def plan_run(ranks: int, work: Path, json_out: bool, time_limit: float, preset: 
     conf = work / f"topology-{nodes}.conf"
     conf.write_text(topology_conf(nodes))
     out = work / f"out-{ranks}"
-    cmd = [sys.executable, "-m", "slurm_plugin.cli", "plan", "--nodes", f"n[1-{nodes}]",
+    cmd = [sys.executable, "-m", "slurm_plugin.commands.cli", "plan", "--nodes", f"n[1-{nodes}]",
            "--node-info", f"Sockets={SOCKETS} CoresPerSocket={CORES}",
            "--topology-conf", str(conf), "--profile", "stencil3d", "--preset", preset,
            "--time-limit", str(time_limit), "--out", str(out)]

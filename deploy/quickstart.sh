@@ -28,7 +28,7 @@ fi
 # no '-' in the default: Open MPI 5.0.7 (Debian 13) refuses a rankfile path holding one
 # (mpirun --map-by rankfile:file=/tmp/rankmap_demo/rankfile)
 out="${RANKMAP_DEMO_OUT:-/tmp/rankmap_demo}"
-"$venv/bin/python" -m slurm_plugin.cli plan --out "$out"
+"$venv/bin/python" -m slurm_plugin.commands.cli plan --out "$out"
 echo
 echo "rankfile (first lines):"
 head -n 5 "$out/rankfile"

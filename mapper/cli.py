@@ -1,7 +1,7 @@
 """``rankmap map`` and ``rankmap evaluate``: the solver from the command line.
 
 I/O lives here; the computing functions stay pure.  Errors in inputs become one line on
-stderr and exit code 2 (the caller, :mod:`slurm_plugin.cli`, turns ``CliError`` into
+stderr and exit code 2 (the caller, :mod:`slurm_plugin.commands.cli`, turns ``CliError`` into
 that).
 """
 
@@ -26,17 +26,6 @@ from .text_lines import content_lines
 
 class CliError(RankmapError, ValueError):
     """A user-facing error: printed without a traceback, exit status 2."""
-
-
-def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1 (``--cpus-per-task 0`` is refused by name)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def positive_float(text: str) -> float:

@@ -7,7 +7,7 @@ import pytest
 def restore_prolog_logging():
     """The prolog configures the 'rankmap' logger's handlers; put them back afterwards
     (closing the ones a test added) so tests do not leak log files into each other."""
-    from slurm_plugin import prolog
+    from slurm_plugin.lifecycle import prolog
 
     handlers, level = list(prolog.log.handlers), prolog.log.level
     yield

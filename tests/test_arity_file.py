@@ -18,7 +18,7 @@ from mapper.arity_file import (
 from mapper.graph import CommGraph
 from mapper.graph_io import write_metis
 from mapper.machine import Hierarchy, MachineError
-from slurm_plugin.cli import main
+from slurm_plugin.commands.cli import main
 
 SEED_SAMPLE = "3\n2 4 2\n"  # the seed's Fig. 2: 2 x 4 x 2 = 16 PEs
 

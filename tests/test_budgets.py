@@ -155,7 +155,7 @@ def test_uniform_note_reaches_the_cli_and_the_report(tmp_path, capsys):
     """The solver's note is shown to users: `rankmap map --json` and the job report."""
     import json as _json
 
-    from slurm_plugin.cli import main
+    from slurm_plugin.commands.cli import main
 
     assert main(["plan", "--profile", "alltoall", "--out", str(tmp_path / "plan")]) == 0
     report = (tmp_path / "plan" / "report.txt").read_text()

@@ -9,7 +9,7 @@ import pytest
 
 from mapper import Hierarchy, objective
 from mapper.graph_io import read_graph, write_metis
-from slurm_plugin.cli import main
+from slurm_plugin.commands.cli import main
 from slurm_plugin.profiles.generators import generate
 
 DATA = Path(__file__).parent / "data"
@@ -100,7 +100,7 @@ def test_cli_errors_are_one_line_and_exit_2(stencil, tmp_path, capsys):
 
 
 def test_console_script_runs_as_a_process(stencil, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "slurm_plugin.cli", "map", str(stencil),
+    proc = subprocess.run([sys.executable, "-m", "slurm_plugin.commands.cli", "map", str(stencil),
                            "--hierarchy", "4:16:8", "--distances", "1:10:x",
                            "--output", str(tmp_path / "m")], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

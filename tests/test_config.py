@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin.cli import main as cli_main
-from slurm_plugin.config import ConfigError, load_config, parse_config
-from slurm_plugin.request import decide
+from slurm_plugin.commands.cli import main as cli_main
+from slurm_plugin.site.config import ConfigError, load_config, parse_config
+from slurm_plugin.site.request import decide
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "rankmap.toml.example"
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin import config_check
-from slurm_plugin.cli import main as cli_main
-from slurm_plugin.jobdir import create_job_dir
+from slurm_plugin.commands import config_check
+from slurm_plugin.commands.cli import main as cli_main
+from slurm_plugin.common.jobdir import create_job_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM_PYTHON = "/usr/bin/python3"

@@ -36,13 +36,13 @@ from spank_harness import needs_cc, spank_checker
 from test_mesh_job import grid_mesh
 
 from mapper.mesh.mesh_io import write_mesh_metis
-from slurm_plugin import job_worker
-from slurm_plugin.config import load_config
-from slurm_plugin.names import MESH_PREFIX, SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+from slurm_plugin.common.names import MESH_PREFIX, SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+from slurm_plugin.lifecycle import job_worker
+from slurm_plugin.modes.summa_job import DEFAULT_SIZE, SummaJobError, SummaSpec, parse_summa_spec
 from slurm_plugin.profiles.generators import GeneratorError, parse_spec
 from slurm_plugin.profiles.store import ProfileError, ProfileStore, bundled_store
-from slurm_plugin.request import MappingRequest, decide, is_summa_profile
-from slurm_plugin.summa_job import DEFAULT_SIZE, SummaJobError, SummaSpec, parse_summa_spec
+from slurm_plugin.site.config import load_config
+from slurm_plugin.site.request import MappingRequest, decide, is_summa_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the README and the pages of docs/ (issue 30 moved the user documentation there)
@@ -232,7 +232,7 @@ def run_job(tmp_path: Path, store: Path, spank: dict[str, str], job: int, monkey
 def worker_record(child: dict[str, str], job_dir: Path) -> dict:
     """The report.json of the worker's computation.  The worker either writes its files
     into RANKMAP_JOB_DIR and returns its status, or returns the files with the status
-    for the prolog to write (slurm_plugin.worker_protocol, in progress when this was
+    for the prolog to write (slurm_plugin.lifecycle.worker_protocol, in progress when this was
     written); the documented forms are what is tested here, so either will do."""
     out = job_worker.compute(child)
     files = getattr(out, "files", None)

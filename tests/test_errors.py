@@ -10,15 +10,17 @@ import pytest
 import tomllib
 
 from mapper.errors import RankmapError
-from slurm_plugin.cli import main
+from slurm_plugin.commands.cli import main
 
 MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objective",
-           "mapper.api", "mapper.cli", "slurm_plugin.config", "slurm_plugin.allocation",
-           "slurm_plugin.topology", "slurm_plugin.hostlist", "slurm_plugin.hwloc",
-           "slurm_plugin.jobdir", "slurm_plugin.slurm_commands", "slurm_plugin.distribution",
+           "mapper.api", "mapper.cli", "slurm_plugin.commands.args", "slurm_plugin.site.config",
+           "slurm_plugin.slurm.allocation", "slurm_plugin.slurm.backends",
+           "slurm_plugin.slurm.topology", "slurm_plugin.common.hostlist",
+           "slurm_plugin.machine.hwloc", "slurm_plugin.common.jobdir",
+           "slurm_plugin.slurm.slurm_commands", "slurm_plugin.machine.distribution",
            "slurm_plugin.profiles.store", "slurm_plugin.profiles.generators",
            "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti",
-           "slurm_plugin.layout", "slurm_plugin.speeds", "mapper.mesh.mesh",
+           "slurm_plugin.machine.layout", "slurm_plugin.machine.speeds", "mapper.mesh.mesh",
            "mapper.mesh.mesh_io", "mapper.mesh.architecture", "mapper.mesh.result",
            "mapper.mesh.balance", "mapper.mesh.archaware"]
 
@@ -51,7 +53,7 @@ def test_user_error_is_one_line_exit_2(tmp_path, capsys):
 
 def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
     # plan computes through the prolog's worker (job_worker.compute_job)
-    import slurm_plugin.job_worker as job_worker
+    import slurm_plugin.lifecycle.job_worker as job_worker
 
     def broken(*a, **k):
         raise ZeroDivisionError("a bug")

@@ -12,13 +12,13 @@ import pytest
 
 from mapper.arity_file import parse_arity_file
 from mapper.errors import RankmapError
-from slurm_plugin.hwinfo_cli import (
+from slurm_plugin.commands.hwinfo_cli import (
     HwinfoError,
     add_hwinfo_command,
     hwinfo_arities,
     node_arities_from_cores,
 )
-from slurm_plugin.hwloc import CoreGroups
+from slurm_plugin.machine.hwloc import CoreGroups
 
 DATA = Path(__file__).parent / "data" / "hwloc"
 

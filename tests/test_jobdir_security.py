@@ -20,18 +20,19 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin import jobdir, prolog
-from slurm_plugin.config import parse_config
-from slurm_plugin.files import write_files
-from slurm_plugin.jobdir import (
+from slurm_plugin.common import jobdir
+from slurm_plugin.common.files import write_files
+from slurm_plugin.common.jobdir import (
     JobDirError,
     create_job_dir,
     ensure_output_dir,
     remove_job_dir,
 )
-from slurm_plugin.names import LAUNCHER_FILES
-from slurm_plugin.task_prolog import exports
-from slurm_plugin.worker_protocol import WorkerStatus
+from slurm_plugin.common.names import LAUNCHER_FILES
+from slurm_plugin.lifecycle import prolog
+from slurm_plugin.lifecycle.task_prolog import exports
+from slurm_plugin.lifecycle.worker_protocol import WorkerStatus
+from slurm_plugin.site.config import parse_config
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another uid)")
 NOBODY = 65534
@@ -144,7 +145,7 @@ def test_job_dir_operations_go_through_the_descriptor(tmp_path):
 
 def test_removing_launcher_files_removes_every_computed_file(tmp_path):
     """A failed computation leaves no launcher file and no SUMMA arrangement behind."""
-    from slurm_plugin.names import ARRANGEMENT_FILE, COMPUTED_FILES
+    from slurm_plugin.common.names import ARRANGEMENT_FILE, COMPUTED_FILES
 
     out = tmp_path / "out"
     out.mkdir()
@@ -300,7 +301,7 @@ def test_removal_does_not_cross_a_mount_point(tmp_path):
     (out / "job.56" / "sub" / "f").write_text("x")
     script = (
         "import sys\n"
-        "from slurm_plugin.jobdir import JobDirError, remove_job_dir\n"
+        "from slurm_plugin.common.jobdir import JobDirError, remove_job_dir\n"
         "open(sys.argv[2], 'w').write('precious')\n"
         "try:\n"
         "    remove_job_dir(sys.argv[1], '56')\n"

@@ -1,4 +1,4 @@
-"""The job's layout (slurm_plugin.layout.build_layout): slots, hierarchy levels and
+"""The job's layout (slurm_plugin.machine.layout.build_layout): slots, hierarchy levels and
 distances from an allocation, node shapes, a switch tree and hwloc cache groups."""
 
 from pathlib import Path
@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_slurm_parsers import MULTI
 
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.layout import build_layout
-from slurm_plugin.render import render_rankfile
-from slurm_plugin.topology import NodeShape, SwitchTree, TopologyError, parse_topology_conf
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.outputs.render import render_rankfile
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, SwitchTree, TopologyError, parse_topology_conf
 
 HWLOC = Path(__file__).parent / "data" / "hwloc" / "2pkg-2l3-2core-2pu.xml"
 
@@ -54,7 +54,7 @@ def test_layout_refuses_tasks_that_do_not_fit():
 
 
 def test_layout_with_a_cache_level_from_hwloc():
-    from slurm_plugin.hwloc import parse_hwloc_xml
+    from slurm_plugin.machine.hwloc import parse_hwloc_xml
 
     groups = parse_hwloc_xml(HWLOC.read_text())
     alloc = Allocation("1", ("a", "b"), (8, 3), 1)
@@ -70,7 +70,7 @@ def test_layout_with_a_cache_level_from_hwloc():
 
 
 def test_oversubscribed_job_is_refused_with_the_site_key_unless_allowed():
-    from slurm_plugin.layout import OversubscribedError
+    from slurm_plugin.machine.layout import OversubscribedError
 
     alloc = Allocation("1", ("a", "b"), (12, 8), 1)
     with pytest.raises(OversubscribedError, match=r'oversubscribe = "never"'):
@@ -107,7 +107,7 @@ def test_overcommitted_tasks_are_spread_as_slurm_does():
     """sbatch -O: Slurm fills every slot, then one task per node in node order, round
     after round (slurm_step_layout.c, _task_layout_block); -N2 -n24 on one CPU per node
     gives SLURM_TASKS_PER_NODE=12(x2), as the local cluster prints."""
-    from slurm_plugin.allocation import distribute_tasks, parse_scontrol_job
+    from slurm_plugin.slurm.allocation import distribute_tasks, parse_scontrol_job
 
     assert distribute_tasks(24, [1, 1]) == [12, 12]
     assert distribute_tasks(25, [1, 1]) == [13, 12]

@@ -7,7 +7,7 @@ unset, file unreadable, not a permutation, wrong size, different files per proce
 
 rankmap_dist_graph() likewise: a second program prints every process's neighbours and
 weights in the distributed-graph communicator (MPI_Dist_graph_neighbors), checked
-against the group graph file the job gets (slurm_plugin.reorder_job) and a hand-written
+against the group graph file the job gets (slurm_plugin.modes.reorder_job) and a hand-written
 one, whatever renumbering the MPI chose; damaged files (a rank out of range, truncated
 files, another size, one-sided edges) give RANKMAP_ERR_FILE and MPI_COMM_NULL on every
 process with one warning, and an unset variable RANKMAP_ERR_UNSET, silently.
@@ -268,10 +268,11 @@ def test_dist_graph_neighbours_follow_the_jobs_file(dg_program, tmp_path):
 
     from mapper.construction.matching import matching
     from mapper.graph import CommGraph
-    from slurm_plugin.allocation import Allocation
-    from slurm_plugin.layout import build_layout
-    from slurm_plugin.reorder_job import GROUP_GRAPH_FILE, reorder_files
-    from slurm_plugin.topology import NodeShape, parse_topology_conf
+    from slurm_plugin.common.names import GROUP_GRAPH_FILE
+    from slurm_plugin.machine.layout import build_layout
+    from slurm_plugin.modes.reorder_job import reorder_files
+    from slurm_plugin.slurm.allocation import Allocation
+    from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
     layout = build_layout(Allocation("1", ("a", "b"), (4, 4), 1), NodeShape(2, 2),
                           parse_topology_conf(""), [1.0, 10.0, 100.0])

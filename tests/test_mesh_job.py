@@ -1,5 +1,5 @@
 """``--comm-profile=mesh:NAME``: the request, the store's mesh entries, the job's
-architecture, the worker's mesh path (slurm_plugin.mesh_job), the files and report it
+architecture, the worker's mesh path (slurm_plugin.modes.mesh_job), the files and report it
 writes, the TaskProlog's RANKMAP_PARTITION and every fallback.
 
 The report's numbers are checked against brute-force counts over the mesh's edges
@@ -27,12 +27,12 @@ from mapper.mesh import names as mesh_names
 from mapper.mesh.mesh import mesh_from_graph
 from mapper.mesh.mesh_io import write_mesh_metis
 from mapper.mesh.metrics import evaluate
-from slurm_plugin import mesh_job
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.config import parse_config
-from slurm_plugin.distribution import parse_distribution, slurm_placement
-from slurm_plugin.layout import build_layout
-from slurm_plugin.mesh_job import (
+from slurm_plugin.common.names import COMPUTED_FILES, EXPORTS, FILE_NAMES, PARTITION_FILE
+from slurm_plugin.lifecycle.task_prolog import exports
+from slurm_plugin.machine.distribution import parse_distribution, slurm_placement
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.modes import mesh_job
+from slurm_plugin.modes.mesh_job import (
     BASELINE,
     RANKMAP,
     MeshInput,
@@ -45,12 +45,12 @@ from slurm_plugin.mesh_job import (
     plan_mesh,
     qpl_link_costs,
 )
-from slurm_plugin.names import COMPUTED_FILES, EXPORTS, FILE_NAMES, PARTITION_FILE
+from slurm_plugin.outputs.render import core_list
 from slurm_plugin.profiles.store import ProfileError, ProfileStore
-from slurm_plugin.render import core_list
-from slurm_plugin.request import decide
-from slurm_plugin.task_prolog import exports
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.site.config import parse_config
+from slurm_plugin.site.request import decide
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 TWO_SWITCHES = ("SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4]\n"
                 "SwitchName=top Switches=s[1-2]\n")
@@ -456,9 +456,9 @@ def test_feature_speeds_ask_slurm_for_the_features(job, monkeypatch):
         return "".join(f"NodeName=n{i} ActiveFeatures={'fast' if i == 1 else '(null)'}\n"
                        for i in range(1, 5))
 
-    from slurm_plugin import allocation
+    from slurm_plugin.slurm import cli_backend
 
-    monkeypatch.setattr(allocation, "run_slurm", fake_run)
+    monkeypatch.setattr(cli_backend, "run_slurm", fake_run)
     assert compute_into(job.env)["applied"]
     assert asked == [["scontrol", "show", "node", "-o", "n1,n2,n3,n4"]]
     record = json.loads((job.dir / "report.json").read_text())
@@ -466,7 +466,7 @@ def test_feature_speeds_ask_slurm_for_the_features(job, monkeypatch):
 
 
 def test_jobdir_removes_the_partition_with_the_launcher_files(tmp_path):
-    from slurm_plugin.jobdir import create_job_dir
+    from slurm_plugin.common.jobdir import create_job_dir
 
     jd = create_job_dir(tmp_path, "5")
     jd.write({PARTITION_FILE: "0\n", "rankfile": "x"})

@@ -8,8 +8,8 @@ import pytest
 
 from mapper.api import AlgorithmSpec
 from mapper.names import ALGORITHMS, normalize_algorithm
-from slurm_plugin.config import ConfigError, parse_config
-from slurm_plugin.names import valid_job_id
+from slurm_plugin.common.names import valid_job_id
+from slurm_plugin.site.config import ConfigError, parse_config
 
 SPANK_C = Path(__file__).resolve().parents[1] / "slurm_plugin/spank/rankmap_spank.c"
 
@@ -60,7 +60,8 @@ def test_grammar_loads_without_the_solver_and_objective_stays_a_function():
     import subprocess
     import sys
 
-    code = ("import sys, mapper.names, slurm_plugin.config, slurm_plugin.task_prolog\n"
+    code = ("import sys, mapper.names, slurm_plugin.site.config, "
+            "slurm_plugin.lifecycle.task_prolog\n"
             "assert 'numpy' not in sys.modules, 'numpy loaded'\n"
             "from mapper.objective import evaluate\n"
             "from mapper import objective\n"

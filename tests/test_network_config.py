@@ -8,19 +8,19 @@ import numpy as np
 import pytest
 
 from mapper.errors import RankmapError
-from slurm_plugin.config import (
+from slurm_plugin.commands.config_check import network_check
+from slurm_plugin.machine.network_source import (
+    NetworkError,
+    load_network,
+    parse_hop_file,
+    parse_node_order,
+)
+from slurm_plugin.site.config import (
     NETWORK_KEYS,
     ConfigError,
     format_effective,
     load_config,
     parse_config,
-)
-from slurm_plugin.config_check import network_check
-from slurm_plugin.network_source import (
-    NetworkError,
-    load_network,
-    parse_hop_file,
-    parse_node_order,
 )
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "rankmap.toml.example"
@@ -225,7 +225,7 @@ def test_dragonfly_hand_counted(tmp_path):
 
 
 def test_network_errors_are_rankmap_errors_so_the_worker_falls_back():
-    from slurm_plugin.job_worker import USER_FACING
+    from slurm_plugin.lifecycle.job_worker import USER_FACING
 
     assert issubclass(NetworkError, RankmapError) and issubclass(NetworkError, USER_FACING)
 
@@ -259,7 +259,7 @@ def test_config_check_warns_about_a_bad_hop_file_and_cheap_hops(tmp_path):
 def test_config_check_command_prints_network(tmp_path, capsys):
     import argparse
 
-    from slurm_plugin.config_check import check_command
+    from slurm_plugin.commands.config_check import check_command
 
     cfg_path = tmp_path / "rankmap.toml"
     cfg_path.write_text(TORUS)

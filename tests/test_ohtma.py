@@ -13,7 +13,7 @@ from mapper.hop_bytes import hop_bytes
 from mapper.machine import DistanceMatrix, Hierarchy
 from mapper.networks import NodeHopMachine, mesh_hops, tianhe3_hops, torus_hops
 from mapper.objective import objective
-from slurm_plugin.cli import main
+from slurm_plugin.commands.cli import main
 
 
 def _random_graph(n: int, density: float, seed: int) -> CommGraph:

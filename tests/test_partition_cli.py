@@ -14,7 +14,7 @@ from mapper.machine import Hierarchy
 from mapper.mesh import evaluate, mesh_from_graph, read_mesh, write_mesh_metis
 from mapper.mesh.architecture import architecture_from_hierarchy
 from mapper.mesh.names import PARTITION_METHODS
-from slurm_plugin.partition_cli import (
+from slurm_plugin.commands.partition_cli import (
     add_evaluate_partition_command,
     add_partition_command,
     read_partition_file,
@@ -24,7 +24,7 @@ MACHINE = ["--hierarchy", "4:3:2", "--distances", "1:10:100"]
 
 
 def run(argv):
-    """Parse and run like slurm_plugin.cli.main: RankmapError -> one line, exit 2."""
+    """Parse and run like slurm_plugin.commands.cli.main: RankmapError -> one line, exit 2."""
     parser = argparse.ArgumentParser(prog="rankmap")
     sub = parser.add_subparsers(dest="command", required=True)
     add_partition_command(sub)

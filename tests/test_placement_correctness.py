@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mapper import CommGraph
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.distribution import Distribution, parse_distribution, slurm_placement
-from slurm_plugin.layout import SHARED_CORE_SHARE, build_layout
-from slurm_plugin.plan import make_plan
+from slurm_plugin.machine.distribution import Distribution, parse_distribution, slurm_placement
+from slurm_plugin.machine.layout import SHARED_CORE_SHARE, build_layout
+from slurm_plugin.modes.plan import make_plan
 from slurm_plugin.profiles.generators import generate
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 DISTANCES = [1.0, 10.0, 100.0, 1000.0, 1e4, 1e5, 1e6, 1e7]
 
@@ -261,7 +261,7 @@ def test_block_within_a_node_alternates_sockets():
 
 
 def test_cache_groups_that_interleave_cores_are_contiguous_pes():
-    from slurm_plugin.hwloc import CoreGroups
+    from slurm_plugin.machine.hwloc import CoreGroups
 
     # two L3 groups per socket holding cores {0, 2} and {1, 3}
     groups = CoreGroups(socket=(0, 0, 0, 0, 1, 1, 1, 1), group=(0, 1, 0, 1, 0, 1, 0, 1))

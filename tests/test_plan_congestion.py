@@ -6,12 +6,12 @@ import json
 import numpy as np
 
 from mapper.congestion import raised_uplink, uplink_loads
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.distribution import default_placements
-from slurm_plugin.layout import build_layout
-from slurm_plugin.plan import make_plan
+from slurm_plugin.machine.distribution import default_placements
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.modes.plan import make_plan
 from slurm_plugin.profiles.generators import generate
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 TREE3 = ("SwitchName=l0 Nodes=n[0-3]\nSwitchName=l1 Nodes=n[4-7]\n"
          "SwitchName=l2 Nodes=n[8-11]\nSwitchName=l3 Nodes=n[12-15]\n"

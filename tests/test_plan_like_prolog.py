@@ -1,6 +1,6 @@
 """``rankmap plan`` computes what the prolog computes (issue 29 item 3).
 
-Both go through :func:`slurm_plugin.job_worker.compute_job`: every job form (a store
+Both go through :func:`slurm_plugin.lifecycle.job_worker.compute_job`: every job form (a store
 profile, a generator, ``file:``, ``mesh:NAME``, ``summa-fpm[,size=N]``,
 ``summa-fpm:FILE``) is run once through the worker in-process against the pyslurm
 stand-in (as tests/test_summa_job.py's ``job`` fixture does) and once through ``rankmap
@@ -32,8 +32,8 @@ from worker_harness import compute_into
 from mapper import CommGraph
 from mapper.graph_io import write_mtx
 from mapper.mesh.mesh_io import write_mesh_metis
-from slurm_plugin.cli import main
-from slurm_plugin.plan_cli import job_profile, profile_path
+from slurm_plugin.commands.cli import main
+from slurm_plugin.commands.plan_cli import job_profile, profile_path
 from slurm_plugin.profiles.generators import generate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -281,7 +281,7 @@ CHILD = r"""
 import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
-from slurm_plugin.cli import main
+from slurm_plugin.commands.cli import main
 start = time.process_time()
 try:
     rc = main(sys.argv[1:])

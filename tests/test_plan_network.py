@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.config import parse_config
-from slurm_plugin.distribution import default_placements
-from slurm_plugin.layout import build_layout
-from slurm_plugin.network_source import hop_machine, load_network
-from slurm_plugin.plan import hop_algorithm, make_plan
+from slurm_plugin.machine.distribution import default_placements
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.machine.network_source import hop_machine, load_network
+from slurm_plugin.modes.plan import hop_algorithm, make_plan
 from slurm_plugin.profiles.generators import generate
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.site.config import parse_config
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 NETWORKS = {
     "torus": 'kind = "torus"\ndims = [4, 4]\nnodes = "n[0-15]"\n',
@@ -165,7 +165,7 @@ def test_without_a_network_the_report_has_no_hops():
 def test_rankmap_plan_reads_the_network_from_the_site_config(tmp_path):
     """`rankmap plan --config` with a [network] table maps on the hop matrix: the
     record carries hop-bytes, and a ring of 4 nodes named out of order is followed."""
-    from slurm_plugin.cli import main
+    from slurm_plugin.commands.cli import main
 
     conf = tmp_path / "rankmap.toml"
     conf.write_text('[network]\nkind = "torus"\ndims = [4]\nnodes = "n1,n3,n2,n4"\n')

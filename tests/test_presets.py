@@ -19,9 +19,9 @@ from mapper.api import map_processes
 from mapper.names import PRESETS, normalize_algorithm
 from mapper.networks import NodeHopMachine
 from mapper.search import communication_neighborhood, iterated_local_search
-from slurm_plugin.cli import main as mapper_main
-from slurm_plugin.config import ConfigError, parse_config
+from slurm_plugin.commands.cli import main as mapper_main
 from slurm_plugin.profiles.generators import generate
+from slurm_plugin.site.config import ConfigError, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SPANK_C = ROOT / "slurm_plugin/spank/rankmap_spank.c"

@@ -267,7 +267,7 @@ def test_fewer_ranks_than_the_job_keeps_the_store_message(tmp_path):
 
 LIMITS_CHILD = r"""
 import json, resource
-from slurm_plugin.limits import apply_worker_limits
+from slurm_plugin.lifecycle.limits import apply_worker_limits
 applied = apply_worker_limits()
 out = {"applied": applied, "as": resource.getrlimit(resource.RLIMIT_AS),
        "cpu": resource.getrlimit(resource.RLIMIT_CPU)}
@@ -308,7 +308,7 @@ def test_worker_limit_defaults_and_bad_values():
 
 
 def test_worker_main_applies_limits_first_and_reports_memory_error(monkeypatch):
-    from slurm_plugin import job_worker
+    from slurm_plugin.lifecycle import job_worker
 
     calls = []
     monkeypatch.setattr(job_worker, "apply_worker_limits", lambda env: calls.append("limits"))
@@ -321,6 +321,6 @@ def test_worker_main_applies_limits_first_and_reports_memory_error(monkeypatch):
     stream = io.BytesIO()
     job_worker.run(stream, {})
     assert calls == ["limits", "compute"]
-    # the stream's last record is the status (slurm_plugin.worker_protocol)
+    # the stream's last record is the status (slurm_plugin.lifecycle.worker_protocol)
     status = json.loads(stream.getvalue().rsplit(b"\nstatus ", 1)[1].split(b"\n", 1)[1])
     assert status["applied"] is False and "MemoryError" in status["reason"]

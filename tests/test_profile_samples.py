@@ -11,14 +11,14 @@ import pytest
 from mapper import CommGraph
 from mapper.graph_io import write_mtx
 from mapper.objective import evaluate
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.distribution import default_placements
-from slurm_plugin.layout import build_layout
-from slurm_plugin.plan import make_plan
-from slurm_plugin.profile_samples import SampledGraph, check_samples, common_traffic, with_samples
-from slurm_plugin.profiles.cli import add_profile_commands
+from slurm_plugin.commands.profile_cli import add_profile_commands
+from slurm_plugin.machine.distribution import default_placements
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.profiles.samples import SampledGraph, check_samples, common_traffic, with_samples
 from slurm_plugin.profiles.store import ProfileError, ProfileStore, resolve_profile
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 DATA = Path(__file__).parent / "data"
 # the netns bench's machine: 4 nodes x 2 slots, two leaves of two nodes under a spine

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin import prolog
-from slurm_plugin.config import DEFAULTS, parse_config
-from slurm_plugin.request import MappingRequest
-from slurm_plugin.safe_text import safe_text
-from slurm_plugin.task_prolog import exports
-from slurm_plugin.worker_protocol import WorkerStatus
+from slurm_plugin.common.safe_text import safe_text
+from slurm_plugin.lifecycle import prolog
+from slurm_plugin.lifecycle.task_prolog import exports
+from slurm_plugin.lifecycle.worker_protocol import WorkerStatus
+from slurm_plugin.site.config import DEFAULTS, parse_config
+from slurm_plugin.site.request import MappingRequest
 
 LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} rankmap\[\d+\] ")
 

@@ -2,11 +2,11 @@
 
 import json
 
-from slurm_plugin.config import parse_config
-from slurm_plugin.jobdir import create_job_dir
-from slurm_plugin.prolog import fallback_report, handle_job, run_worker
-from slurm_plugin.request import MappingRequest
-from slurm_plugin.worker_protocol import WorkerStatus
+from slurm_plugin.common.jobdir import create_job_dir
+from slurm_plugin.lifecycle.prolog import fallback_report, handle_job, run_worker
+from slurm_plugin.lifecycle.worker_protocol import WorkerStatus
+from slurm_plugin.site.config import parse_config
+from slurm_plugin.site.request import MappingRequest
 
 
 def test_watchdog_stops_a_computation_over_its_budget(tmp_path):
@@ -64,7 +64,7 @@ def test_batch_host_writes_the_workers_report(tmp_path):
 
 
 def test_worker_gets_memory_and_cpu_limits_and_runs_as_the_user(tmp_path, monkeypatch):
-    import slurm_plugin.prolog as prolog
+    import slurm_plugin.lifecycle.prolog as prolog
 
     seen = {}
 

@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 
 from mapper import Hierarchy, evaluate
-from slurm_plugin.distribution import default_placements
-from slurm_plugin.layout import Layout, Slot
-from slurm_plugin.plan import make_plan
-from slurm_plugin.profiles.generators import generate
-from slurm_plugin.render import (
+from slurm_plugin.machine.distribution import default_placements
+from slurm_plugin.machine.layout import Layout, Slot
+from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.outputs.render import (
     render_hostfile,
     render_machinefile,
     render_rankfile,
     render_slurm_hostfile,
 )
-from slurm_plugin.report import build_report, render_report_text, report_json
+from slurm_plugin.outputs.report import build_report, render_report_text, report_json
+from slurm_plugin.profiles.generators import generate
 
 
 def small_layout(cpt: int = 1) -> Layout:
@@ -74,9 +74,9 @@ def test_hostfile_machinefile_and_slurm_hostfile():
 @pytest.mark.parametrize("cpt", [1, 2, 3])
 def test_the_direct_launcher_files_equal_the_packaged_templates_rendered(tmp_path, cpt):
     """Without a site override the rank-per-line files are built without jinja2
-    (slurm_plugin.render); a site directory holding copies of the packaged templates
+    (slurm_plugin.outputs.render); a site directory holding copies of the packaged templates
     goes through jinja2, and both must give the same bytes."""
-    from slurm_plugin.render import packaged_templates_dir
+    from slurm_plugin.outputs.render import packaged_templates_dir
 
     layout = small_layout(cpt) if cpt < 3 else Layout(
         Hierarchy.from_tree([2, 1], [1, 10], ["socket", "node"]),

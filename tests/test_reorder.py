@@ -25,10 +25,10 @@ from mapper.reorder import (
     parse_reorder,
     rank_reorder,
 )
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.distribution import Distribution, slurm_placement
-from slurm_plugin.layout import build_layout
-from slurm_plugin.topology import NodeShape, SwitchTree
+from slurm_plugin.machine.distribution import Distribution, slurm_placement
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, SwitchTree
 
 
 def test_hand_example():

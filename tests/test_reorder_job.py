@@ -1,6 +1,6 @@
-"""The job's reorder files (slurm_plugin.reorder_job): for generated allocations, the
+"""The job's reorder files (slurm_plugin.modes.reorder_job): for generated allocations, the
 process Slurm starts as rank r — placed by a step-by-step replay of Slurm's block/cyclic
-distributions written here, not by slurm_plugin.distribution — runs on the slot the
+distributions written here, not by slurm_plugin.machine.distribution — runs on the slot the
 rendered rankfile gives rank reorder[r]; the group graph file; the TaskProlog's choice of
 file; the writes."""
 
@@ -17,25 +17,23 @@ from hypothesis import strategies as st
 
 from mapper import CommGraph
 from mapper.reorder import parse_reorder
-from slurm_plugin import names
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.distribution import Distribution, DistributionError, parse_distribution
-from slurm_plugin.layout import build_layout
-from slurm_plugin.render import render_rankfile
-from slurm_plugin.reorder_job import (
+from slurm_plugin.common import names
+from slurm_plugin.common.names import DIST_GRAPH_FILE, GROUP_GRAPH_FILE
+from slurm_plugin.common.reorder_steps import (
     ALL_FILES,
     DIST_GRAPH_ENV,
-    DIST_GRAPH_FILE,
-    GROUP_GRAPH_FILE,
     MPIRUN_FILE,
     REORDER_FILES,
     distribution_methods,
     reorder_exports,
-    reorder_files,
     step_reorder_file,
-    write_reorder_files,
 )
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.machine.distribution import Distribution, DistributionError, parse_distribution
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.modes.reorder_job import reorder_files, write_reorder_files
+from slurm_plugin.outputs.render import render_rankfile
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 DISTANCES = [1.0, 10.0, 100.0, 1000.0, 1e4]
 
@@ -280,7 +278,7 @@ def test_the_task_prolog_part_imports_no_numpy():
     import subprocess
     import sys
 
-    code = ("import sys; from slurm_plugin.reorder_job import reorder_exports; "
+    code = ("import sys; from slurm_plugin.common.reorder_steps import reorder_exports; "
             "assert 'numpy' not in sys.modules, 'numpy imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -299,8 +297,8 @@ def test_task_prolog_exports_the_rankfile_to_the_batch_step_only(tmp_path):
     daemons with a rankfile when the script unset it to let mpirun place the ranks."""
     import json as _json
 
-    from slurm_plugin.names import OMPI_RANKFILE_VARS
-    from slurm_plugin.task_prolog import exports
+    from slurm_plugin.common.names import OMPI_RANKFILE_VARS
+    from slurm_plugin.lifecycle.task_prolog import exports
 
     out = tmp_path / "out"
     job_dir = out / "job.42"
@@ -326,7 +324,7 @@ def test_task_prolog_exports_the_rankfile_to_the_batch_step_only(tmp_path):
 def test_the_script_step_is_recognised_in_every_release(step_id):
     """Slurm 26.05 sets SLURM_STEP_ID=-5 in the batch step (and -6 in salloc's
     interactive step); older releases do not set it there."""
-    from slurm_plugin.reorder_job import is_script_step
+    from slurm_plugin.common.reorder_steps import is_script_step
 
     env = {} if step_id is None else {"SLURM_STEP_ID": step_id}
     assert is_script_step(env)

@@ -13,9 +13,10 @@ import pytest
 
 from mapper.graph import CommGraph
 from mapper.graph_io import write_mtx
-from slurm_plugin import cli, report_cli, report_png
+from slurm_plugin.commands import cli, report_cli
+from slurm_plugin.commands.report_cli import USER_PATH_NOTE, picture_record, placement_order
+from slurm_plugin.outputs import report_png
 from slurm_plugin.profiles.generators import generate
-from slurm_plugin.report_cli import USER_PATH_NOTE, picture_record, placement_order
 
 needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
                                       reason="matplotlib not installed (optional: png)")

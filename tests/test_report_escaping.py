@@ -14,7 +14,7 @@ import pytest
 from fake_pyslurm import fake_pyslurm
 from worker_harness import compute_into
 
-from slurm_plugin.safe_text import escape_strings
+from slurm_plugin.common.safe_text import escape_strings
 
 NASTY = "ev\nil\x1b]0;pwned\x07\x1b[2J"
 SHOWN = "ev\\nil\\x1b]0;pwned\\x07\\x1b[2J"

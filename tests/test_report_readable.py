@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.layout import build_layout
-from slurm_plugin.plan import make_plan
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.outputs.report import human
 from slurm_plugin.profiles.generators import generate
-from slurm_plugin.report import human
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 
 def test_report_of_a_2048_node_plan_stays_short():

@@ -5,9 +5,9 @@ import pytest
 import scipy.sparse as sp
 
 from mapper.construction.topdown import induced_subgraph
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.layout import Slot, _node_slots, build_layout
-from slurm_plugin.topology import NodeShape, SwitchTree
+from slurm_plugin.machine.layout import Slot, _node_slots, build_layout
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, SwitchTree
 
 
 @pytest.mark.parametrize("n", [40, 3000])

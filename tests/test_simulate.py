@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin.cli import main
-from slurm_plugin.simulate.cli import parse_times
+from slurm_plugin.commands.cli import main
+from slurm_plugin.commands.simulate_cli import parse_times
 from slurm_plugin.simulate.platform import (
     NetworkParams,
     build_platform,
     parse_bandwidth,
     parse_latency,
 )
-from slurm_plugin.topology import NodeShape, TopologyError, parse_topology_conf
+from slurm_plugin.slurm.topology import NodeShape, TopologyError, parse_topology_conf
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,14 +8,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from slurm_plugin.cli import main
+from slurm_plugin.commands.cli import main
 from slurm_plugin.simulate.platform import (
     NetworkParams,
     build_platform,
     parse_host_speeds,
     parse_speed,
 )
-from slurm_plugin.topology import NodeShape, TopologyError, parse_topology_conf
+from slurm_plugin.slurm.topology import NodeShape, TopologyError, parse_topology_conf
 
 TWO_LEAVES = ("SwitchName=s0 Nodes=n[0-2]\nSwitchName=s1 Nodes=n[3-5]\n"
               "SwitchName=sp Switches=s[0-1]\n")

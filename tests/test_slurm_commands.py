@@ -1,4 +1,4 @@
-"""The Slurm command runner (slurm_plugin.slurm_commands): where commands are looked
+"""The Slurm command runner (slurm_plugin.slurm.slurm_commands): where commands are looked
 up ([slurm] bin_dir, else PATH then the default directories) and what they are given."""
 
 import os
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin.config import ConfigError, parse_config
-from slurm_plugin.slurm_commands import (
+from slurm_plugin.site.config import ConfigError, parse_config
+from slurm_plugin.slurm.slurm_commands import (
     BIN_DIR_VAR,
     SlurmQueryError,
     find_command,
@@ -92,7 +92,7 @@ def test_runner_is_not_given_the_callers_path(tmp_path):
 def test_the_prolog_reads_account_and_name_from_bin_dir(tmp_path):
     """Site rules need the job's account and name; the prolog asks scontrol for them,
     through [slurm] bin_dir like every other Slurm command."""
-    from slurm_plugin.prolog import _account_and_name
+    from slurm_plugin.lifecycle.prolog import _account_and_name
 
     job = (Path(__file__).parent / "data" / "slurm" / "scontrol_job_4x4.txt").read_text()
     job = job.replace("JobName=wrap", "JobName=lammps").replace("Account=(null)",

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin.allocation import (
+from slurm_plugin.common.hostlist import HostlistError, expand_counts, expand_hostlist
+from slurm_plugin.slurm.allocation import (
     AllocationError,
     allocation_from_env,
     parse_scontrol_job,
     parse_squeue_json,
 )
-from slurm_plugin.hostlist import HostlistError, expand_counts, expand_hostlist
-from slurm_plugin.topology import (
+from slurm_plugin.slurm.topology import (
     NodeShape,
     TopologyError,
     parse_node_shape,
@@ -133,7 +133,7 @@ HWLOC = Path(__file__).parent / "data" / "hwloc" / "2pkg-2l3-2core-2pu.xml"
 
 
 def test_hwloc_xml_cache_groups():
-    from slurm_plugin.hwloc import HwlocError, parse_hwloc_xml
+    from slurm_plugin.machine.hwloc import HwlocError, parse_hwloc_xml
 
     groups = parse_hwloc_xml(HWLOC.read_text())  # lstopo -i "package:2 l3:2 core:2 pu:2"
     assert groups.socket == (0, 0, 0, 0, 1, 1, 1, 1)

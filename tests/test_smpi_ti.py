@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slurm_plugin.cli import main
+from slurm_plugin.commands.cli import main
 from slurm_plugin.profiles.smpi_ti import TraceError, import_ti
 
 # Four ranks, written the way SimGrid 3.32 writes them (datatype 2 = MPI_CHAR, 0 =

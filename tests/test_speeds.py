@@ -1,4 +1,4 @@
-"""Speeds from Slurm and the site config (slurm_plugin.speeds, topology LinkSpeed,
+"""Speeds from Slurm and the site config (slurm_plugin.machine.speeds, topology LinkSpeed,
 config [speeds]): what reaches mapper.mesh.architecture."""
 
 from pathlib import Path
@@ -7,21 +7,21 @@ import numpy as np
 import pytest
 
 from mapper.mesh.architecture import architecture_from_hierarchy
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.config import ConfigError, parse_config
-from slurm_plugin.layout import build_layout
-from slurm_plugin.speeds import (
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.machine.speeds import (
     SpeedsError,
     config_node_speeds,
     layout_pe_speeds,
     layout_uplink_costs,
     node_speeds,
     parse_pe_speeds,
-    parse_scontrol_node_features,
 )
-from slurm_plugin.topology import (
+from slurm_plugin.site.config import ConfigError, parse_config
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import (
     NodeShape,
     TopologyError,
+    parse_scontrol_node_features,
     parse_scontrol_topology,
     parse_topology_conf,
     switch_cost_factors,
@@ -177,7 +177,7 @@ def test_speeds_config_errors_name_file_and_key(text, msg):
 
 
 def test_speeds_config_check_prints_the_tables():
-    from slurm_plugin.config import format_effective
+    from slurm_plugin.site.config import format_effective
 
     cfg = parse_config('[speeds.nodes]\n"n[1-16]" = 2\n[speeds.features]\ngpu = 1.5\n',
                        "s.toml")
@@ -212,7 +212,7 @@ def test_pe_speeds_file_errors_name_file_and_line(text, msg):
 
 
 def test_speeds_check_for_config_check():
-    from slurm_plugin.speeds import speeds_check
+    from slurm_plugin.machine.speeds import speeds_check
 
     assert speeds_check(parse_config("", "d.toml")) == ([], [])
     cfg = parse_config('[speeds]\nnodes = { "n[1-4]" = 2 }\nfeatures = { gpu = 3, knl = 1 }\n',

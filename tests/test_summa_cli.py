@@ -14,8 +14,8 @@ import pytest
 from mapper.errors import RankmapError
 from mapper.summa.cost import Grouping, cost
 from mapper.summa.partition import partition
-from slurm_plugin.summa_cli import add_summa_command
-from slurm_plugin.summa_io import (
+from slurm_plugin.commands.summa_cli import add_summa_command
+from slurm_plugin.modes.summa_io import (
     SummaFileError,
     format_arrangement,
     parse_speeds,

@@ -1,5 +1,5 @@
 """``--comm-profile=summa-fpm[:FILE] --rankmap=summa``: the request, the worker's SUMMA
-path (slurm_plugin.summa_job), the files and report it writes, the TaskProlog's
+path (slurm_plugin.modes.summa_job), the files and report it writes, the TaskProlog's
 RANKMAP_ARRANGEMENT, every fallback, and the SPANK plugin's lists.
 
 Costs are checked against a brute-force count over the matrix's rows and columns
@@ -25,15 +25,13 @@ from fake_pyslurm import fake_pyslurm
 from spank_harness import needs_cc, spank_checker
 from worker_harness import compute_into, in_process_worker
 
-from slurm_plugin import prolog
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.config import parse_config
-from slurm_plugin.distribution import parse_distribution
-from slurm_plugin.layout import build_layout
-from slurm_plugin.names import EXPORTS, FILE_NAMES, MODES, SUMMA_MODE
-from slurm_plugin.request import decide
-from slurm_plugin.summa_io import SummaFileError, parse_speeds, read_arrangement
-from slurm_plugin.summa_job import (
+from slurm_plugin.common.names import EXPORTS, FILE_NAMES, MODES, SUMMA_MODE
+from slurm_plugin.lifecycle import prolog
+from slurm_plugin.lifecycle.task_prolog import exports
+from slurm_plugin.machine.distribution import parse_distribution
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.modes.summa_io import SummaFileError, parse_speeds, read_arrangement
+from slurm_plugin.modes.summa_job import (
     DEFAULT_SIZE,
     SummaInput,
     SummaJobError,
@@ -45,8 +43,10 @@ from slurm_plugin.summa_job import (
     read_text_file,
     speeds_path,
 )
-from slurm_plugin.task_prolog import exports
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.site.config import parse_config
+from slurm_plugin.site.request import decide
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 ROOT = Path(__file__).resolve().parents[1]
 SPANK_C = ROOT / "slurm_plugin/spank/rankmap_spank.c"
@@ -315,7 +315,7 @@ def test_arrangement_tiles_the_matrix_and_the_report_costs_are_the_files_costs(t
     assert arranged == (record["summa"]["arranged"]["cost_A"],
                         record["summa"]["arranged"]["cost_B"])
     from mapper.summa.partition import partition
-    from slurm_plugin.summa_io import format_arrangement
+    from slurm_plugin.modes.summa_io import format_arrangement
 
     original = brute_costs(owner_grid(format_arrangement(partition(speeds, 96)), tmp_path),
                            groups)

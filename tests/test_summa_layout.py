@@ -20,8 +20,8 @@ from test_summa_cost import EXAMPLE_GROUPS, EXAMPLE_OPTIMUM, example_layout
 from mapper.errors import RankmapError
 from mapper.summa.cost import Grouping, cost
 from mapper.summa.partition import build_layout, partition
-from slurm_plugin.cli import main
-from slurm_plugin.summa_io import (
+from slurm_plugin.commands.cli import main
+from slurm_plugin.modes.summa_io import (
     SummaFileError,
     format_arrangement,
     parse_arrangement,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from slurm_plugin.simulate.platform import NetworkParams, build_platform
-from slurm_plugin.topology import NodeShape, parse_topology_conf
+from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 
 ROOT = Path(__file__).resolve().parent.parent
 

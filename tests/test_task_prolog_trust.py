@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin import prolog
-from slurm_plugin.config import DEFAULTS, ConfigError, load_config
-from slurm_plugin.config_check import check_command
-from slurm_plugin.jobdir import JobDirError, create_job_dir, open_job_dir_for_task
-from slurm_plugin.task_prolog import exports
+from slurm_plugin.commands.config_check import check_command
+from slurm_plugin.common.jobdir import JobDirError, create_job_dir, open_job_dir_for_task
+from slurm_plugin.lifecycle import prolog
+from slurm_plugin.lifecycle.task_prolog import exports
+from slurm_plugin.site.config import DEFAULTS, ConfigError, load_config
 
 USER_A, USER_B = 65534, 65533
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (runs as other uids)")
@@ -227,7 +227,7 @@ def test_a_config_that_is_not_utf8_is_the_same_named_error_everywhere(
         load_config(str(cfg))
     assert str(info.value) == expected and info.value.line == 3
     # rankmap config check: one line, exit 2, no traceback
-    from slurm_plugin.cli import main as cli_main
+    from slurm_plugin.commands.cli import main as cli_main
 
     assert cli_main(["config", "check", "--config", str(cfg)]) == 2
     assert capsys.readouterr().err == f"rankmap: error: {expected}\n"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin.allocation import Allocation
-from slurm_plugin.layout import build_layout
-from slurm_plugin.topology import NodeShape, SwitchTree, TopologyError
-from slurm_plugin.topology_yaml import (
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.slurm.allocation import Allocation
+from slurm_plugin.slurm.topology import NodeShape, SwitchTree, TopologyError
+from slurm_plugin.slurm.topology_yaml import (
     block_tree,
     parse_block_conf,
     parse_scontrol_topology_any,
@@ -172,8 +172,8 @@ def test_recorded_partition_names_its_topology(version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_recorded_job_and_nodes(version):
     """The CLI parsers read the current releases' job and node output unchanged."""
-    from slurm_plugin.allocation import parse_scontrol_job
-    from slurm_plugin.topology import parse_scontrol_nodes
+    from slurm_plugin.slurm.allocation import parse_scontrol_job
+    from slurm_plugin.slurm.topology import parse_scontrol_nodes
 
     alloc = parse_scontrol_job((DATA / version / "scontrol_job_blocked.txt").read_text())
     assert alloc.partition == "blocked" and alloc.tasks_per_node == (4, 4)
@@ -226,7 +226,7 @@ def test_read_topology_source_scontrol(monkeypatch):
         calls.append(tuple(args))
         return outputs[tuple(args)]
 
-    monkeypatch.setattr("slurm_plugin.topology_yaml.run_slurm", fake)
+    monkeypatch.setattr("slurm_plugin.slurm.topology_yaml.run_slurm", fake)
     assert read_topology_source("auto", 5, {"SLURM_JOB_PARTITION": "blocked"}) == BLOCKS
     assert read_topology_source("auto", 5, {"SLURM_JOB_PARTITION": "old"}) == TREE
     assert calls[-1] == ("scontrol", "show", "topology")

@@ -12,9 +12,9 @@ import pytest
 from fake_pyslurm import fake_pyslurm
 from worker_harness import compute_into
 
-from slurm_plugin import job_worker
-from slurm_plugin.allocation import read_node_shapes
-from slurm_plugin.topology import NodeShape
+from slurm_plugin.lifecycle import job_worker
+from slurm_plugin.slurm.backends import read_node_shapes
+from slurm_plugin.slurm.topology import NodeShape
 
 DATA = Path(__file__).parent / "data"
 

@@ -21,20 +21,20 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin import prolog
-from slurm_plugin.config import parse_config
-from slurm_plugin.jobdir import create_job_dir
-from slurm_plugin.processes import _zombie, end_session, session_pids
-from slurm_plugin.slurm_commands import SlurmQueryError, run_slurm
-from slurm_plugin.worker_process import run_worker_process
-from slurm_plugin.worker_protocol import (
+from slurm_plugin.common.jobdir import create_job_dir
+from slurm_plugin.common.processes import _zombie, end_session, session_pids
+from slurm_plugin.lifecycle import prolog
+from slurm_plugin.lifecycle.worker_process import run_worker_process
+from slurm_plugin.lifecycle.worker_protocol import (
     MAGIC,
     ProtocolError,
     WorkerStatus,
     parse_header,
     write_stream,
 )
-from slurm_plugin.worker_slots import NoWorkerSlot, slot_count, worker_slot
+from slurm_plugin.lifecycle.worker_slots import NoWorkerSlot, slot_count, worker_slot
+from slurm_plugin.site.config import parse_config
+from slurm_plugin.slurm.slurm_commands import SlurmQueryError, run_slurm
 
 NOBODY = 65534
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (runs as another uid)")
@@ -111,7 +111,7 @@ def test_the_stream_carries_files_in_order_and_then_the_status():
 def emit(files: dict[str, str], status: str = '{"applied": true, "n": 2}') -> str:
     """Worker body that writes ``files`` and ``status`` with the real protocol."""
     return f"""
-        from slurm_plugin.worker_protocol import WorkerStatus, write_stream
+        from slurm_plugin.lifecycle.worker_protocol import WorkerStatus, write_stream
         write_stream(out, {files!r}, WorkerStatus.from_json({status!r}))
     """
 
@@ -191,7 +191,7 @@ def test_stray_prints_of_the_worker_do_not_break_its_stream(tmp_path, monkeypatc
     """job_worker.main moves fd 1 to stderr before computing: a library that prints
     to stdout cannot corrupt the stream."""
     body = """
-        from slurm_plugin import job_worker
+        from slurm_plugin.lifecycle import job_worker
         def noisy(env):
             print("a library printing to stdout")
             os.write(1, b"and one writing to fd 1\\n")
@@ -228,7 +228,7 @@ def test_a_slurm_command_time_out_ends_its_children(tmp_path):
 
 
 def _nobody_can_run_the_worker() -> bool:
-    probe = subprocess.run([sys.executable, "-c", "import slurm_plugin.job_worker"],
+    probe = subprocess.run([sys.executable, "-c", "import slurm_plugin.lifecycle.job_worker"],
                            cwd="/", env={"PYTHONPATH": str(ROOT)}, user=NOBODY,
                            group=NOBODY, extra_groups=[], capture_output=True, check=False)
     return probe.returncode == 0
@@ -309,7 +309,7 @@ def test_a_slot_held_by_another_process_is_waited_for(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import os, sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from slurm_plugin.worker_slots import worker_slot
+        from slurm_plugin.lifecycle.worker_slots import worker_slot
         fd = os.open({str(tmp_path)!r}, os.O_RDONLY | os.O_DIRECTORY)
         with worker_slot(fd, 1, 0):
             print("held", flush=True)

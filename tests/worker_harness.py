@@ -1,7 +1,7 @@
 """The prolog's worker run in this process, for tests without a child process.
 
 The real worker sends its files on a stream and the prolog writes them
-(slurm_plugin.worker_protocol); here the files go straight into the test's job
+(slurm_plugin.lifecycle.worker_protocol); here the files go straight into the test's job
 directory, named by the test's own ``RANKMAP_JOB_DIR`` key.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from slurm_plugin import job_worker
-from slurm_plugin.files import write_files
-from slurm_plugin.worker_protocol import WorkerStatus
+from slurm_plugin.common.files import write_files
+from slurm_plugin.lifecycle import job_worker
+from slurm_plugin.lifecycle.worker_protocol import WorkerStatus
 
 
 def compute_into(env: dict[str, str]) -> dict:

@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 from slurm_plugin.profiles.generators import near_factors  # noqa: E402
-from slurm_plugin.topology import parse_node_shape  # noqa: E402
+from slurm_plugin.slurm.topology import parse_node_shape  # noqa: E402
 
 
 def topology_conf(machine: str, nodes: int, leaf_nodes: int, fanout: int) -> str:

@@ -43,11 +43,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
-# ``rankmap summa`` until the lead registers it in slurm_plugin/cli.py: the same
+# ``rankmap summa`` until the lead registers it in slurm_plugin/commands/cli.py: the same
 # command through its own parser
 _SUMMA_FALLBACK = (
     "import argparse, sys\n"
-    "from slurm_plugin.summa_cli import add_summa_command\n"
+    "from slurm_plugin.commands.summa_cli import add_summa_command\n"
     "p = argparse.ArgumentParser(prog='rankmap')\n"
     "add_summa_command(p.add_subparsers(dest='command', required=True))\n"
     "a = p.parse_args(sys.argv[1:])\n"

@@ -271,7 +271,7 @@ def architecture_from_hierarchy(hierarchy: Hierarchy, link_costs: Sequence[float
     direct e* of two PEs whose smallest common group is at level i; for
     ``i > node_level`` the cost of a link entering a level-i group (switch).
     ``node_level`` defaults to the level named ``"node"`` (what
-    :func:`slurm_plugin.layout.build_layout` makes); a hierarchy without one has every
+    :func:`slurm_plugin.machine.layout.build_layout` makes); a hierarchy without one has every
     pair directly linked (``node_level`` = the root), where e* equals the Hierarchy's
     own distances when ``link_costs`` are those distances.
 
@@ -279,7 +279,7 @@ def architecture_from_hierarchy(hierarchy: Hierarchy, link_costs: Sequence[float
     ``node_level <= i < levels - 1``, is None (the level's cost ``link_costs[i + 1]``
     for every group) or one cost per level-i group: the cost of the link by which that
     group reaches its parent.  Per-switch costs from LinkSpeed come in this form
-    (:func:`slurm_plugin.speeds.layout_uplink_costs`); a group that only pads an uneven
+    (:func:`slurm_plugin.machine.speeds.layout_uplink_costs`); a group that only pads an uneven
     tree has cost 0.  Entries for other levels must be None.
 
     Complexity: O(P k) time and memory to build (k levels); :meth:`Architecture.pair_cost`

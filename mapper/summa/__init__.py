@@ -7,6 +7,6 @@
 * :mod:`.arrange` — the group-permutation heuristic and exhaustive search
   (:class:`Arrangement`).
 
-Scheduler-independent: the ``rankmap summa`` command (slurm_plugin.summa_cli) reads
+Scheduler-independent: the ``rankmap summa`` command (slurm_plugin.commands.summa_cli) reads
 speeds and groups from files and writes the arrangement file.
 """

@@ -16,9 +16,9 @@ A profile measured in several runs lists the matrix of each run in ``samples``
 
 Each sample must be a file in the store with the profile's rank count.  The plan then
 applies rankmap's placement only when it beats Slurm's default under every sample
-(:mod:`slurm_plugin.profile_samples`); errors in ``samples`` name the ``.toml``'s line.
+(:mod:`slurm_plugin.profiles.samples`); errors in ``samples`` name the ``.toml``'s line.
 
-A **mesh** entry (``--comm-profile=mesh:NAME``, :mod:`slurm_plugin.mesh_job`) says
+A **mesh** entry (``--comm-profile=mesh:NAME``, :mod:`slurm_plugin.modes.mesh_job`) says
 ``kind = "mesh"``: its file is an application mesh of any number of vertices, which the
 job partitions onto its ranks, so it has no ``ranks``::
 
@@ -58,8 +58,8 @@ from mapper.mesh.mesh_io import read_mesh
 from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 from mapper.text_lines import text_pieces
 
-from ..profile_samples import with_samples
 from .generators import GeneratorError, generate, is_generator_spec
+from .samples import with_samples
 
 
 class ProfileError(RankmapError, ValueError):

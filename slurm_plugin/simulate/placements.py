@@ -1,8 +1,8 @@
 """The placements ``rankmap simulate`` compares, and their J.
 
-Slurm's block and cyclic (:func:`slurm_plugin.distribution.default_placements`), a
+Slurm's block and cyclic (:func:`slurm_plugin.machine.distribution.default_placements`), a
 scrambled placement (a seeded random permutation of the block placement's slots) and,
-per algorithm, the placement rankmap would *apply*: :func:`slurm_plugin.plan.make_plan`'s
+per algorithm, the placement rankmap would *apply*: :func:`slurm_plugin.modes.plan.make_plan`'s
 result, which is Slurm's default itself when the solver found nothing better
 (``plan.kept_default``) or could not be used (a fallback).  Pure: no I/O.
 
@@ -20,9 +20,9 @@ from mapper import CommGraph, map_processes
 from mapper.congestion import UplinkLoad, uplink_loads
 from mapper.objective import evaluate
 
-from ..distribution import DEFAULT, Distribution, default_placements, dist_label
-from ..layout import Layout
-from ..plan import make_plan
+from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
+from ..machine.layout import Layout
+from ..modes.plan import make_plan
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..hostlist import HostlistError, expand_hostlist
-from ..topology import NodeShape, SwitchTree, TopologyError
+from ..common.hostlist import HostlistError, expand_hostlist
+from ..slurm.topology import NodeShape, SwitchTree, TopologyError
 
 #: Defaults, documented in ``rankmap simulate --help`` and the README: a 100 Gb/s
 #: (12.5 GB/s) NIC with 1 µs latency, 0.5 µs per switch hop upwards, 4:1 uplinks.

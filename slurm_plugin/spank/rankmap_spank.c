@@ -43,7 +43,7 @@ static const char *constructions[] = {"identity", "random", "greedy", "greedyall
 /* the presets of mapper/names.py PRESETS (case-insensitive); a test compares the lists */
 static const char *presets[] = {"fast", "eco", "strong", NULL};
 
-/* --rankmap values that are not algorithms (slurm_plugin/names.py MODES; a test
+/* --rankmap values that are not algorithms (slurm_plugin/common/names.py MODES; a test
  * compares the lists) */
 static const char *modes[] = {"auto", "off", "summa", NULL};
 

@@ -197,13 +197,14 @@ grace_seconds = 30.0
 """)
     scripts = {
         "prolog": _wrapper(state / "bin/prolog.sh", python,
-                           "from slurm_plugin.prolog import main; raise SystemExit(main())",
+                           "from slurm_plugin.lifecycle.prolog import main; "
+                           "raise SystemExit(main())",
                            config),
         "epilog": _wrapper(state / "bin/epilog.sh", python,
-                           "from slurm_plugin.prolog import epilog_main; "
+                           "from slurm_plugin.lifecycle.prolog import epilog_main; "
                            "raise SystemExit(epilog_main())", config),
         "task-prolog": _wrapper(state / "bin/task_prolog.sh", python,
-                                "from slurm_plugin.task_prolog import main; "
+                                "from slurm_plugin.lifecycle.task_prolog import main; "
                                 "raise SystemExit(main())", config)}
     # the SPANK plugin against this release's headers (they change between majors)
     spank = _run(["make", "-s", "-C", ROOT / "slurm_plugin/spank", f"OUT={state}/lib",
@@ -274,10 +275,10 @@ def _finished_job(c, job: str, timeout: float = 120) -> tuple[str, str]:
 
 COMPARE = r"""
 import json, os, sys
-from slurm_plugin.allocation import read_allocation, read_node_shapes
-from slurm_plugin.job_worker import log_notes, read_topology
-from slurm_plugin.layout import build_layout
-from slurm_plugin.slurm_commands import with_bin_dir
+from slurm_plugin.slurm.backends import read_allocation, read_node_shapes, read_topology
+from slurm_plugin.lifecycle.job_worker import log_notes
+from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.slurm.slurm_commands import with_bin_dir
 job, backend, partition, bin_dir = sys.argv[1:5]
 env = with_bin_dir(dict(os.environ, SLURM_JOB_PARTITION=partition), bin_dir)
 with log_notes() as notes:

@@ -1,0 +1,83 @@
+"""What the ``rankmap`` subcommands share: the user-facing error and argparse types.
+
+:class:`CliError` is printed as one line with exit status 2 by
+:func:`slurm_plugin.commands.cli.main` (like every
+:class:`~mapper.errors.RankmapError`).  The solver's own ``map``/``evaluate``
+subcommands (:mod:`mapper.cli`) keep their own copies: mapper never imports
+slurm_plugin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mapper.errors import RankmapError
+from mapper.names import PRESETS
+from mapper.text_lines import content_lines
+
+
+class CliError(RankmapError, ValueError):
+    """A user-facing error: printed without a traceback, exit status 2."""
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (``--cpus-per-task 0`` is refused by name)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (``--time-limit 0`` is refused by name)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def add_algorithm_arguments(p: argparse.ArgumentParser, algorithm_help: str) -> None:
+    """``--algorithm NAME`` or ``--preset fast|eco|strong`` (one of them)."""
+    chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument("--algorithm", default=None, help=algorithm_help)
+    chosen.add_argument("--preset", choices=PRESETS, default=None,
+                        help="fast (topdown+n10), eco (better partitions) or strong (more "
+                             "starts, moves beyond 2-swaps, iterated local search); README: "
+                             "Presets")
+
+
+def read_mapping(path: str) -> np.ndarray:
+    """Read a mapping file (one PE index per line); errors name the line."""
+    try:
+        lines = Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read mapping: {exc.strerror}") from None
+    values = []
+    for no, text in content_lines(lines):
+        try:
+            values.append(int(text))
+        except ValueError:
+            raise CliError(f"{path}:{no}: expected a PE index, got {text!r}") from None
+    return np.asarray(values, dtype=np.int64)
+
+
+def terminal_progress():
+    """Phase lines with elapsed time on stderr, when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    start = time.perf_counter()
+
+    def show(phase: str) -> None:
+        print(f"[{time.perf_counter() - start:7.2f} s] {phase}", file=sys.stderr, flush=True)
+    return show

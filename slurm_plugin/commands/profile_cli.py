@@ -1,0 +1,155 @@
+"""``rankmap profile list|show|generate|import``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mapper.graph_io import read_graph, write_mtx
+
+from ..profiles.generators import generate
+from ..profiles.ompi_monitoring import import_monitoring
+from ..profiles.smpi_ti import import_ti
+from ..profiles.store import NAME, ProfileError, ProfileStore, bundled_store, toml_string
+from ..site.config import load_config
+
+
+def store_dirs(args: argparse.Namespace) -> list[str]:
+    """--store DIRs, else the site config's stores; the bundled examples come last."""
+    dirs = list(args.store or []) or list(load_config(getattr(args, "config", None))
+                                          .get("profiles", "stores"))
+    return dirs + [str(bundled_store())]
+
+
+def add_profile_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="communication profiles")
+    psub = p.add_subparsers(dest="profile_command", required=True, metavar="ACTION")
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--store", action="append", metavar="DIR",
+                       help="profile store directory (repeatable; default: site config)")
+        q.add_argument("--config", metavar="FILE", help="site config file")
+
+    q = psub.add_parser("list", help="profiles in the stores")
+    common(q)
+    q.set_defaults(func=_list)
+    q = psub.add_parser("show", help="one profile's metadata and size")
+    q.add_argument("name")
+    common(q)
+    q.set_defaults(func=_show)
+    q = psub.add_parser("generate", help="write a generated pattern as a profile")
+    q.add_argument("spec", help="e.g. stencil3d, stencil3d:4x4x4, npb-cg, summa")
+    q.add_argument("--ntasks", type=int, required=True)
+    q.add_argument("--out", required=True, metavar="FILE.mtx")
+    q.set_defaults(func=_generate)
+    q = psub.add_parser("import", help="import Open MPI pml_monitoring output or SMPI "
+                                       "time-independent traces into a store")
+    q.add_argument("prefix", nargs="+", metavar="PREFIX|FILE",
+                   help="ompi: PREFIX of PREFIX.<rank>.prof files; smpi-ti: the trace index "
+                        "(tracing/filename) or per-rank trace files")
+    q.add_argument("--format", choices=("ompi", "smpi-ti"), default="ompi",
+                   help="ompi: pml_monitoring output (default); smpi-ti: SimGrid "
+                        "smpirun -trace-ti traces, collectives expanded")
+    q.add_argument("--name", required=True)
+    q.add_argument("--store", required=True, metavar="DIR", help="store to write into")
+    q.add_argument("--description", default="")
+    q.add_argument("--kinds", default="E,I,C",
+                   help="monitoring line kinds to count (E user p2p, I internal, C)")
+    q.add_argument("--add-sample", action="store_true",
+                   help="add this run as one more sample of the existing profile NAME "
+                        "(NAME.sK.mtx, listed in its samples): rankmap then applies a "
+                        "placement only if it beats Slurm's default under every sample")
+    q.set_defaults(func=_import)
+
+
+def _list(args: argparse.Namespace) -> int:
+    good, broken = ProfileStore(store_dirs(args)).scan()
+    for info in good:
+        print(f"{info.name:24s} {info.ranks:8d} ranks  {info.description}")
+    for name, _, reason in broken:
+        print(f"{name:24s} {'BROKEN':>14s}  {reason}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    info = ProfileStore(store_dirs(args)).find(args.name)
+    g = read_graph(info.file)
+    print(f"name         {info.name}\nfile         {info.file}\nranks        {info.ranks}\n"
+          f"units        {info.units}\ndescription  {info.description}\n"
+          f"source       {info.source}\nedges        {g.m}\ntotal volume {g.total_volume:g}")
+    if info.samples:
+        print(f"samples      {len(info.samples)}: "
+              + ", ".join(p.name for p in info.samples))
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    g = generate(args.spec, args.ntasks)
+    write_mtx(g, args.out, comment=f"rankmap generator {args.spec}, {args.ntasks} ranks")
+    print(f"{args.out}: {g.n} ranks, {g.m} edges")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    if not NAME.match(args.name):
+        raise ProfileError(f"profile name {args.name!r} is not allowed")
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            print(f"\rreading monitoring files {done}/{total}", end="", file=sys.stderr,
+                  flush=True)
+
+    if args.format == "smpi-ti":
+        g = import_ti(args.prefix, progress)
+        origin = f"SimGrid SMPI TI trace: {' '.join(args.prefix)}"
+    else:
+        if len(args.prefix) != 1:
+            raise ProfileError("--format ompi takes one PREFIX")
+        args.prefix = args.prefix[0]
+        g = import_monitoring(args.prefix, args.kinds.split(","), progress)
+        origin = f"Open MPI pml_monitoring: {args.prefix}"
+    if tty:
+        print(file=sys.stderr)
+    store = Path(args.store)
+    if args.add_sample:
+        return _add_sample(store, args.name, g, origin)
+    store.mkdir(parents=True, exist_ok=True)
+    write_mtx(g, store / f"{args.name}.mtx", comment=f"imported from {origin}")
+    (store / f"{args.name}.toml").write_text(
+        f'ranks = {g.n}\nunits = "bytes"\ndescription = {toml_string(args.description)}\n'
+        f'source = {toml_string(origin)}\nfile = "{args.name}.mtx"\n')
+    print(f"{store / args.name}.toml: {g.n} ranks, {g.m} edges, {g.total_volume:g} bytes")
+    return 0
+
+
+def _add_sample(store: Path, name: str, g, origin: str) -> int:
+    """Write ``g`` as NAME.sK.mtx and append it to NAME.toml's samples (the first
+    sample is the entry's own ``file`` when it had none)."""
+    if not (store / f"{name}.toml").is_file():
+        raise ProfileError(f"--add-sample: no profile {name!r} in {store} (import the "
+                           f"first run without --add-sample)")
+    info = ProfileStore([store]).find(name)
+    if info.is_mesh:
+        raise ProfileError(f"--add-sample: {info.path} is a mesh, not a measured profile")
+    if g.n != info.ranks:
+        raise ProfileError(f"--add-sample: this run has {g.n} ranks, profile {name!r} "
+                           f"({info.path}) has {info.ranks}")
+    samples = [p.name for p in info.samples] or [info.file.name]
+    k = 1
+    while f"{name}.s{k}.mtx" in samples or (store / f"{name}.s{k}.mtx").exists():
+        k += 1
+    new = f"{name}.s{k}.mtx"
+    write_mtx(g, store / new, comment=f"imported from {origin}")
+    samples.append(new)
+    listed = ", ".join(toml_string(s) for s in samples)
+    (store / f"{name}.toml").write_text(
+        f"ranks = {info.ranks}\nunits = {toml_string(info.units)}\n"
+        f"description = {toml_string(info.description)}\n"
+        f"source = {toml_string(info.source)}\n"
+        f"file = {toml_string(info.file.relative_to(info.path.parent).as_posix())}\n"
+        f"samples = [{listed}]\n")
+    print(f"{store / name}.toml: sample {len(samples)} ({new}): {g.n} ranks, {g.m} edges, "
+          f"{g.total_volume:g} bytes")
+    return 0

@@ -1,0 +1,94 @@
+"""Names and rules every part of the Slurm integration shares (standard library only,
+so the TaskProlog stays light): per-job file names, the job-id rule, the SPANK
+variables, the variables the TaskProlog exports.  The algorithm grammar lives in
+:mod:`mapper.names`."""
+
+from __future__ import annotations
+
+import re
+
+#: the files launchers read; none may survive a failed computation
+LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
+
+#: the SUMMA arrangement (``--rankmap=summa``; format: slurm_plugin.modes.summa_io), written
+#: beside the rankfile; like a launcher file, it must not survive a failed computation
+ARRANGEMENT_FILE = "arrangement"
+
+#: the mesh partition of a ``--comm-profile=mesh:NAME`` job (slurm_plugin.modes.mesh_job): line
+#: v holds the rank owning mesh vertex v (METIS ``part`` format), written beside the
+#: rankfile; like a launcher file, it must not survive a failed computation
+PARTITION_FILE = "partition"
+
+#: rank reordering for launchers that place the ranks themselves (srun;
+#: slurm_plugin.modes.reorder_job): one reorder file per (node, socket) method of Slurm's
+#: block/cyclic distributions, the seed's Dist_graph file (the plain adjacency) and its
+#: group graph (the heaviest edge between sibling groups, with weights; librankmap's
+#: rankmap_dist_graph reads it)
+REORDER_FILE_BY_METHOD = {("block", "cyclic"): "reorder.block",
+                          ("cyclic", "cyclic"): "reorder.cyclic",
+                          ("block", "block"): "reorder.block-block",
+                          ("cyclic", "block"): "reorder.cyclic-block"}
+DIST_GRAPH_FILE = "dist_graph"
+GROUP_GRAPH_FILE = "dist_graph.groups"
+REORDER_FILES = (*REORDER_FILE_BY_METHOD.values(), DIST_GRAPH_FILE, GROUP_GRAPH_FILE)
+
+#: every file a computation writes besides the report: removed together when it fails
+COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE, PARTITION_FILE, *REORDER_FILES)
+
+#: per-job files by role → file name in the job directory
+FILE_NAMES = {**{name: name for name in LAUNCHER_FILES},
+              ARRANGEMENT_FILE: "arrangement", PARTITION_FILE: "partition",
+              **{name: name for name in REORDER_FILES},
+              "report": "report.txt", "record": "report.json"}
+
+#: job directory of job ID: ``OUTPUT_DIR/job.<ID>``
+JOB_DIR_PREFIX = "job."
+
+_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
+
+
+def valid_job_id(job_id: object) -> bool:
+    """A Slurm job id: digits, or an array job's ``<id>_<index>``."""
+    return isinstance(job_id, str) and _JOB_ID.fullmatch(job_id) is not None
+
+
+#: what the SPANK plugin's options become in the prolog's environment
+SPANK_PROFILE = "SPANK_RANKMAP_COMM_PROFILE"
+SPANK_MODE = "SPANK_RANKMAP_MODE"
+SPANK_TIME = "SPANK_RANKMAP_TIME"
+
+#: --rankmap values that are not algorithms (the SPANK plugin's ``modes[]``; a test
+#: compares): ``summa`` arranges a heterogeneous SUMMA's partition
+#: (slurm_plugin.modes.summa_job) instead of mapping a communication graph
+MODES = ("auto", "off", "summa")
+SUMMA_MODE = "summa"
+#: --comm-profile of a SUMMA job: ``summa-fpm[:FILE][,size=N]`` (no FILE: equal speeds)
+SUMMA_PROFILE = "summa-fpm"
+
+
+def summa_args(profile: str) -> str | None:
+    """What follows ``summa-fpm`` in a SUMMA profile, separator included (``""``,
+    ``":FILE[,size=N]"`` or ``",size=N"``); None when ``profile`` is not one.
+
+    FILE follows a ``:`` and the options a ``,``, so ``summa-fpm,size=N`` (equal speeds
+    of an N x N matrix) is as much a SUMMA profile as ``summa-fpm:FILE,size=N``; the
+    separator is kept so that the spec's parser can tell a FILE from an option."""
+    text = profile.strip()
+    rest = text[len(SUMMA_PROFILE):]
+    if not text.startswith(SUMMA_PROFILE) or rest[:1] not in ("", ":", ","):
+        return None
+    return rest
+
+
+#: --comm-profile of a mesh job: ``mesh:NAME[,OPTION=VALUE...]``, NAME a store entry with
+#: ``kind = "mesh"`` (slurm_plugin.profiles.store); the job's --rankmap algorithm maps the
+#: mesh's quotient graph (slurm_plugin.modes.mesh_job)
+MESH_PREFIX = "mesh:"
+
+#: launcher file → the variable the TaskProlog exports for it
+EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
+           "machinefile": "RANKMAP_MACHINEFILE", ARRANGEMENT_FILE: "RANKMAP_ARRANGEMENT",
+           PARTITION_FILE: "RANKMAP_PARTITION"}
+#: Open MPI 4.1 reads rmaps_rank_file_path (alias orte_rankfile); the spelling
+#: without the underscore is exported too for tools that document it (mpirun ignores it)
+OMPI_RANKFILE_VARS = ("OMPI_MCA_rmaps_rank_file_path", "OMPI_MCA_rmaps_rankfile_path")

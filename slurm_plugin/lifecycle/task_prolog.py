@@ -1,0 +1,129 @@
+"""Slurm TaskProlog entry point: ``rankmap-task-prolog``.
+
+Runs once per task as the user, before the task; every ``export NAME=value`` line it
+prints lands in the task's environment, ``print TEXT`` in the task's output.  It only
+reads the job directory the prolog wrote (root's, mode 0750, the job's group; files
+0600, the user's), so a plain ``mpirun ./app`` picks the placement up.  It trusts only a job directory that
+the prolog of this very job made (:func:`slurm_plugin.common.jobdir.open_job_dir_for_task`:
+root's, the job's group, writable by no one else, with this job's record); another
+user's planted ``job.<id>`` is ignored, and said so in the batch step:
+
+* ``OMPI_MCA_rmaps_rank_file_path`` (what Open MPI 4.1's mpirun reads) and
+  ``OMPI_MCA_rmaps_rankfile_path`` in the batch step (where mpirun runs; its daemons'
+  step inherits them from mpirun, or not when the script unset them), ``RANKMAP_HOSTFILE``,
+  ``RANKMAP_MACHINEFILE``, ``RANKMAP_RANKFILE``, ``RANKMAP_REPORT``, for
+  ``--rankmap=summa`` jobs ``RANKMAP_ARRANGEMENT`` and for ``--comm-profile=mesh:NAME``
+  jobs ``RANKMAP_PARTITION`` (the mesh partition: line v, the rank owning vertex v)
+  (names.EXPORTS), each only when the report says the computation was applied;
+* with ``[render] export_slurm_hostfile = true``, ``SLURM_HOSTFILE`` and
+  ``SLURM_DISTRIBUTION=arbitrary`` for ``srun`` (not together with mpirun, whose own
+  srun call would inherit them).
+
+Only the standard library and the config reader are imported: this runs per task.  With
+an unreadable configuration it says so in the batch step of a job that gave a rankmap
+option (the same ConfigError text ``rankmap config check`` prints) and looks where the
+prolog then reported: the default directories.  Whatever it prints from the report is
+escaped (one line per message).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+
+def exports(env: dict[str, str]) -> list[str]:
+    from ..common.jobdir import JobDirError, open_job_dir_for_task
+    from ..common.names import EXPORTS, FILE_NAMES, OMPI_RANKFILE_VARS, valid_job_id
+    from ..common.reorder_steps import is_script_step, reorder_exports
+    from ..common.safe_text import safe_text
+    from ..site.config import DEFAULTS, ConfigError, load_config
+
+    job_id = env.get("SLURM_JOB_ID", "")
+    if not valid_job_id(job_id):
+        return []
+    script_step = is_script_step(env)
+    lines: list[str] = []
+    try:
+        cfg = load_config(env=env)
+        bases = (cfg.get("general", "output_dir"), cfg.get("prolog", "fallback_dir"))
+        export_slurm_hostfile = cfg.get("render", "export_slurm_hostfile")
+    except ConfigError as exc:  # the prolog then reported into the default directories
+        bases = (DEFAULTS["general"]["output_dir"][0], DEFAULTS["prolog"]["fallback_dir"][0])
+        export_slurm_hostfile = False
+        if script_step and _asked_for_rankmap(env):
+            lines.append(f"print rankmap: configuration error: {safe_text(exc, 2000)}; "
+                         "looking for the job's report in the default directories")
+    for base in bases:
+        try:
+            found = open_job_dir_for_task(base, job_id, os.getuid(), os.getgid())
+        except (JobDirError, OSError) as exc:  # another user's, or not the prolog's
+            if script_step:
+                lines.append(f"print rankmap: {safe_text(exc, 2000)}")
+            continue
+        if found is None:
+            continue
+        job_dir, record = found
+        lines.append(f"export RANKMAP_REPORT={job_dir / FILE_NAMES['report']}")
+        if record.get("applied") is True:
+            for name, var in EXPORTS.items():
+                if _is_file(job_dir / FILE_NAMES[name]):
+                    lines.append(f"export {var}={job_dir / FILE_NAMES[name]}")
+            # the batch step only: mpirun runs there and its daemons' step inherits its
+            # environment, so a script that unsets them to let mpirun place the ranks
+            # (RANKMAP_REORDER renumbering them) leaves no rankfile anywhere in the job
+            if _is_file(job_dir / FILE_NAMES["rankfile"]) and script_step:
+                for var in OMPI_RANKFILE_VARS:
+                    lines.append(f"export {var}={job_dir / FILE_NAMES['rankfile']}")
+            lines += reorder_exports(job_dir, env, record.get("n"))
+            if export_slurm_hostfile and _is_file(job_dir / "slurm_hostfile"):
+                lines.append(f"export SLURM_HOSTFILE={job_dir / 'slurm_hostfile'}")
+                lines.append("export SLURM_DISTRIBUTION=arbitrary")
+        if script_step:  # the batch step: tell the user once
+            if record.get("summary"):  # the report's own sentence: applied, kept, or why not
+                state = safe_text(record["summary"], 2000)
+            elif record.get("applied") is True:
+                state = "placement applied"
+            else:
+                state = f"placement NOT applied ({safe_text(record.get('fallback_reason'), 2000)})"
+            lines.append(f"print rankmap: {state}; report: {job_dir / 'report.txt'}")
+        break
+    return lines
+
+
+def _is_file(path: Path) -> bool:
+    """A regular file, not a symlink (the job directory is root's: only the prolog put
+    anything there, but a launcher is never pointed at a link)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _asked_for_rankmap(env: dict[str, str]) -> bool:
+    """The job gave a rankmap option (tasks see the SPANK options as SLURM_SPANK_*);
+    a job that did not is not told about rankmap's configuration."""
+    from ..common.names import SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+
+    return any(env.get(f"SLURM_{name}") for name in (SPANK_PROFILE, SPANK_MODE, SPANK_TIME))
+
+
+def _escape(text: str) -> str:
+    from ..common.safe_text import safe_text
+
+    return safe_text(text, 500)
+
+
+def main() -> int:
+    try:
+        for line in exports(dict(os.environ)):
+            print(line)
+    except Exception as exc:  # never break the user's task
+        print(f"print rankmap: task prolog error ignored: {_escape(repr(exc))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""What the prolog and its worker say to each other (standard library only).
+
+The prolog (root) starts ``slurm_plugin.lifecycle.job_worker`` as the job's user.  The worker
+never writes into the job directory: that directory belongs to root and the user
+cannot add anything to it (see "Threat model" in the README).  Instead the worker
+sends every file it computed, then its status, on its standard output as one stream:
+
+.. code-block:: text
+
+    rankmap-worker 1\\n
+    file <name> <nbytes>\\n<nbytes bytes>      (any number; <name> a FILE_NAMES key)
+    status <nbytes>\\n<nbytes bytes of JSON>   (last)
+
+and the prolog writes each file into the job directory as it arrives (owned by the
+job's user, mode 0600), refusing unknown names, a repeated name, a header that is not
+one of these lines and more than ``max_bytes`` in all: the worker runs as the user, who
+could make it say anything (ptrace), so nothing it sends is trusted beyond what the
+user could write into their own files.
+
+:class:`WorkerStatus` is the status both sides use, checked field by field on
+reading (:meth:`WorkerStatus.from_json`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import BinaryIO
+
+from mapper.errors import RankmapError
+
+from ..common.names import FILE_NAMES
+
+MAGIC = b"rankmap-worker 1\n"
+#: longest header line (``file <name> <nbytes>``) the reader accepts
+MAX_HEADER = 200
+#: longest status JSON; the notes and reasons it carries are short
+MAX_STATUS_BYTES = 1 << 20
+
+
+class ProtocolError(RankmapError, ValueError):
+    """The worker's output is not what this protocol says."""
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """The outcome of one job's computation.
+
+    ``applied``: rankmap's placement is in the files; ``kept_default``: nothing beat
+    Slurm's placement, which the job keeps (the report says so); otherwise ``reason``
+    says why the job got no placement.  ``from_worker`` and ``wall_seconds`` are set by
+    the prolog, never read from the stream.
+    """
+
+    applied: bool
+    reason: str | None = None
+    n: int | None = None
+    objective: float | None = None
+    seconds: float | None = None
+    kept_default: bool = False
+    notes: tuple[str, ...] = ()
+    traceback: str | None = None
+    from_worker: bool = field(default=False, compare=False)
+    wall_seconds: float | None = field(default=None, compare=False)
+
+    def to_json(self) -> str:
+        out = asdict(self)
+        del out["from_worker"], out["wall_seconds"]
+        out["notes"] = list(self.notes)
+        return json.dumps(out)
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerStatus:
+        """Parse and check the worker's status; :class:`ProtocolError` names the field."""
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProtocolError(f"worker status is not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ProtocolError("worker status is not a JSON object")
+        unknown = set(raw) - {f for f in cls.__dataclass_fields__
+                              if f not in ("from_worker", "wall_seconds")}
+        if unknown:
+            raise ProtocolError(f"worker status has unknown fields {sorted(unknown)}")
+        if not isinstance(raw.get("applied"), bool):
+            raise ProtocolError("worker status: 'applied' must be true or false")
+        kwargs = {"applied": raw["applied"],
+                  "kept_default": _typed(raw, "kept_default", bool, False),
+                  "reason": _typed(raw, "reason", str, None),
+                  "traceback": _typed(raw, "traceback", str, None),
+                  "n": _typed(raw, "n", int, None),
+                  "objective": _number(raw, "objective"),
+                  "seconds": _number(raw, "seconds")}
+        notes = raw.get("notes", [])
+        if not isinstance(notes, list) or not all(isinstance(x, str) for x in notes):
+            raise ProtocolError("worker status: 'notes' must be a list of strings")
+        return cls(notes=tuple(notes), **kwargs)
+
+    def received(self, wall_seconds: float) -> WorkerStatus:
+        """This status as the prolog read it from a worker."""
+        return replace(self, from_worker=True, wall_seconds=wall_seconds)
+
+
+def _typed(raw: dict, key: str, kind: type, default: object) -> object:
+    value = raw.get(key, default)
+    if value is None or value is default:
+        return value
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ProtocolError(f"worker status: {key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _number(raw: dict, key: str) -> float | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value):
+        raise ProtocolError(f"worker status: {key!r} must be a finite number, got {value!r}")
+    return float(value)
+
+
+# -- the worker's side ---------------------------------------------------------------
+
+def write_stream(out: BinaryIO, files: dict[str, str], status: WorkerStatus) -> None:
+    """Send ``files`` (FILE_NAMES keys → text, in order) and then ``status``."""
+    out.write(MAGIC)
+    for name, text in files.items():
+        if name not in FILE_NAMES:
+            raise ValueError(f"unknown job file {name!r}")
+        data = text.encode("utf-8", "backslashreplace")
+        out.write(f"file {name} {len(data)}\n".encode("ascii"))
+        out.write(data)
+    data = status.to_json().encode("utf-8")
+    out.write(f"status {len(data)}\n".encode("ascii"))
+    out.write(data)
+    out.flush()
+
+
+# -- the prolog's side ---------------------------------------------------------------
+
+def parse_header(line: bytes, seen: set[str], budget: int) -> tuple[str, str | None, int]:
+    """``(kind, name, nbytes)`` of one header line (without its newline): kind ``file``
+    (name a FILE_NAMES key not ``seen`` before) or ``status`` (name None).  ``budget``
+    is what the stream may still send."""
+    try:
+        words = line.decode("ascii").split(" ")
+    except UnicodeDecodeError:
+        raise ProtocolError("worker output: a header line is not ASCII") from None
+    if len(words) == 3 and words[0] == "file":
+        kind, name, size = words
+        if name not in FILE_NAMES:
+            raise ProtocolError(f"worker output: unknown file {name[:40]!r}")
+        if name in seen:
+            raise ProtocolError(f"worker output: file {name!r} sent twice")
+    elif len(words) == 2 and words[0] == "status":
+        kind, name, size = "status", None, words[1]
+    else:
+        raise ProtocolError(f"worker output: unexpected header {line[:60]!r}")
+    if not size.isdigit():
+        raise ProtocolError(f"worker output: bad size in {line[:60]!r}")
+    nbytes = int(size)
+    limit = min(budget, MAX_STATUS_BYTES) if kind == "status" else budget
+    if nbytes > limit:
+        raise ProtocolError(f"worker output: {kind} {name or ''} of {nbytes} bytes is over "
+                            f"the limit ({limit} bytes left; [prolog] max_output_bytes)")
+    return kind, name, nbytes

@@ -1,0 +1,1 @@
+"""What the job gets to read: the launcher files (jinja2) and the report (text, PNG)."""

@@ -1,0 +1,688 @@
+"""Site configuration: one TOML file, ``/etc/rankmap/rankmap.toml``.
+
+The path can be overridden with ``RANKMAP_CONFIG``.  Every key has a documented
+default (``DEFAULTS``); unknown keys and bad values are errors that name the file and
+the key; every effective value remembers where it came from, which
+``rankmap config check`` prints.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomllib
+
+from mapper.errors import RankmapError
+from mapper.names import PRESETS, normalize_algorithm
+
+from ..common.names import LAUNCHER_FILES
+
+DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
+#: a site configuration is a few KiB; anything far larger is not one
+MAX_CONFIG_BYTES = 4 << 20
+
+RENDERABLE = LAUNCHER_FILES
+
+
+class ConfigError(RankmapError, ValueError):
+    """A configuration that cannot be used; the message names the file and key."""
+
+
+# -- value checkers ---------------------------------------------------------------------
+
+def _positive_number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise ValueError(f"must be a positive number, got {v!r}")
+    return float(v)
+
+
+def _non_negative_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _positive_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ValueError(f"must be a positive integer, got {v!r}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"must be true or false, got {v!r}")
+    return v
+
+
+def _string(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"must be a string, got {v!r}")
+    return v
+
+
+def _abs_path(v: Any) -> str:
+    v = _string(v)
+    if not v.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {v!r}")
+    return v
+
+
+def _optional_path(v: Any) -> str:
+    v = _string(v)
+    return _abs_path(v) if v else ""
+
+
+def _choice(*options: str) -> Callable[[Any], str]:
+    def check(v: Any) -> str:
+        if v not in options:
+            raise ValueError(f"must be one of {', '.join(options)}, got {v!r}")
+        return v
+    return check
+
+
+def _string_list(v: Any) -> list[str]:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"must be a list of strings, got {v!r}")
+    return list(v)
+
+
+def _path_list(v: Any) -> list[str]:
+    return [_abs_path(x) for x in _string_list(v)]
+
+
+def _render_list(v: Any) -> list[str]:
+    items = _string_list(v)
+    for x in items:
+        if x not in RENDERABLE:
+            raise ValueError(f"unknown file {x!r}; choose from {', '.join(RENDERABLE)}")
+    return items
+
+
+def _distances(v: Any) -> list[float]:
+    if not isinstance(v, list) or not v:
+        raise ValueError(f"must be a non-empty list of numbers, got {v!r}")
+    out = []
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
+            raise ValueError(f"entries must be non-negative numbers, got {x!r}")
+        out.append(float(x))
+    if any(b < a for a, b in zip(out, out[1:], strict=False)):
+        raise ValueError(f"must not decrease from the innermost level outwards, got {v!r}")
+    return out
+
+
+def _topology(v: Any) -> str:
+    v = _string(v)
+    if v in ("auto", "scontrol", "none"):
+        return v
+    return _abs_path(v)
+
+
+# The grammar of mapper.api.AlgorithmSpec, checked here without importing the solver
+# (and numpy) so that the TaskProlog, which reads this file once per task, stays light.
+
+
+def _algorithm(v: Any) -> str:
+    return normalize_algorithm(_string(v))
+
+
+def _hwloc_files(v: Any) -> dict[str, str]:
+    from ..common.hostlist import HostlistError, expand_hostlist
+
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a table of host list = XML path, got {v!r}")
+    for hosts, path in v.items():
+        try:
+            expand_hostlist(hosts)
+        except HostlistError as exc:
+            raise ValueError(f"{hosts!r}: {exc}") from None
+        _abs_path(path)
+    return dict(v)
+
+
+def _speed(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+        raise ValueError(f"must be a positive number, got {v!r}")
+    return float(v)
+
+
+def _speeds_by_nodes(v: Any) -> dict[str, float]:
+    """``{ "n[1-16]" = 2.0, ... }``: host list → relative speed; a node in two keys is an
+    error naming both."""
+    from ..common.hostlist import HostlistError, expand_hostlist
+
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a table of host list = speed, got {v!r}")
+    owner: dict[str, str] = {}
+    out = {}
+    for hosts, speed in v.items():
+        try:
+            names = expand_hostlist(hosts)
+        except HostlistError as exc:
+            raise ValueError(f"{hosts!r}: {exc}") from None
+        if not names:
+            raise ValueError(f"{hosts!r}: names no node")
+        try:
+            out[hosts] = _speed(speed)
+        except ValueError as exc:
+            raise ValueError(f"{hosts!r}: {exc}") from None
+        for name in names:
+            if owner.setdefault(name, hosts) != hosts:
+                raise ValueError(f"{owner[name]!r} and {hosts!r} both name node {name}")
+    return out
+
+
+def _speeds_by_features(v: Any) -> dict[str, float]:
+    """``{ gpu = 2.0, ... }``: Slurm node feature → relative speed."""
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a table of feature = speed, got {v!r}")
+    out = {}
+    for feature, speed in v.items():
+        if not feature or any(c.isspace() or c in ",&|!*()[]" for c in feature):
+            raise ValueError(f"{feature!r}: not a Slurm feature name")
+        try:
+            out[feature] = _speed(speed)
+        except ValueError as exc:
+            raise ValueError(f"{feature!r}: {exc}") from None
+    return out
+
+
+def _log_level(v: Any) -> str:
+    return _choice("debug", "info", "warning", "error")(v)
+
+
+#: Every key: (default, checker, one-line documentation).
+DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
+    "general": {
+        "enabled_partitions": (["*"], _string_list,
+                               "partitions where rankmap may act (glob patterns)"),
+        "output_dir": ("/run/rankmap", _abs_path,
+                       "per-job directories job.<id> are created here on the batch host"),
+        "log_file": ("/var/log/rankmap/rankmap.log", _optional_path,
+                     "prolog log; empty: syslog-free stderr only"),
+        "log_level": ("info", _log_level, "debug, info, warning or error"),
+    },
+    "solver": {
+        "default_preset": ("fast", _choice(*PRESETS),
+                           "fast (topdown+n10), eco (best of several starts) or strong "
+                           "(more starts, then iterated local search): what jobs run "
+                           "unless algorithm is set (README: Presets)"),
+        "algorithm": ("", _algorithm,
+                      "a preset or an algorithm such as topdown+n10; overrides "
+                      "default_preset (unset: the preset)"),
+        "time_limit": (5.0, _positive_number, "seconds the solver may use per job"),
+        "max_time_limit": (30.0, _positive_number, "cap on users' --rankmap-time"),
+        "seed": (0, _non_negative_int, "random seed (reproducible placements)"),
+        "oversubscribe": ("never", _choice("never", "allow"),
+                          "jobs with more tasks than cores (sbatch --overcommit): never = "
+                          "keep Slurm's placement and say why in the report; allow = map "
+                          "them, ranks sharing a core forming an innermost 'core' level"),
+        "level_distances": ([1.0, 10.0, 100.0, 1000.0], _distances,
+                            "cost per byte: same socket, same node, same leaf switch, "
+                            "each switch level above (the last value x10 per extra level)"),
+    },
+    "slurm": {
+        "backend": ("auto", _choice("auto", "scontrol", "squeue", "pyslurm"),
+                    "how job data is read: pyslurm when it matches the running Slurm, "
+                    "else the CLI"),
+        "topology": ("auto", _topology,
+                     "auto (scontrol show topology), scontrol, none, or a topology.conf path"),
+        "command_timeout": (10.0, _positive_number, "seconds per Slurm command"),
+        "bin_dir": ("", _optional_path,
+                    "directory of Slurm's commands (scontrol, squeue); empty: PATH, then "
+                    "/usr/local/bin, /usr/bin"),
+    },
+    "profiles": {
+        "stores": (["/etc/rankmap/profiles"], _path_list, "profile store directories"),
+        "allow_user_files": (False, _bool,
+                             "accept --comm-profile=file:PATH, read as the job's user"),
+        "max_file_bytes": (64 << 20, _non_negative_int, "size limit of a profile matrix"),
+    },
+    "render": {
+        "files": (list(RENDERABLE), _render_list, "launcher files to write"),
+        "export_slurm_hostfile": (False, _bool,
+                                  "TaskProlog sets SLURM_HOSTFILE and "
+                                  "SLURM_DISTRIBUTION=arbitrary for srun"),
+        "templates_dir": ("", _optional_path, "site templates (empty: packaged ones)"),
+    },
+    "hwloc": {
+        "files": ({}, _hwloc_files,
+                  "hwloc XML (lstopo --of xml) per node type: { \"n[1-64]\" = PATH }; adds a "
+                  "cache level (L3 / die / group) between core and socket"),
+        "cache_distance": (0.5, _positive_number,
+                           "distance between cores sharing a cache group (below the socket "
+                           "distance)"),
+    },
+    "speeds": {
+        "nodes": ({}, _speeds_by_nodes,
+                  "relative compute speed per host list: { \"n[1-16]\" = 2.0 }; nodes not "
+                  "listed (and matching no feature) have speed 1.0; a node in two keys "
+                  "is an error"),
+        "features": ({}, _speeds_by_features,
+                     "relative compute speed per Slurm node feature (ActiveFeatures, else "
+                     "AvailableFeatures): { gpu = 2.0 }; a node matched by two keys (two "
+                     "features, or a feature and a host list) is an error naming both"),
+    },
+    "prolog": {
+        "grace_seconds": (20.0, _positive_number,
+                          "start-up and I/O time allowed beyond the solver budget before "
+                          "the watchdog stops the computation"),
+        "compute_on": ("batch_host", _choice("batch_host", "slurmctld"),
+                       "batch_host: the Prolog on the job's first node computes (no shared "
+                       "file system needed); slurmctld: PrologSlurmctld computes into a "
+                       "shared output_dir"),
+        "fallback_dir": ("/run/rankmap-fallback", _abs_path,
+                         "where reports go when output_dir cannot be used"),
+        "worker_memory_bytes": (4 << 30, _non_negative_int,
+                                "address-space limit (RLIMIT_AS) of the worker that reads "
+                                "the profile and solves, in bytes; 0: no limit"),
+        "max_workers": (0, _non_negative_int,
+                        "computations at once on one node; 0: as many as half the node's "
+                        "memory holds at worker_memory_bytes each (at least 1); a job that "
+                        "finds them all busy waits up to its time budget plus "
+                        "grace_seconds for one, then keeps Slurm's placement"),
+        "max_output_bytes": (1 << 30, _positive_int,
+                             "most bytes of files one job's computation may write into "
+                             "its job directory (launcher files, report); more: the job "
+                             "keeps Slurm's placement"),
+    },
+    "summa": {
+        "level": ("auto", _choice("auto", "switch", "node", "socket"),
+                  "--rankmap=summa jobs: the level whose groups are the clusters of the "
+                  "SUMMA cost model (auto: leaf switches when the job spans several, else "
+                  "nodes, else sockets)"),
+        "weighted": (False, _bool,
+                     "--rankmap=summa jobs: weight each transfer by the level distances "
+                     "instead of counting inter-group transfers"),
+    },
+}
+
+# -- [network]: a node-level hop matrix for non-tree interconnects ---------------------
+
+#: Default algorithm for a hop-matrix machine when the site sets no ``[solver] algorithm``
+#: (Top-Down and Bottom-Up need a switch tree).
+NETWORK_ALGORITHM = "ohtma+n10"
+
+#: The generators' hop matrices are built for the whole network (N² entries, several
+#: N² temporaries inside the generators) in the prolog's worker, which has
+#: ``worker_memory_bytes`` (4 GiB) of address space: 8192 slots is 512 MiB per matrix.
+MAX_NETWORK_SLOTS = 8192
+
+NETWORK_KINDS = ("file", "mesh", "torus", "tianhe3", "dragonfly")
+_GENERATORS = NETWORK_KINDS[1:]
+
+
+def _positive_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"must be a positive integer, got {v!r}")
+    return v
+
+
+def _non_negative_number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+        raise ValueError(f"must be a non-negative number, got {v!r}")
+    return float(v)
+
+
+def _dims(v: Any) -> list[int]:
+    if not isinstance(v, list) or not v:
+        raise ValueError(f"must be a non-empty list of positive integers, got {v!r}")
+    for x in v:
+        try:
+            _positive_int(x)
+        except ValueError:
+            raise ValueError(f"must be a list of positive integers, got {v!r}") from None
+    return list(v)
+
+
+def _chip_hops(v: Any) -> list[int]:
+    if (not isinstance(v, list) or len(v) != 3
+            or any(isinstance(x, bool) or not isinstance(x, int) for x in v)
+            or not 0 <= v[0] <= v[1] <= v[2]):
+        raise ValueError(f"must be three integers 0 <= same chip <= same row or column <= "
+                         f"other, got {v!r}")
+    return list(v)
+
+
+def _node_names(v: Any) -> list[str]:
+    from ..common.hostlist import HostlistError, expand_hostlist
+
+    v = _string(v)
+    try:
+        names = expand_hostlist(v)
+    except HostlistError as exc:
+        raise ValueError(str(exc)) from None
+    if not names:
+        raise ValueError("names no node")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"node {name} is listed twice")
+        seen.add(name)
+    return names
+
+
+#: Every [network] key: (checker, the kinds it belongs to (None: all), documentation).
+NETWORK_KEYS: dict[str, tuple[Callable[[Any], Any], tuple[str, ...] | None, str]] = {
+    "kind": (_choice(*NETWORK_KINDS), None,
+             "file (hop_file) or a generator: mesh, torus, tianhe3, dragonfly"),
+    "hop_file": (_abs_path, ("file",),
+                 "node-level hop (or cost) matrix: line 1 the node names, then the rows"),
+    "dims": (_dims, ("mesh", "torus"), "routers per dimension, e.g. [4, 4, 4]"),
+    "rows": (_positive_int, ("tianhe3",), "rows of chips"),
+    "cols": (_positive_int, ("tianhe3",), "columns of chips"),
+    "nodes_per_chip": (_positive_int, ("tianhe3",), "compute nodes per chip"),
+    "chip_hops": (_chip_hops, ("tianhe3",),
+                  "hops for same chip, same row or column, otherwise (default [1, 2, 3])"),
+    "groups": (_positive_int, ("dragonfly",), "dragonfly groups"),
+    "routers": (_positive_int, ("dragonfly",), "routers per group"),
+    "nodes_per_router": (_positive_int, ("dragonfly",), "compute nodes per router"),
+    "nodes": (_node_names, _GENERATORS, "host list; its i-th node sits at slot i"),
+    "node_order": (_abs_path, _GENERATORS, "file, one node name per line: line i = slot i"),
+    "per_hop": (_non_negative_number, None, "cost per byte and network hop"),
+    "base": (_non_negative_number, None, "cost per byte of leaving a node"),
+}
+
+_NETWORK_REQUIRED = {"file": ("hop_file",), "mesh": ("dims",), "torus": ("dims",),
+                     "tianhe3": ("rows", "cols", "nodes_per_chip"),
+                     "dragonfly": ("groups", "routers", "nodes_per_router")}
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """The checked ``[network]`` table (no file read yet: :mod:`slurm_plugin.machine.network_source`
+    reads the hop file or node order and builds the matrix)."""
+
+    kind: str
+    params: dict[str, Any]  # the generator's keys (dims, rows, …) as given
+    hop_file: str = ""
+    nodes: tuple[str, ...] = ()  # from ``nodes``: slot i holds nodes[i]
+    node_order: str = ""
+    per_hop: float = 100.0
+    base: float = 0.0
+    path: str = ""  # the config file, for messages
+    given: tuple[str, ...] = ()  # the keys the file sets (the others are defaults)
+
+    @property
+    def slots(self) -> int | None:
+        """Number of slots a generator builds (None for a hop file)."""
+        p = self.params
+        if self.kind in ("mesh", "torus"):
+            return math.prod(p["dims"])
+        if self.kind == "tianhe3":
+            return p["rows"] * p["cols"] * p["nodes_per_chip"]
+        if self.kind == "dragonfly":
+            return p["groups"] * p["routers"] * p["nodes_per_router"]
+        return None
+
+    def describe(self) -> str:
+        """``torus [4, 4, 4]``, ``hop file /etc/rankmap/hops.txt``."""
+        if self.kind == "file":
+            return f"hop file {self.hop_file}"
+        shown = {k: v for k, v in self.params.items() if k != "chip_hops"}
+        if self.kind in ("mesh", "torus"):
+            return f"{self.kind} {shown['dims']}"
+        text = f"{self.kind} " + ", ".join(f"{k}={v}" for k, v in shown.items())
+        if "chip_hops" in self.params:
+            text += f", chip_hops={self.params['chip_hops']}"
+        return text
+
+    def as_table(self) -> dict[str, Any]:
+        """The effective keys, for ``rankmap config check``."""
+        table: dict[str, Any] = {"kind": self.kind}
+        if self.hop_file:
+            table["hop_file"] = self.hop_file
+        table.update(self.params)
+        if self.nodes:
+            table["nodes"] = self._folded_nodes
+        if self.node_order:
+            table["node_order"] = self.node_order
+        table["per_hop"], table["base"] = self.per_hop, self.base
+        return table
+
+    @property
+    def _folded_nodes(self) -> str:
+        from ..common.hostlist import expand_hostlist, fold_hostlist
+
+        folded = fold_hostlist(list(self.nodes))
+        # folding sorts: the expanded order is shown when folding would change it
+        return folded if expand_hostlist(folded) == list(self.nodes) else ",".join(self.nodes)
+
+
+def _parse_network(body: Any, path: str) -> NetworkConfig:
+    where = f"{path}: [network]"
+    if not isinstance(body, dict):
+        raise ConfigError(f"{path}: network: must be a [network] table")
+    for key in body:
+        if key not in NETWORK_KEYS:
+            raise ConfigError(f"{where} unknown key {key!r} (known: {', '.join(NETWORK_KEYS)})")
+    if "kind" not in body:
+        raise ConfigError(f"{where} kind: required (one of {', '.join(NETWORK_KINDS)})")
+    values: dict[str, Any] = {}
+    for key, value in body.items():
+        try:
+            values[key] = NETWORK_KEYS[key][0](value)
+        except ValueError as exc:
+            raise ConfigError(f"{where} {key}: {exc}") from None
+    kind = values["kind"]
+    for key in values:
+        kinds = NETWORK_KEYS[key][1]
+        if kinds is not None and kind not in kinds:
+            raise ConfigError(f"{where} {key}: only for kind = "
+                              f"{' or '.join(repr(k) for k in kinds)} (kind is {kind!r})")
+    for key in _NETWORK_REQUIRED[kind]:
+        if key not in values:
+            raise ConfigError(f"{where} {key}: required for kind = {kind!r}")
+    if kind != "file" and ("nodes" in values) == ("node_order" in values):
+        raise ConfigError(f"{where} nodes: give exactly one of nodes (a host list in slot "
+                          f"order) and node_order (a file, one node per line) for kind = "
+                          f"{kind!r}")
+    params = {k: v for k, v in values.items()
+              if k not in ("kind", "hop_file", "nodes", "node_order", "per_hop", "base")}
+    net = NetworkConfig(kind, params, values.get("hop_file", ""),
+                        tuple(values.get("nodes", ())), values.get("node_order", ""),
+                        values.get("per_hop", NetworkConfig.per_hop),
+                        values.get("base", NetworkConfig.base), path, tuple(values))
+    slots = net.slots
+    if slots is not None and slots > MAX_NETWORK_SLOTS:
+        first = _NETWORK_REQUIRED[kind][0]
+        raise ConfigError(f"{where} {first}: {net.describe()} has {slots} slots, more than "
+                          f"the {MAX_NETWORK_SLOTS} whose hop matrix (slots² entries) fits "
+                          f"the prolog's worker; use a hop_file of the nodes that run jobs")
+    if slots is not None and len(net.nodes) > slots:
+        raise ConfigError(f"{where} nodes: {len(net.nodes)} nodes but {net.describe()} has "
+                          f"only {slots} slots")
+    return net
+
+
+RULE_KEYS: dict[str, Callable[[Any], Any]] = {
+    "partition": _string, "account": _string, "job_name": _string,
+    "profile": _string, "algorithm": _algorithm, "time_limit": _positive_number,
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Site rule: jobs matching every given glob get this profile/algorithm."""
+
+    partition: str = "*"
+    account: str = "*"
+    job_name: str = "*"
+    profile: str | None = None
+    algorithm: str | None = None
+    time_limit: float | None = None
+
+    def matches(self, partition: str | None, account: str | None,
+                job_name: str | None) -> bool:
+        return all(fnmatch.fnmatchcase(value or "", pattern) for value, pattern in (
+            (partition, self.partition), (account, self.account), (job_name, self.job_name)))
+
+
+@dataclass(frozen=True)
+class Config:
+    """Effective configuration: ``values[section][key]`` and where each came from."""
+
+    values: dict[str, dict[str, Any]]
+    sources: dict[str, dict[str, str]]
+    rules: tuple[Rule, ...] = ()
+    path: str | None = None
+    notes: tuple[str, ...] = field(default=())
+    network: NetworkConfig | None = None  # [network]; None: the switch tree as before
+
+    def get(self, section: str, key: str) -> Any:
+        return self.values[section][key]
+
+    def partition_enabled(self, partition: str | None) -> bool:
+        return any(fnmatch.fnmatchcase(partition or "", p)
+                   for p in self.get("general", "enabled_partitions"))
+
+    def rule_for(self, partition: str | None, account: str | None,
+                 job_name: str | None) -> Rule | None:
+        """First rule that matches the job, if any."""
+        for rule in self.rules:
+            if rule.matches(partition, account, job_name):
+                return rule
+        return None
+
+
+def parse_config(text: str, path: str) -> Config:
+    """Parse and check TOML text; errors name ``path`` and the key (or line)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: TOML syntax error: {exc}") from None
+    values = {s: {k: d[0] for k, d in keys.items()} for s, keys in DEFAULTS.items()}
+    sources = {s: dict.fromkeys(keys, "default") for s, keys in DEFAULTS.items()}
+    rules: list[Rule] = []
+    network = None
+    for section, body in data.items():
+        if section == "network":
+            network = _parse_network(body, path)
+            continue
+        if section == "rules":
+            if not isinstance(body, list):
+                raise ConfigError(f"{path}: rules: must be [[rules]] tables")
+            for i, table in enumerate(body, 1):
+                rules.append(_parse_rule(table, f"{path}: [[rules]] #{i}"))
+            continue
+        if section not in DEFAULTS:
+            raise ConfigError(f"{path}: unknown section [{section}] (known: "
+                              f"{', '.join(list(DEFAULTS) + ['network', 'rules'])})")
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path}: {section}: must be a [{section}] table")
+        for key, value in body.items():
+            if key not in DEFAULTS[section]:
+                raise ConfigError(f"{path}: [{section}] unknown key {key!r} (known: "
+                                  f"{', '.join(DEFAULTS[section])})")
+            try:
+                values[section][key] = DEFAULTS[section][key][1](value)
+            except ValueError as exc:
+                raise ConfigError(f"{path}: [{section}] {key}: {exc}") from None
+            sources[section][key] = path
+    if values["solver"]["time_limit"] > values["solver"]["max_time_limit"]:
+        raise ConfigError(f"{path}: [solver] time_limit: must not exceed max_time_limit "
+                          f"({values['solver']['max_time_limit']:g})")
+    if sources["solver"]["algorithm"] == "default":
+        if network is not None and sources["solver"]["default_preset"] == "default":
+            values["solver"]["algorithm"] = NETWORK_ALGORITHM
+            sources["solver"]["algorithm"] = "default for [network]"
+        else:
+            values["solver"]["algorithm"] = values["solver"]["default_preset"]
+            sources["solver"]["algorithm"] = "[solver] default_preset"
+    return Config(values, sources, tuple(rules), path, network=network)
+
+
+def _parse_rule(table: Any, where: str) -> Rule:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table")
+    kwargs = {}
+    for key, value in table.items():
+        if key not in RULE_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(RULE_KEYS)})")
+        try:
+            kwargs[key] = RULE_KEYS[key](value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {key}: {exc}") from None
+    if "profile" not in kwargs and "algorithm" not in kwargs:
+        raise ConfigError(f"{where}: a rule needs a profile or an algorithm")
+    return Rule(**kwargs)
+
+
+def config_path(env: Mapping[str, str] = os.environ) -> str:
+    return env.get("RANKMAP_CONFIG") or DEFAULT_PATH
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) -> Config:
+    """Read the site config; a missing default file means all defaults."""
+    explicit = path is not None or "RANKMAP_CONFIG" in env
+    path = path or config_path(env)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"{path}: no such file") from None
+        cfg = parse_config("", path)
+        return Config(cfg.values, cfg.sources, (), None,
+                      (f"{path} does not exist: built-in defaults",))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}"
+                          + (" (the TaskProlog and the worker read it as the job's user: "
+                             "make it 0644)" if exc.errno == errno.EACCES else ""),
+                          source=path) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; not a rankmap "
+                          "configuration", source=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {exc.start}: "
+                          f"{data[exc.start:exc.start + 1]!r})", source=path,
+                          line=line) from None
+    return parse_config(text, path)
+
+
+def format_effective(config: Config) -> str:
+    """Every effective value with its source, for ``rankmap config check``."""
+    lines = [f"# rankmap configuration: {config.path or 'built-in defaults'}"]
+    lines += [f"# {n}" for n in config.notes]
+    for section, keys in config.values.items():
+        lines.append(f"[{section}]")
+        for key, value in keys.items():
+            lines.append(f"{key} = {_toml_value(value)}    # {config.sources[section][key]}")
+    if config.network is not None:
+        lines.append("[network]")
+        net = config.network
+        for key, value in net.as_table().items():
+            source = net.path if key in net.given else "default"
+            lines.append(f"{key} = {_toml_value(value)}    # {source}")
+    for rule in config.rules:
+        lines.append("[[rules]]")
+        for key in RULE_KEYS:
+            value = getattr(rule, key)
+            if value is not None:
+                lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_value(k)} = {_toml_value(x)}" for k, x in v.items()) \
+            + "}"
+    if isinstance(v, float) and v.is_integer():
+        return f"{v:.1f}"
+    return str(v)
+
