@@ -228,9 +228,14 @@ def test_a_slurm_command_time_out_ends_its_children(tmp_path):
 
 
 def _nobody_can_run_the_worker() -> bool:
-    probe = subprocess.run([sys.executable, "-c", "import slurm_plugin.lifecycle.job_worker"],
-                           cwd="/", env={"PYTHONPATH": str(ROOT)}, user=NOBODY,
-                           group=NOBODY, extra_groups=[], capture_output=True, check=False)
+    try:
+        probe = subprocess.run([sys.executable, "-c",
+                                "import slurm_plugin.lifecycle.job_worker"],
+                               cwd="/", env={"PYTHONPATH": str(ROOT)}, user=NOBODY,
+                               group=NOBODY, extra_groups=[], capture_output=True,
+                               check=False)
+    except PermissionError:  # the interpreter itself (a venv under /root, 0700)
+        return False
     return probe.returncode == 0
 
 
@@ -240,7 +245,8 @@ def test_nothing_of_the_job_user_remains_after_a_hanging_scontrol(where, monkeyp
     """The prolog on the batch host, the worker as the job's user, and a Slurm command
     that hangs: whichever time-out fires, no process of the job's user is left."""
     if not _nobody_can_run_the_worker():
-        pytest.skip(f"uid {NOBODY} cannot read the project at {ROOT}")
+        pytest.skip(f"uid {NOBODY} cannot run {sys.executable} or read the project at "
+                    f"{ROOT}")
     base = Path(tempfile.mkdtemp(prefix="rankmap_hang_"))
     try:
         os.chmod(base, 0o755)
