@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from users_harness import as_user
 
 from slurm_plugin.common import jobdir
 from slurm_plugin.common.files import write_files
@@ -348,7 +349,8 @@ def test_job_dir_and_files_belong_to_the_job_user_and_nobody_else(tmp_path):
         st = d.stat()
         # root's, with the job's group: the user reads but can add nothing
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, NOBODY, 0o750)
-        assert as_user(NOBODY, lambda: (d / "planted").write_text("x")) == "PermissionError"
+        assert as_user(NOBODY, lambda: (d / "planted").write_text("x")).startswith(
+            "PermissionError")
         for name in ("report.txt", "report.json"):
             st = (d / name).stat()
             assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, NOBODY, 0o600)
@@ -360,37 +362,13 @@ def test_job_dir_and_files_belong_to_the_job_user_and_nobody_else(tmp_path):
         assert as_user(NOBODY, lambda: "\n".join(exports(env))) == \
             f"export RANKMAP_REPORT={d / 'report.txt'}\n" \
             f"print rankmap: placement NOT applied (why); report: {d / 'report.txt'}"
-        assert as_user(NOBODY - 1, lambda: (d / "report.txt").read_text()) == \
-            "PermissionError"
+        assert as_user(NOBODY - 1, lambda: (d / "report.txt").read_text()).startswith(
+            "PermissionError")
     finally:
         remove_job_dir(out, "53")
         for p in out.iterdir():
             p.unlink()
         out.rmdir()
-
-
-def as_user(uid: int, fn) -> str:
-    """``fn()`` in a forked child running as ``uid``; its result or its exception name."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            try:
-                result = str(fn())
-            except Exception as exc:
-                result = type(exc).__name__
-            os.write(w, result.encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as fh:
-        result = fh.read()
-    os.waitpid(pid, 0)
-    return result
 
 
 def test_log_file_is_created_0640_and_an_existing_mode_is_kept(tmp_path):

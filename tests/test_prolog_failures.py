@@ -16,7 +16,7 @@ from slurm_plugin.common.safe_text import safe_text
 from slurm_plugin.lifecycle import prolog
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.lifecycle.worker_protocol import WorkerStatus
-from slurm_plugin.site.config import DEFAULTS, parse_config
+from slurm_plugin.site.config import parse_config
 from slurm_plugin.site.request import MappingRequest
 
 LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} rankmap\[\d+\] ")
@@ -137,20 +137,6 @@ def test_the_task_prolog_prints_one_line_per_message(tmp_path):
 
 
 # -- a report on every failure path (finding 8) --------------------------------------
-
-@pytest.fixture
-def defaults(tmp_path, monkeypatch):
-    """The built-in defaults pointed into tmp_path (never the real /run, /var/log)."""
-    paths = {"output_dir": tmp_path / "default-run" / "rankmap",
-             "log_file": tmp_path / "default-log" / "rankmap.log",
-             "fallback_dir": tmp_path / "default-run" / "rankmap-fallback"}
-    (tmp_path / "default-run").mkdir()
-    for key, path in paths.items():
-        section = "prolog" if key == "fallback_dir" else "general"
-        entry = DEFAULTS[section][key]
-        monkeypatch.setitem(DEFAULTS[section], key, (str(path), *entry[1:]))
-    return paths
-
 
 def test_a_corrupt_config_is_logged_and_reported_in_the_default_place(site, defaults,
                                                                        capsys):

@@ -17,40 +17,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from users_harness import as_user
 
 from slurm_plugin.commands.config_check import check_command
 from slurm_plugin.common.jobdir import JobDirError, create_job_dir, open_job_dir_for_task
 from slurm_plugin.lifecycle import prolog
 from slurm_plugin.lifecycle.task_prolog import exports
-from slurm_plugin.site.config import DEFAULTS, ConfigError, load_config
+from slurm_plugin.site.config import ConfigError, load_config
 
 USER_A, USER_B = 65534, 65533
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (runs as other uids)")
-
-
-def as_user(uid: int, fn):
-    """``fn()`` in a forked child running as ``uid`` (group ``uid``); its result (via
-    JSON), or the name of its exception."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            try:
-                result = json.dumps(fn())
-            except Exception as exc:
-                result = json.dumps(f"{type(exc).__name__}: {exc}")
-            os.write(w, result.encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as fh:
-        result = fh.read()
-    os.waitpid(pid, 0)
-    return json.loads(result)
 
 
 @pytest.fixture
@@ -202,19 +178,6 @@ def test_config_check_refuses_directories_others_can_write(tmp_path, capsys, key
 
 
 # -- configuration problems: one named error everywhere --------------------------------
-
-@pytest.fixture
-def defaults(tmp_path, monkeypatch):
-    """The built-in output and fallback directories pointed into tmp_path."""
-    paths = {"output_dir": tmp_path / "default-run" / "rankmap",
-             "log_file": tmp_path / "default-log" / "rankmap.log",
-             "fallback_dir": tmp_path / "default-run" / "rankmap-fallback"}
-    (tmp_path / "default-run").mkdir()
-    for key, path in paths.items():
-        section = "prolog" if key == "fallback_dir" else "general"
-        monkeypatch.setitem(DEFAULTS[section], key, (str(path), *DEFAULTS[section][key][1:]))
-    return paths
-
 
 def test_a_config_that_is_not_utf8_is_the_same_named_error_everywhere(
         tmp_path, defaults, monkeypatch, capsys, restore_prolog_logging):
