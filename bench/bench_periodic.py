@@ -2,11 +2,11 @@
 
 For every stencil × machine: J / J(block) of the solver alone (no baseline guard) with
 ``topdown+n10`` and ``bottomup+n10``, before and after the partitioning fix, next to
-the best nested box tiling (tests/grid_tilings.py, homogeneous machines only) and
+the best nested box tiling (tests/helpers/grid_tilings.py, homogeneous machines only) and
 block polished by N_C^10.  "before" runs today's Top-Down and Bottom-Up with the
 partitioner they had before the fix (one METIS recursive bisection + size repair + swap
 refinement, :func:`legacy_partition`, kept here for this comparison).  J is
-recomputed from the edges by tests/grid_tilings.py.  Machines: hierarchy = cores per
+recomputed from the edges by tests/helpers/grid_tilings.py.  Machines: hierarchy = cores per
 socket : sockets : nodes per leaf : leaves, distances 1:10:100:1000 (rankmap's
 defaults); two machines have unequal nodes.
 
@@ -23,15 +23,13 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
-
-import grid_tilings as gt  # noqa: E402
 
 from mapper import CommGraph, Hierarchy  # noqa: E402
 from mapper.construction import bottom_up, top_down  # noqa: E402
 from mapper.partition import _metis, cut_weight, refine_cut, repair_sizes  # noqa: E402
 from mapper.search import communication_neighborhood  # noqa: E402
+from tests.helpers import grid_tilings as gt  # noqa: E402
 
 DISTANCES = [1.0, 10.0, 100.0, 1000.0]
 

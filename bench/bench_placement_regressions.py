@@ -7,7 +7,7 @@ profile.  Case B: 32 nodes x 2 sockets x 4 cores under 4 leaf switches,
 ``stencil3d:8x8x4,periodic``.  Distances 1:10:100:1000 (socket, node, leaf, spine).
 
 Every J here is recomputed from the rendered rankfile and the topology.conf text by
-tests/independent_eval.py, which shares no code with the solver; Slurm's block:cyclic
+tests/helpers/independent_eval.py, which shares no code with the solver; Slurm's block:cyclic
 placement is recomputed by hand the same way.  ``--src DIR`` runs another checkout of
 rankmap (e.g. ``git worktree add /tmp/before <commit>`` + ``python3 setup.py build_ext
 --inplace`` there) to reproduce the "before" numbers in bench/README.md.
@@ -32,11 +32,10 @@ DISTANCES = [1.0, 10.0, 100.0, 1000.0]
 
 def run_case(name: str, conf: str, nodes: list[str], sockets: int, cores: int,
              profile: str, algorithm: str) -> dict:
-    import independent_eval as ie
-
     from slurm_plugin.profiles.generators import is_generator_spec
     from slurm_plugin.slurm.allocation import Allocation
     from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
+    from tests.helpers import independent_eval as ie
 
     try:
         from slurm_plugin.machine.layout import build_layout
@@ -93,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src", help="another rankmap checkout to measure (before numbers)")
     p.add_argument("--algorithm", default="topdown+n10")
     args = p.parse_args(argv)
-    sys.path.insert(0, str(HERE.parent / "tests"))
+    sys.path.insert(0, str(HERE.parent))  # tests.helpers.independent_eval
+    from tests.helpers import independent_eval  # noqa: F401  (this checkout's, before --src)
     if args.src:
         sys.path.insert(0, str(Path(args.src).resolve()))
     import slurm_plugin

@@ -13,7 +13,13 @@ import json
 import re
 
 import pytest
-from test_jobs import MPI_JOB, REPORT_JOB, assert_fallback, assert_ranks_ran_where_the_rankfile_says
+
+from tests.e2e.test_jobs import (
+    MPI_JOB,
+    REPORT_JOB,
+    assert_fallback,
+    assert_ranks_ran_where_the_rankfile_says,
+)
 
 pytestmark = pytest.mark.slurm
 

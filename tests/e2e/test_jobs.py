@@ -10,13 +10,12 @@ import grp
 import pwd
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/independent_eval.py
+from tests.helpers.paths import TEST_DATA
 
 pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,9 +109,8 @@ def test_interleaved_switches_ranks_run_where_the_solver_chose(slurm_cluster):
     """Node names that do not follow the wiring (s1 = n1,n3; s2 = n2,n4): the rankfile's
     J, recomputed from the cluster's topology.conf by the independent evaluator,
     equals the report's, beats Slurm's block, and every rank runs where it says."""
-    import independent_eval as ie
-
     from slurm_plugin.profiles.generators import generate
+    from tests.helpers import independent_eval as ie
 
     c = slurm_cluster
     c.restart(topology="interleaved")
@@ -257,7 +255,7 @@ def test_path_traversal_profile_name_is_refused_by_the_prolog(slurm_cluster):
     assert refused.returncode != 0 and "--comm-profile" in refused.stderr
     # ... and a user who loads an unchecking plugin client-side still gets no further
     lib = c.state / "lib" / "unchecked_spank.so"
-    source = Path(__file__).resolve().parents[1] / "data/mpi/unchecked_spank.c"
+    source = TEST_DATA / "mpi/unchecked_spank.c"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
     plugstack = c.state / "plugstack-unchecked.conf"
     plugstack.write_text(f"required {lib}\n")
@@ -276,7 +274,7 @@ def test_the_sites_job_submit_rule_refuses_a_huge_spank_environment(slurm_cluste
     job_submit.lua rule refuses such a job at submission; a normal one still runs."""
     c = slurm_cluster
     lib = c.state / "lib" / "unchecked_spank.so"
-    source = Path(__file__).resolve().parents[1] / "data/mpi/unchecked_spank.c"
+    source = TEST_DATA / "mpi/unchecked_spank.c"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
     plugstack = c.state / "plugstack-unchecked.conf"
     plugstack.write_text(f"required {lib}\n")

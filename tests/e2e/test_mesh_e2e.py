@@ -10,15 +10,11 @@ weights file falls back, names the file and line, and exports no partition.
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # test_jobs' checks
-
-from test_jobs import (  # noqa: E402
+from tests.e2e.test_jobs import (
     MPI_JOB,
     REPORT_JOB,
     assert_fallback,

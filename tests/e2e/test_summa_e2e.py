@@ -9,14 +9,11 @@ file the job's user cannot read falls back, names the reason and drains nothing.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # test_jobs' checks
-
-from test_jobs import (  # noqa: E402
+from tests.e2e.test_jobs import (
     MPI_JOB,
     REPORT_JOB,
     assert_fallback,

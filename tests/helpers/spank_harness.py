@@ -1,0 +1,50 @@
+"""The SPANK plugin's option checks (slurm_plugin/spank/rankmap_spank.c), compiled into a
+small program with stand-ins for the Slurm calls: ``valid_mode`` and ``valid_profile``
+exactly as sbatch runs them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import REPO
+
+SPANK_C = REPO / "slurm_plugin/spank/rankmap_spank.c"
+
+HARNESS = r"""
+#include <stdio.h>
+#include "rankmap_spank.c"
+spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
+{ (void)sp; (void)opt; return ESPANK_SUCCESS; }
+spank_context_t spank_context(void) { return S_CTX_LOCAL; }
+spank_err_t spank_job_control_setenv(spank_t sp, const char *n, const char *v, int o)
+{ (void)sp; (void)n; (void)v; (void)o; return ESPANK_SUCCESS; }
+void slurm_error(const char *fmt, ...) { (void)fmt; }
+int main(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        printf("%d\n", argv[1][0] == 'm' ? valid_mode(argv[i]) : valid_profile(argv[i]));
+    return 0;
+}
+"""
+
+needs_cc = pytest.mark.skipif(
+    not shutil.which("cc") or not Path("/usr/include/slurm/spank.h").is_file(),
+    reason="needs a C compiler and Slurm's spank.h")
+
+
+def spank_checker(tmp_path: Path):
+    """``check(kind, values) -> [bool]``: kind "mode" (``--rankmap``) or "profile"
+    (``--comm-profile``), each value accepted or not by the compiled plugin code."""
+    (tmp_path / "h.c").write_text(HARNESS)
+    subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
+                    str(tmp_path / "h.c")], check=True)
+
+    def check(kind: str, values: list[str]) -> list[bool]:
+        out = subprocess.run([str(tmp_path / "h"), kind, *values], capture_output=True,
+                             text=True, check=True).stdout.split()
+        return [v == "1" for v in out]
+    return check
