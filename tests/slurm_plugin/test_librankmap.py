@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,18 @@ def dg_program(build_dir):
     return _compile(build_dir, "dg_demo", DG_PROGRAM)
 
 
+def _mpirun(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``argv`` with a TMPDIR of its own: Open MPI 5.0.7's PRRTE refused to start
+    ("prte_session_dir failed ... Exists") on a session directory another run had
+    left in the shared /tmp (Debian 13); the name has no '-', which 5.0.7 mishandles."""
+    tmp = tempfile.mkdtemp(prefix="ompi_")
+    try:
+        return subprocess.run(argv, env={**env, "TMPDIR": tmp}, capture_output=True,
+                              text=True, timeout=120, check=False)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _run(exe: Path, reorder: str | None, *, launch: list[str] | None = None
          ) -> tuple[dict[int, int], str]:
     env = {k: v for k, v in os.environ.items() if k != "RANKMAP_REORDER"}
@@ -135,8 +148,7 @@ def _run(exe: Path, reorder: str | None, *, launch: list[str] | None = None
         env["RANKMAP_REORDER"] = reorder
     argv = ["mpirun", "--oversubscribe"]
     argv += launch if launch else ["-np", "4", str(exe)]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120,
-                          check=False)
+    proc = _mpirun(argv, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ranks = {}
     for old, new, size, total in re.findall(r"old (\d+) new (\d+) size (\d+) sum (\d+)",
@@ -212,8 +224,7 @@ def _run_dg(exe: Path, path: str | None, np_: int, *, python: bool = False
         env["RANKMAP_DIST_GRAPH"] = path
     argv = ["mpirun", "--oversubscribe", "-np", str(np_)]
     argv += [sys.executable, str(exe)] if python else [str(exe)]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120,
-                          check=False)
+    proc = _mpirun(argv, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     seen: dict[int, tuple] = {}
     for line in proc.stdout.splitlines():
