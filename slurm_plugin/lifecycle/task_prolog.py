@@ -3,10 +3,11 @@
 Runs once per task as the user, before the task; every ``export NAME=value`` line it
 prints lands in the task's environment, ``print TEXT`` in the task's output.  It only
 reads the job directory the prolog wrote (root's, mode 0750, the job's group; files
-0600, the user's), so a plain ``mpirun ./app`` picks the placement up.  It trusts only a job directory that
-the prolog of this very job made (:func:`slurm_plugin.common.jobdir.open_job_dir_for_task`:
-root's, the job's group, writable by no one else, with this job's record); another
-user's planted ``job.<id>`` is ignored, and said so in the batch step:
+0600, the user's), so a plain ``mpirun ./app`` picks the placement up.  It trusts only a
+job directory that the prolog of this very job made
+(:func:`slurm_plugin.common.jobdir.open_job_dir_for_task`: root's, the job's group,
+writable by no one else, with this job's record); another user's planted ``job.<id>``
+is ignored, and said so in the batch step:
 
 * ``OMPI_MCA_rmaps_rank_file_path`` (what Open MPI 4.1's mpirun reads) and
   ``OMPI_MCA_rmaps_rankfile_path`` in the batch step (where mpirun runs; its daemons'
