@@ -42,7 +42,7 @@ Quality: pairing levels keep >= 2/3 of the best intra-pair weight (above); on 2 
 machines against brute force it was exact on every random case tried.  Growth has no
 guarantee: on 20 random 6-8 rank graphs per machine, J / J* was at worst 1.72 (3 x 2,
 a hub taken as first seed; mean 1.04), 1.25 (4 x 2), 1.20 and 1.29 (uneven 3+2+3 and
-2+4+2) — ``matching+n10`` polishes such cases (tests/test_matching.py).
+2+4+2) — ``matching+n10`` polishes such cases (tests/mapper/construction/test_matching.py).
 
 Complexity: the dense n x n cost matrix (O(n^2) memory, like the seed; meant for a few
 thousand ranks).  Pairing N entities is one N x N assignment, O(N^3); growth into K

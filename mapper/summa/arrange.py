@@ -25,7 +25,7 @@ possible), so what it misses comes from cost_A, where the greedy column-by-colum
 and the contiguous groups can both be wrong.  Measured on 6000 random layouts (3-13
 ranks in 2-4 columns, 2-4 clusters, random in-column start orders): the heuristic found
 the exhaustive optimum's norm on 81-95 % of them (fewer with more clusters) and was never
-more than 23 % above it (mean 0.3-1 %); tests/test_summa_arrange.py bounds the miss at
+more than 23 % above it (mean 0.3-1 %); tests/mapper/summa/test_summa_arrange.py bounds the miss at
 25 % on its own random sample.  It may even end above the original layout on unlucky
 inputs: :func:`arrange` then keeps the original.
 

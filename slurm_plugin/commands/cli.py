@@ -12,6 +12,7 @@ import sys
 from mapper.cli import add_commands as add_mapper_commands
 from mapper.errors import RankmapError
 
+from ..common.safe_text import escape_controls
 from .config_cli import add_config_commands
 from .hwinfo_cli import add_hwinfo_command
 from .partition_cli import add_evaluate_partition_command, add_partition_command
@@ -49,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except USER_ERRORS as exc:
-        print(f"rankmap: error: {exc}", file=sys.stderr)
+        # messages quote file contents and names: no terminal escape reaches the screen
+        text = "\n".join(escape_controls(line) for line in str(exc).split("\n"))
+        print(f"rankmap: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rankmap: interrupted", file=sys.stderr)

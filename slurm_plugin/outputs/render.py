@@ -101,7 +101,8 @@ def _packaged(name: str, templates_dir: str | None) -> bool:
 # The packaged rankfile, machinefile and slurm_hostfile templates loop over every rank;
 # jinja2 spends about 3 µs per rank and template on them (10 s for the three files at
 # 2^20 ranks), so when the site does not override them the same text is built here
-# directly.  tests/test_render_report.py checks the two paths give identical files.
+# directly.  tests/slurm_plugin/outputs/test_render_report.py checks the two paths
+# give identical files.
 
 def _per_rank(layout: Layout, mapping: np.ndarray, per_pe: list[str]) -> list[str]:
     return [per_pe[pe] for pe in np.asarray(mapping).tolist()]

@@ -104,3 +104,15 @@ def test_profile_import_writes_valid_toml_for_any_description(tmp_path):
     data = tomllib.loads((store / "p.toml").read_text())
     assert data["description"] == desc
     assert ProfileStore([store]).find("p").description == desc
+
+
+def test_an_error_quoting_a_name_reaches_the_terminal_without_its_escapes(tmp_path, capsys):
+    """A file name (or file text) with terminal escapes in an error message: printed as
+    visible escapes, line by line, so it cannot clear the screen or retitle it."""
+    from slurm_plugin.commands.cli import main
+
+    bad = tmp_path / "x\x1b[2J\x07y.toml"
+    assert main(["config", "check", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert err == f"rankmap: error: {tmp_path}/x\\x1b[2J\\x07y.toml: no such file\n"
