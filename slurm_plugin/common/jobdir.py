@@ -14,7 +14,8 @@ opening (type, owner, the inode that was listed).  Removal is iterative and boun
 later calls, a bounded amount each (:func:`sweep_stale`).  See "Threat model" in the
 README.
 
-Standard library only: the prolog and the TaskProlog import this.
+Standard library (and mapper.errors, mapper.regular_file) only: the prolog and the
+TaskProlog import this.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import stat
 from pathlib import Path
 
 from mapper.errors import RankmapError
+from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 
 from .files import create_file_at, write_files_at
 from .names import COMPUTED_FILES, FILE_NAMES, JOB_DIR_PREFIX, valid_job_id
@@ -519,21 +521,21 @@ def _check_task_job_dir(fd: int, path: Path, owner: int, job_id: str, uid: int, 
                           f"{stat.S_IMODE(st.st_mode):04o}); ignored")
     if owner == 0 and uid != 0 and st.st_gid != gid:
         raise JobDirError(f"{path} has group {st.st_gid}, not the job's {gid}; ignored")
+    name = FILE_NAMES["record"]
     try:
-        rfd = os.open(FILE_NAMES["record"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC |
-                      os.O_NONBLOCK, dir_fd=fd)
+        rst = os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
         return None  # the prolog is still writing, or made no report
-    except OSError as exc:
-        raise JobDirError(f"{path / FILE_NAMES['record']}: {exc.strerror}") from None
-    with os.fdopen(rfd, "rb") as fh:
-        rst = os.fstat(rfd)
-        if not stat.S_ISREG(rst.st_mode) or rst.st_uid != uid:
-            raise JobDirError(f"{path / FILE_NAMES['record']} is not a file of uid {uid}; "
-                              "ignored")
-        data = fh.read(MAX_RECORD_BYTES + 1)
-    if len(data) > MAX_RECORD_BYTES:
-        raise JobDirError(f"{path / FILE_NAMES['record']} is over {MAX_RECORD_BYTES} bytes")
+    if rst.st_uid != uid:
+        raise JobDirError(f"{path / name} is not a file of uid {uid}; ignored")
+    try:
+        data = read_regular_file(name, MAX_RECORD_BYTES, dir_fd=fd, follow_symlinks=False)
+    except NotARegularFile:
+        raise JobDirError(f"{path / name} is not a file of uid {uid}; ignored") from None
+    except FileTooLarge:
+        raise JobDirError(f"{path / name} is over {MAX_RECORD_BYTES} bytes") from None
+    except OSError as exc:  # a symlink in its place (ELOOP), gone meanwhile
+        raise JobDirError(f"{path / name}: {exc.strerror}") from None
     try:
         record = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

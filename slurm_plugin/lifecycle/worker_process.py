@@ -175,4 +175,4 @@ def run_worker_process(argv: Sequence[str], env: Mapping[str, str], sink: FileSi
     if status is None and not why.startswith("the computation did not finish"):
         tail = pipes.stderr_tail.decode("utf-8", "replace").strip()[-300:]
         why = f"{why} (exit {code}){': ' + tail if tail else ''}"
-    return (status.received(time.monotonic() - start) if status else None), why
+    return (status.received() if status else None), why

@@ -49,8 +49,8 @@ class WorkerStatus:
 
     ``applied``: rankmap's placement is in the files; ``kept_default``: nothing beat
     Slurm's placement, which the job keeps (the report says so); otherwise ``reason``
-    says why the job got no placement.  ``from_worker`` and ``wall_seconds`` are set by
-    the prolog, never read from the stream.
+    says why the job got no placement.  ``from_worker`` is set by the prolog, never
+    read from the stream.
     """
 
     applied: bool
@@ -62,11 +62,10 @@ class WorkerStatus:
     notes: tuple[str, ...] = ()
     traceback: str | None = None
     from_worker: bool = field(default=False, compare=False)
-    wall_seconds: float | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
         out = asdict(self)
-        del out["from_worker"], out["wall_seconds"]
+        del out["from_worker"]
         out["notes"] = list(self.notes)
         return json.dumps(out)
 
@@ -80,7 +79,7 @@ class WorkerStatus:
         if not isinstance(raw, dict):
             raise ProtocolError("worker status is not a JSON object")
         unknown = set(raw) - {f for f in cls.__dataclass_fields__
-                              if f not in ("from_worker", "wall_seconds")}
+                              if f != "from_worker"}
         if unknown:
             raise ProtocolError(f"worker status has unknown fields {sorted(unknown)}")
         if not isinstance(raw.get("applied"), bool):
@@ -97,9 +96,9 @@ class WorkerStatus:
             raise ProtocolError("worker status: 'notes' must be a list of strings")
         return cls(notes=tuple(notes), **kwargs)
 
-    def received(self, wall_seconds: float) -> WorkerStatus:
+    def received(self) -> WorkerStatus:
         """This status as the prolog read it from a worker."""
-        return replace(self, from_worker=True, wall_seconds=wall_seconds)
+        return replace(self, from_worker=True)
 
 
 def _typed(raw: dict, key: str, kind: type, default: object) -> object:

@@ -32,4 +32,4 @@ def in_process_worker(env, job_dir, request, uid, gid, timeout, *args) -> Worker
         child["RANKMAP_REFUSAL"] = request.refusal
     out = job_worker.compute(child)
     job_dir.write(out.files)
-    return out.status.received(0.0)
+    return out.status.received()
