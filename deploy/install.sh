@@ -6,7 +6,8 @@
 #   PREFIX (/opt/rankmap)      a virtual environment of PYTHON (/usr/bin/python3) with
 #                              rankmap installed (not editable), world-readable
 #   PREFIX/lib                 the SPANK plugin, built against this node's Slurm headers,
-#                              and librankmap (PREFIX/include/rankmap.h) when mpicc exists
+#                              librankmap_bind.so (the rank binder, no MPI needed), and
+#                              librankmap (PREFIX/include/rankmap.h) when mpicc exists
 #   /etc/rankmap               rankmap.toml (0644, only if there is none) and profiles/
 #   /var/log/rankmap           the prolog log (0750 root:adm, or 0700 root without adm)
 #   /run/rankmap               the output directory (0755 root), recreated at boot by
@@ -91,6 +92,15 @@ say "installing rankmap into $prefix (compiles the solver's extension)"
 make -s -C "$here/slurm_plugin/spank" OUT="$libdir"
 chmod -R a+rX "$prefix" "$libdir"
 say "SPANK plugin $libdir/rankmap_spank.so"
+# 2a. librankmap_bind (LD_PRELOAD: binds each rank of any launcher to its cores; needs
+#     no MPI).  The TaskProlog looks for it in PREFIX/lib unless [launchers] bind_library
+#     names another place.
+make -s -C "$here/slurm_plugin/bind" OUT="$libdir"
+chmod a+rX "$libdir/librankmap_bind.so"
+say "rank binder $libdir/librankmap_bind.so"
+if [ "$libdir" != "$prefix/lib" ]; then
+    say "set [launchers] bind_library = \"$libdir/librankmap_bind.so\" in $etcdir/rankmap.toml"
+fi
 # 2b. librankmap (rankmap_comm: the reordered communicator for srun-launched jobs),
 #     built with the MPI's compiler wrapper when there is one
 if command -v mpicc >/dev/null; then

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 #: the files launchers read; none may survive a failed computation
-LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
+LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings")
 
 #: the SUMMA arrangement (``--rankmap=summa``; format: slurm_plugin.modes.summa_io), written
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
@@ -89,6 +89,17 @@ MESH_PREFIX = "mesh:"
 EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
            "machinefile": "RANKMAP_MACHINEFILE", ARRANGEMENT_FILE: "RANKMAP_ARRANGEMENT",
            PARTITION_FILE: "RANKMAP_PARTITION"}
+#: the bind file (slurm_plugin/bind/rankmap_bind.c reads it) and the variables that hand it
+#: and the binder to every launcher's ranks: LD_PRELOAD gets the library, the others its
+#: inputs
+BIND_FILE_VAR = "RANKMAP_BIND_FILE"
+BIND_LAUNCHERS_VAR = "RANKMAP_BIND_LAUNCHERS"
+#: the user's switch for one launch: ``RANKMAP_BIND=off mpirun ./app``
+BIND_SWITCH_VAR = "RANKMAP_BIND"
+#: launcher families the site may support ([launchers] supported): Open MPI's mpirun (4 and
+#: 5), Hydra's mpiexec (MPICH, Intel MPI), srun; the binder knows each by its rank variable
+LAUNCHER_FAMILIES = ("openmpi", "hydra", "srun")
+
 #: Open MPI 4.1 reads rmaps_rank_file_path (alias orte_rankfile); the spelling
 #: without the underscore is exported too for tools that document it (mpirun ignores it)
 OMPI_RANKFILE_VARS = ("OMPI_MCA_rmaps_rank_file_path", "OMPI_MCA_rmaps_rankfile_path")

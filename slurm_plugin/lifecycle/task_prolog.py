@@ -37,7 +37,7 @@ from pathlib import Path
 
 def exports(env: dict[str, str]) -> list[str]:
     from ..common.jobdir import JobDirError, open_job_dir_for_task
-    from ..common.names import EXPORTS, FILE_NAMES, OMPI_RANKFILE_VARS, valid_job_id
+    from ..common.names import EXPORTS, FILE_NAMES, valid_job_id
     from ..common.reorder_steps import is_script_step, reorder_exports
     from ..common.safe_text import safe_text
     from ..site.config import DEFAULTS, ConfigError, load_config
@@ -51,9 +51,12 @@ def exports(env: dict[str, str]) -> list[str]:
         cfg = load_config(env=env)
         bases = (cfg.get("general", "output_dir"), cfg.get("prolog", "fallback_dir"))
         export_slurm_hostfile = cfg.get("render", "export_slurm_hostfile")
+        supported = cfg.get("launchers", "supported")
+        bind_library = cfg.get("launchers", "bind_library") or default_bind_library()
     except ConfigError as exc:  # the prolog then reported into the default directories
         bases = (DEFAULTS["general"]["output_dir"][0], DEFAULTS["prolog"]["fallback_dir"][0])
         export_slurm_hostfile = False
+        supported, bind_library = [], ""
         if script_step and _asked_for_rankmap(env):
             lines.append(f"print rankmap: configuration error: {safe_text(exc, 2000)}; "
                          "looking for the job's report in the default directories")
@@ -72,12 +75,7 @@ def exports(env: dict[str, str]) -> list[str]:
             for name, var in EXPORTS.items():
                 if _is_file(job_dir / FILE_NAMES[name]):
                     lines.append(f"export {var}={job_dir / FILE_NAMES[name]}")
-            # the batch step only: mpirun runs there and its daemons' step inherits its
-            # environment, so a script that unsets them to let mpirun place the ranks
-            # (RANKMAP_REORDER renumbering them) leaves no rankfile anywhere in the job
-            if _is_file(job_dir / FILE_NAMES["rankfile"]) and script_step:
-                for var in OMPI_RANKFILE_VARS:
-                    lines.append(f"export {var}={job_dir / FILE_NAMES['rankfile']}")
+            lines += launcher_exports(job_dir, env, script_step, supported, bind_library)
             lines += reorder_exports(job_dir, env, record.get("n"))
             if export_slurm_hostfile and _is_file(job_dir / "slurm_hostfile"):
                 lines.append(f"export SLURM_HOSTFILE={job_dir / 'slurm_hostfile'}")
@@ -91,6 +89,40 @@ def exports(env: dict[str, str]) -> list[str]:
                 state = f"placement NOT applied ({safe_text(record.get('fallback_reason'), 2000)})"
             lines.append(f"print rankmap: {state}; report: {job_dir / 'report.txt'}")
         break
+    return lines
+
+
+def default_bind_library() -> str:
+    """Where deploy/install.sh puts librankmap_bind.so: PREFIX/lib of this installation."""
+    return str(Path(sys.prefix) / "lib" / "librankmap_bind.so")
+
+
+def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
+                     supported: list[str], bind_library: str) -> list[str]:
+    """What hands the placement to each supported launcher family (docs/users.md has
+    the table): Open MPI's rankfile variables and the Hydra host file variables in the
+    batch step (where mpirun runs; its daemons' step inherits them from mpirun, so a
+    script that unsets them leaves no rankfile anywhere in the job), and in every step
+    the binder (LD_PRELOAD, after the user's own preloads) with its bind file."""
+    from ..common.names import (
+        BIND_FILE_VAR,
+        BIND_LAUNCHERS_VAR,
+        FILE_NAMES,
+        OMPI_RANKFILE_VARS,
+    )
+
+    lines = []
+    rankfile = job_dir / FILE_NAMES["rankfile"]
+    if script_step and "openmpi" in supported and _is_file(rankfile):
+        for var in OMPI_RANKFILE_VARS:
+            lines.append(f"export {var}={rankfile}")
+    bindings = job_dir / FILE_NAMES["bindings"]
+    if supported and _is_file(bindings) and bind_library and _is_file(Path(bind_library)):
+        preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
+                   if p != bind_library]
+        lines.append(f"export LD_PRELOAD={':'.join([*preload, bind_library])}")
+        lines.append(f"export {BIND_FILE_VAR}={bindings}")
+        lines.append(f"export {BIND_LAUNCHERS_VAR}={','.join(supported)}")
     return lines
 
 

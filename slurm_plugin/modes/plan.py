@@ -31,6 +31,7 @@ RENDERERS = {
     "hostfile": render.render_hostfile,
     "machinefile": render.render_machinefile,
     "slurm_hostfile": render.render_slurm_hostfile,
+    "bindings": render.render_bindfile,
 }
 
 #: Share of the time budget given to the solver; the rest absorbs the overshoot of its

@@ -143,3 +143,19 @@ def render_slurm_hostfile(layout: Layout, mapping: np.ndarray,
         return _host_lines(layout, mapping)
     return render_template("slurm_hostfile.j2", templates_dir,
                            ranks=rank_rows(layout, mapping))
+
+
+def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
+    """The bind file of ``librankmap_bind`` (slurm_plugin/bind/rankmap_bind.c): a header
+    ``rankmap-bind 1 NRANKS WIDTH`` and one record ``RANK HOST SOCKET:CORES`` per rank,
+    every line padded with spaces to WIDTH bytes (newline included), so that a rank
+    reads its own record with one ``pread`` at ``WIDTH * (rank + 1)``.  The slot text is
+    the rankfile's.  Not a template: its layout is a contract with the C reader, which
+    a site cannot change.  O(n) in the job's ranks."""
+    cores = _core_texts(layout)
+    slots = [f"{s.host} {s.socket}:{c}" for s, c in zip(layout.slots, cores, strict=True)]
+    records = [f"{r} {slots[pe]}" for r, pe in enumerate(np.asarray(mapping).tolist())]
+    n = len(records)
+    width = max(max((len(r) for r in records), default=0), len(f"rankmap-bind 1 {n} 9999")) + 1
+    header = f"rankmap-bind 1 {n} {width}"
+    return "".join(line.ljust(width - 1) + "\n" for line in (header, *records))

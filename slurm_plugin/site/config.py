@@ -21,7 +21,7 @@ import tomllib
 from mapper.errors import RankmapError
 from mapper.names import PRESETS, normalize_algorithm
 
-from ..common.names import LAUNCHER_FILES
+from ..common.names import LAUNCHER_FAMILIES, LAUNCHER_FILES
 
 DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
 #: a site configuration is a few KiB; anything far larger is not one
@@ -101,6 +101,15 @@ def _render_list(v: Any) -> list[str]:
     for x in items:
         if x not in RENDERABLE:
             raise ValueError(f"unknown file {x!r}; choose from {', '.join(RENDERABLE)}")
+    return items
+
+
+def _launcher_list(v: Any) -> list[str]:
+    items = _string_list(v)
+    for x in items:
+        if x not in LAUNCHER_FAMILIES:
+            raise ValueError(f"unknown launcher family {x!r}; choose from "
+                             f"{', '.join(LAUNCHER_FAMILIES)}")
     return items
 
 
@@ -250,6 +259,16 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
                                   "TaskProlog sets SLURM_HOSTFILE and "
                                   "SLURM_DISTRIBUTION=arbitrary for srun"),
         "templates_dir": ("", _optional_path, "site templates (empty: packaged ones)"),
+    },
+    "launchers": {
+        "supported": (list(LAUNCHER_FAMILIES), _launcher_list,
+                      "launcher families whose ranks get the placement: openmpi (mpirun of "
+                      "Open MPI 4 and 5), hydra (mpiexec/mpirun of MPICH and Intel MPI), "
+                      "srun"),
+        "bind_library": ("", _optional_path,
+                         "librankmap_bind.so, preloaded into the job to bind every rank to "
+                         "its cores (empty: PREFIX/lib/librankmap_bind.so of this "
+                         "installation, as deploy/install.sh puts it)"),
     },
     "hwloc": {
         "files": ({}, _hwloc_files,

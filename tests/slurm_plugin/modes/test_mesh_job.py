@@ -378,7 +378,8 @@ def test_worker_writes_partition_rankfile_and_report(job):
     result = compute_into(job.env)
     assert result["applied"] and result["n"] == 16 and result["reason"] is None
     assert sorted(os.listdir(job.dir)) == sorted([
-        "partition", "rankfile", "hostfile", "machinefile", "slurm_hostfile", "report.txt",
+        "partition", "rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings",
+        "report.txt",
         "report.json"])
     part = read_partition((job.dir / "partition").read_text())
     assert len(part) == 144 and set(part.tolist()) == set(range(16))

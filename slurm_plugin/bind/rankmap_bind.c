@@ -1,0 +1,496 @@
+/*
+ * librankmap_bind: binds every MPI rank to the cores rankmap chose for it, whatever
+ * the launcher (srun, Open MPI's mpirun, MPICH's or Intel MPI's mpiexec), with no
+ * change to the application.
+ *
+ * The TaskProlog puts this library in LD_PRELOAD and names the job's bind file in
+ * RANKMAP_BIND_FILE.  The library defines MPI_Init, MPI_Init_thread and their PMPI_
+ * names (Fortran bindings call the latter), finds the MPI's own with
+ * dlsym(RTLD_NEXT, ...) and is linked against no MPI: the interposition Darshan and
+ * mpiP use.  Around the real call (before it, so that the MPI's shared-memory segments
+ * are touched from the right core, and after it, for MPIs that pin inside MPI_Init)
+ * it sets the process's affinity to the cores of its rank.  It only binds when all of
+ * these hold, and otherwise leaves the launcher's binding alone:
+ *
+ *   - RANKMAP_BIND is not "off" (or 0/no/false): the user's switch for one step;
+ *   - the launcher family (below) is in RANKMAP_BIND_LAUNCHERS, when that is set;
+ *   - the rank and world size come from the launcher's environment: Open MPI's
+ *     OMPI_COMM_WORLD_RANK/_SIZE, Hydra's (MPICH, Intel MPI) PMI_RANK/PMI_SIZE, or
+ *     srun's SLURM_PROCID with SLURM_STEP_NUM_TASKS (else SLURM_NTASKS), first found
+ *     (families openmpi, hydra, srun);
+ *   - the world size equals the job's rank count (a step of another size gets the
+ *     launcher's placement: the plan is for the job's ranks, not for any subset);
+ *   - the rank runs on the host the plan put it on (gethostname, or Slurm's node
+ *     name in SLURMD_NODENAME for srun tasks), so a launcher that did not take the
+ *     host list never has its ranks bound to another host's cores;
+ *   - every core of the rank's slot exists here.
+ *
+ * The bind file (rendered by slurm_plugin.outputs.render.render_bindfile) is text in
+ * fixed-width records, so a rank reads its own line with one pread, O(1) in the job's
+ * size:
+ *
+ *   rankmap-bind 1 NRANKS WIDTH\n           (the header, padded to WIDTH bytes)
+ *   RANK HOST SOCKET:CORES[;SOCKET:CORES]\n  (record r at byte WIDTH * (r + 1))
+ *
+ * SOCKET:CORES is the Open MPI rankfile's slot: logical socket and logical core
+ * indices inside it (hwloc's numbering: sockets by physical package id, cores by
+ * their first hardware thread).  They are turned into the OS's CPU numbers from
+ * /sys/devices/system/cpu, every hardware thread of a core included.
+ *
+ * Messages go to stderr, prefixed "rankmap:": rank 0 says why it did not bind (every
+ * rank, with RANKMAP_BIND_VERBOSE=1, also says what it bound).
+ *
+ * Build: make -C slurm_plugin/bind OUT=DIR (plain cc; no MPI needed).
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_RECORD 4096
+#define MAX_CPUS CPU_SETSIZE
+
+typedef int (*init_fn)(int *, char ***);
+typedef int (*init_thread_fn)(int *, char ***, int, int *);
+
+static int depth; /* >0 inside our own call: an MPI whose MPI_Init calls PMPI_Init */
+static int bound_cpus = -1; /* set once per process: -1 not decided, 0 not bound */
+static cpu_set_t bound_set;
+
+static int verbose(void)
+{
+    const char *v = getenv("RANKMAP_BIND_VERBOSE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static void say(long rank, int always, const char *fmt, ...)
+{
+    va_list ap;
+    char text[1024];
+    if (!(always && rank == 0) && !verbose())
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rankmap: rank %ld: %s\n", rank, text);
+}
+
+static int switched_off(void)
+{
+    const char *v = getenv("RANKMAP_BIND");
+    return v && (!strcasecmp(v, "off") || !strcmp(v, "0") || !strcasecmp(v, "no") ||
+                 !strcasecmp(v, "false"));
+}
+
+/* A non-negative decimal integer environment variable; -1 when unset or not one. */
+static long env_number(const char *name)
+{
+    const char *v = getenv(name);
+    char *end;
+    long n;
+    if (!v || !*v)
+        return -1;
+    errno = 0;
+    n = strtol(v, &end, 10);
+    if (errno || *end || n < 0)
+        return -1;
+    return n;
+}
+
+/* The rank and world size the launcher gave this process; 0 when none did. */
+static int launcher_rank(long *rank, long *size, const char **who, const char **family)
+{
+    static const char *pairs[][4] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL, "openmpi"},
+        {"PMI_RANK", "PMI_SIZE", NULL, "hydra"},
+        {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "srun"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        long r = env_number(pairs[i][0]);
+        if (r < 0)
+            continue;
+        long s = env_number(pairs[i][1]);
+        if (s < 0 && pairs[i][2])
+            s = env_number(pairs[i][2]);
+        *rank = r;
+        *size = s;
+        *who = pairs[i][0];
+        *family = pairs[i][3];
+        return 1;
+    }
+    return 0;
+}
+
+/* FAMILY is in the comma list of RANKMAP_BIND_LAUNCHERS (the site's supported
+ * launchers); every family when it is unset. */
+static int supported(const char *family)
+{
+    const char *list = getenv("RANKMAP_BIND_LAUNCHERS");
+    size_t n = strlen(family);
+    if (!list)
+        return 1;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, family, n))
+            return 1;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+/* Reads "/sys/.../FILE" of cpu CPU as an integer; -1 on failure. */
+static long sys_cpu_number(int cpu, const char *file)
+{
+    char path[128], buf[64];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    return strtol(buf, NULL, 10);
+}
+
+/* The first CPU listed in cpu CPU's thread_siblings_list: the core's id here. */
+static long core_key(int cpu)
+{
+    char path[128], buf[256];
+    snprintf(path, sizeof path,
+             "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", cpu);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cpu;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return cpu;
+    buf[n] = 0;
+    return strtol(buf, NULL, 10);
+}
+
+struct cpu_info {
+    int cpu;
+    long package;
+    long core;  /* first sibling */
+};
+
+static int by_package_core_cpu(const void *a, const void *b)
+{
+    const struct cpu_info *x = a, *y = b;
+    if (x->package != y->package)
+        return x->package < y->package ? -1 : 1;
+    if (x->core != y->core)
+        return x->core < y->core ? -1 : 1;
+    return x->cpu - y->cpu;
+}
+
+/* Adds to SET the OS CPUs of logical core CORE of logical socket SOCKET; 0 when this
+ * machine has no such core. */
+static int add_core(cpu_set_t *set, struct cpu_info *cpus, int ncpus, long socket,
+                    long core)
+{
+    long s = -1, c = -1, last_package = LONG_MIN, last_core = LONG_MIN;
+    int found = 0;
+    for (int i = 0; i < ncpus; i++) {
+        if (cpus[i].package != last_package) {
+            s++;
+            c = -1;
+            last_package = cpus[i].package;
+            last_core = LONG_MIN;
+        }
+        if (cpus[i].core != last_core) {
+            c++;
+            last_core = cpus[i].core;
+        }
+        if (s == socket && c == core) {
+            CPU_SET(cpus[i].cpu, set);
+            found = 1;
+        }
+    }
+    return found;
+}
+
+static int machine_cpus(struct cpu_info *cpus)
+{
+    int n = 0;
+    DIR *d = opendir("/sys/devices/system/cpu");
+    struct dirent *e;
+    if (!d)
+        return 0;
+    while ((e = readdir(d)) && n < MAX_CPUS) {
+        char *end;
+        if (strncmp(e->d_name, "cpu", 3) || !isdigit((unsigned char)e->d_name[3]))
+            continue;
+        long cpu = strtol(e->d_name + 3, &end, 10);
+        if (*end || cpu >= MAX_CPUS)
+            continue;
+        long package = sys_cpu_number((int)cpu, "physical_package_id");
+        if (package < 0)
+            continue; /* offline: no topology directory */
+        cpus[n].cpu = (int)cpu;
+        cpus[n].package = package;
+        cpus[n].core = core_key((int)cpu);
+        n++;
+    }
+    closedir(d);
+    qsort(cpus, (size_t)n, sizeof *cpus, by_package_core_cpu);
+    return n;
+}
+
+/* Parses "S:C[-C|,C]...[;S:...]" into SET; a message in WHY when it cannot. */
+static int slot_cpus(const char *slot, cpu_set_t *set, char *why, size_t whylen)
+{
+    static struct cpu_info cpus[MAX_CPUS];
+    int ncpus = machine_cpus(cpus);
+    const char *p = slot;
+    CPU_ZERO(set);
+    if (ncpus == 0) {
+        snprintf(why, whylen, "cannot read /sys/devices/system/cpu");
+        return 0;
+    }
+    while (*p) {
+        char *end;
+        long socket = strtol(p, &end, 10);
+        if (end == p || *end != ':') {
+            snprintf(why, whylen, "bad slot '%.200s'", slot);
+            return 0;
+        }
+        p = end + 1;
+        for (;;) {
+            long lo = strtol(p, &end, 10), hi;
+            if (end == p) {
+                snprintf(why, whylen, "bad slot '%.200s'", slot);
+                return 0;
+            }
+            hi = lo;
+            p = end;
+            if (*p == '-') {
+                hi = strtol(p + 1, &end, 10);
+                if (end == p + 1 || hi < lo || hi - lo > MAX_CPUS) {
+                    snprintf(why, whylen, "bad slot '%.200s'", slot);
+                    return 0;
+                }
+                p = end;
+            }
+            for (long core = lo; core <= hi; core++)
+                if (!add_core(set, cpus, ncpus, socket, core)) {
+                    snprintf(why, whylen, "core %ld of socket %ld does not exist here",
+                             core, socket);
+                    return 0;
+                }
+            if (*p != ',')
+                break;
+            p++;
+        }
+        if (*p == ';')
+            p++;
+        else if (*p) {
+            snprintf(why, whylen, "bad slot '%.200s'", slot);
+            return 0;
+        }
+    }
+    return CPU_COUNT(set) > 0;
+}
+
+/* Reads record RANK of the bind file: its host and slot.  0 with a message in WHY. */
+static int read_record(const char *path, long rank, long size, char *host, size_t hostlen,
+                       char *slot, size_t slotlen, char *why, size_t whylen)
+{
+    char buf[MAX_RECORD + 1];
+    long version, nranks, width, r;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
+        return 0;
+    }
+    ssize_t n = pread(fd, buf, 64, 0);
+    if (n <= 0) {
+        snprintf(why, whylen, "%s: empty", path);
+        close(fd);
+        return 0;
+    }
+    buf[n] = 0;
+    if (sscanf(buf, "rankmap-bind %ld %ld %ld", &version, &nranks, &width) != 3 ||
+        version != 1 || width < 8 || width > MAX_RECORD || nranks < 1) {
+        snprintf(why, whylen, "%s: not a rankmap bind file", path);
+        close(fd);
+        return 0;
+    }
+    if (size != nranks) {
+        snprintf(why, whylen,
+                 "this launch has %ld ranks and the job's placement %ld: the launcher's "
+                 "placement is kept", size, nranks);
+        close(fd);
+        return 0;
+    }
+    n = pread(fd, buf, (size_t)width, (off_t)width * (rank + 1));
+    close(fd);
+    if (n != width || buf[width - 1] != '\n') {
+        snprintf(why, whylen, "%s: record %ld is cut short", path, rank);
+        return 0;
+    }
+    buf[width - 1] = 0;
+    char hostbuf[256], slotbuf[MAX_RECORD];
+    if (sscanf(buf, "%ld %255s %4095s", &r, hostbuf, slotbuf) != 3 || r != rank) {
+        snprintf(why, whylen, "%s: record %ld is not rank %ld's", path, rank, rank);
+        return 0;
+    }
+    snprintf(host, hostlen, "%s", hostbuf);
+    snprintf(slot, slotlen, "%s", slotbuf);
+    return 1;
+}
+
+/* The plan's host is this one: the kernel's host name (short or full) or, for srun
+ * tasks, Slurm's node name. */
+static int on_host(const char *host, char *here, size_t herelen)
+{
+    char name[256];
+    const char *node = getenv("SLURMD_NODENAME");
+    if (gethostname(name, sizeof name) != 0)
+        name[0] = 0;
+    name[sizeof name - 1] = 0;
+    snprintf(here, herelen, "%s", name);
+    if (!strcmp(name, host))
+        return 1;
+    size_t shortlen = strcspn(name, ".");
+    if (strlen(host) == shortlen && !strncmp(name, host, shortlen))
+        return 1;
+    /* srun sets SLURMD_NODENAME in its tasks; mpirun's ranks may carry the batch
+     * node's, so it only counts for a task srun started itself */
+    if (node && getenv("SLURM_PROCID") && !getenv("OMPI_COMM_WORLD_RANK") &&
+        !getenv("PMI_RANK") && !strcmp(node, host))
+        return 1;
+    return 0;
+}
+
+/* Decides once per process whether and where to bind; then (re)applies it. */
+static void bind_rank(void)
+{
+    char why[512] = "", host[256], slot[MAX_RECORD], here[256];
+    long rank = -1, size = -1;
+    const char *who = NULL, *family = NULL;
+    const char *path;
+
+    if (bound_cpus == 0)
+        return;
+    if (bound_cpus > 0) { /* re-assert after the MPI's own initialisation */
+        sched_setaffinity(0, sizeof bound_set, &bound_set);
+        return;
+    }
+    bound_cpus = 0;
+    path = getenv("RANKMAP_BIND_FILE");
+    if (!path || !*path || switched_off())
+        return;
+    if (!launcher_rank(&rank, &size, &who, &family)) {
+        say(0, 1, "no launcher rank in the environment (OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                  "SLURM_PROCID): not bound");
+        return;
+    }
+    if (!supported(family)) {
+        say(rank, 1, "the site does not support %s launches ([launchers] supported): "
+                     "not bound", family);
+        return;
+    }
+    if (size < 0) {
+        say(rank, 1, "the launcher gave no world size beside %s: not bound", who);
+        return;
+    }
+    if (rank >= size) {
+        say(rank, 1, "rank %ld outside a world of %ld: not bound", rank, size);
+        return;
+    }
+    if (!read_record(path, rank, size, host, sizeof host, slot, sizeof slot, why,
+                     sizeof why)) {
+        say(rank, 1, "%s", why);
+        return;
+    }
+    if (!on_host(host, here, sizeof here)) {
+        say(rank, 1, "runs on %s, the placement put it on %s (the launcher did not take "
+                     "rankmap's host list): not bound", here, host);
+        return;
+    }
+    if (!slot_cpus(slot, &bound_set, why, sizeof why)) {
+        say(rank, 1, "slot %.200s on %.200s: %.300s: not bound", slot, host, why);
+        return;
+    }
+    if (sched_setaffinity(0, sizeof bound_set, &bound_set) != 0) {
+        say(rank, 1, "binding to slot %.200s on %.200s failed: %s: not bound", slot, host,
+            strerror(errno));
+        return;
+    }
+    bound_cpus = CPU_COUNT(&bound_set);
+    if (verbose()) {
+        char list[512] = "";
+        size_t used = 0;
+        for (int c = 0; c < CPU_SETSIZE && used < sizeof list - 16; c++)
+            if (CPU_ISSET(c, &bound_set))
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%d",
+                                         used ? "," : "", c);
+        say(rank, 0, "on %s bound to cpus %s (slot %s)", host, list, slot);
+    }
+}
+
+static void *next(const char *name)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) {
+        fprintf(stderr, "rankmap: %s not found after librankmap_bind in the link order "
+                        "(is this program linked with MPI?)\n", name);
+        abort();
+    }
+    return f;
+}
+
+static int init(const char *name, int *argc, char ***argv)
+{
+    init_fn real = (init_fn)next(name);
+    int rc;
+    if (depth++ == 0)
+        bind_rank();
+    rc = real(argc, argv);
+    if (--depth == 0)
+        bind_rank();
+    return rc;
+}
+
+static int init_thread(const char *name, int *argc, char ***argv, int required,
+                       int *provided)
+{
+    init_thread_fn real = (init_thread_fn)next(name);
+    int rc;
+    if (depth++ == 0)
+        bind_rank();
+    rc = real(argc, argv, required, provided);
+    if (--depth == 0)
+        bind_rank();
+    return rc;
+}
+
+int MPI_Init(int *argc, char ***argv) { return init("MPI_Init", argc, argv); }
+int PMPI_Init(int *argc, char ***argv) { return init("PMPI_Init", argc, argv); }
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    return init_thread("MPI_Init_thread", argc, argv, required, provided);
+}
+
+int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    return init_thread("PMPI_Init_thread", argc, argv, required, provided);
+}

@@ -1,0 +1,125 @@
+"""librankmap_bind (slurm_plugin/bind/rankmap_bind.c) under this machine's real mpirun.
+
+The library is built with its Makefile and preloaded into a plain MPI program that
+prints the CPU each rank runs on after MPI_Init; the bind file is the one
+:func:`slurm_plugin.outputs.render.render_bindfile` renders.  Two ranks on the two
+cores every machine here has, swapped against the launcher's own order (Open MPI binds
+local rank i to core i), so a rank only lands on the listed core when the library bound
+it.  Then the cases where it must leave the launcher's binding alone, each with the one
+line rank 0 prints: the user's switch, a launch of another size, another host, a core
+this machine lacks, a launcher family the site does not support.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mapper import Hierarchy
+from slurm_plugin.machine.layout import Layout, Slot
+from slurm_plugin.outputs.render import render_bindfile
+from tests.helpers.paths import REPO, TEST_DATA
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("mpicc") and shutil.which("mpirun") and shutil.which("cc")),
+    reason="no MPI (mpicc, mpirun) or C compiler")
+
+
+def two_cores() -> bool:
+    return {0, 1} <= os.sched_getaffinity(0)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("bind")
+    subprocess.run(["make", "-s", "-C", str(REPO / "slurm_plugin/bind"), f"OUT={out}"],
+                   check=True)
+    subprocess.run(["mpicc", "-O2", "-o", str(out / "rankinfo"),
+                    str(TEST_DATA / "mpi/rankinfo.c")], check=True)
+    return out / "librankmap_bind.so", out / "rankinfo"
+
+
+def layout_on(host: str, slots: list[tuple[int, int]]) -> Layout:
+    h = Hierarchy.from_tree([len(slots)], [1, 10], ["socket", "root"])
+    return Layout(h, tuple(Slot(host, s, (c,), (c,)) for s, c in slots))
+
+
+def launch(built, bindfile_text: str, tmp_path: Path, np_: int = 2,
+           **env: str) -> subprocess.CompletedProcess:
+    lib, program = built
+    bindfile = tmp_path / "bindings"
+    bindfile.write_text(bindfile_text)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RANKMAP_")}
+    run_env = {**base, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+               "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+               "LD_PRELOAD": str(lib), "RANKMAP_BIND_FILE": str(bindfile), **env}
+    # no -x: the variables reach the ranks the way the job's environment does
+    return subprocess.run(["mpirun", "--oversubscribe", "-np", str(np_), str(program)],
+                          env=run_env, capture_output=True, text=True, timeout=120)
+
+
+def cpus(proc: subprocess.CompletedProcess) -> dict[int, int]:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {int(r): int(c) for r, c in re.findall(r"^rank (\d+) host \S+ cpu (\d+)$",
+                                                    proc.stdout, re.M)}
+
+
+def test_the_bind_file_has_fixed_width_records_in_rank_order():
+    layout = layout_on("nodeA", [(0, 0), (0, 1), (1, 0), (1, 12)])
+    text = render_bindfile(layout, np.array([3, 0, 2, 1]))
+    lines = text.splitlines(keepends=True)
+    width = int(lines[0].split()[3])
+    assert lines[0].split()[:3] == ["rankmap-bind", "1", "4"]
+    assert {len(line) for line in lines} == {width}
+    assert [line.split() for line in lines[1:]] == [
+        ["0", "nodeA", "1:12"], ["1", "nodeA", "0:0"], ["2", "nodeA", "1:0"],
+        ["3", "nodeA", "0:1"]]
+    # rank r's record is where the C reader looks: WIDTH * (r + 1)
+    assert text[width * 3:width * 4].split()[0] == "2"
+
+
+@pytest.mark.skipif(not two_cores(), reason="needs cpus 0 and 1")
+def test_each_rank_runs_on_the_core_of_its_record(built, tmp_path):
+    text = render_bindfile(layout_on(socket.gethostname(), [(0, 0), (0, 1)]),
+                           np.array([1, 0]))
+    ran = cpus(launch(built, text, tmp_path, RANKMAP_BIND_VERBOSE="1"))
+    assert ran == {0: 1, 1: 0}
+
+
+@pytest.mark.skipif(not two_cores(), reason="needs cpus 0 and 1")
+@pytest.mark.parametrize("case", ["switched off", "other size", "other host", "no such core",
+                                  "unsupported"])
+def test_it_leaves_the_launchers_binding_alone_and_rank_0_says_why(built, tmp_path, case):
+    host = socket.gethostname()
+    slots, env, np_ = [(0, 0), (0, 1)], {}, 2
+    if case == "switched off":
+        env = {"RANKMAP_BIND": "off"}
+    elif case == "other size":
+        slots = [(0, 0), (0, 1), (0, 0)]
+    elif case == "other host":
+        host = "not-" + host
+    elif case == "no such core":
+        slots = [(0, 0), (7, 0)]
+    else:
+        env = {"RANKMAP_BIND_LAUNCHERS": "hydra,srun"}
+    text = render_bindfile(layout_on(host, slots), np.arange(len(slots))[::-1].copy())
+    proc = launch(built, text, tmp_path, np_=np_, **env)
+    reason = {"switched off": None, "other size": "has 2 ranks and the job's placement 3",
+              "other host": "the launcher did not take rankmap's host list",
+              "no such core": "does not exist here",
+              "unsupported": "does not support openmpi launches"}[case]
+    said = re.findall(r"^rankmap: rank (\d+): (.*)$", proc.stderr, re.M)
+    if reason is None:
+        assert said == [], proc.stderr
+    else:
+        assert [r for r, _ in said] == ["0"] and reason in said[0][1], proc.stderr
+    # Open MPI's own binding stayed (local rank i on core i, not the swapped records);
+    # with no core 7:0 here only rank 0 keeps it, rank 1 is bound to its record's 0:0
+    assert cpus(proc) == ({0: 0, 1: 0} if case == "no such core" else {0: 0, 1: 1})
