@@ -7,7 +7,8 @@
  * RANKMAP_BIND_FILE.  The library defines MPI_Init, MPI_Init_thread and their PMPI_
  * names (Fortran bindings call the latter), finds the MPI's own with
  * dlsym(RTLD_NEXT, ...) and is linked against no MPI: the interposition Darshan and
- * mpiP use.  Around the real call (before it, so that the MPI's shared-memory segments
+ * mpiP use (an MPI loaded privately, as mpi4py does, is found among the loaded objects).
+ * Around the real call (before it, so that the MPI's shared-memory segments
  * are touched from the right core, and after it, for MPIs that pin inside MPI_Init)
  * it sets the process's affinity to the cores of its rank.  It only binds when all of
  * these hold, and otherwise leaves the launcher's binding alone:
@@ -49,6 +50,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -446,9 +448,43 @@ static void bind_rank(void)
     }
 }
 
-static void *next(const char *name)
+struct lookup {
+    const char *name;
+    void *self;
+    void *found;
+};
+
+/* dl_iterate_phdr callback: NAME in the loaded object INFO, unless it is ours. */
+static int look_in(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct lookup *l = data;
+    void *handle, *f;
+    (void)size;
+    if (!info->dlpi_name || !info->dlpi_name[0])
+        return 0;
+    handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle)
+        return 0;
+    f = dlsym(handle, l->name);
+    dlclose(handle);
+    if (f && f != l->self) {
+        l->found = f;
+        return 1;
+    }
+    return 0;
+}
+
+/* The MPI's own NAME: the next definition after this library, or, for an MPI loaded
+ * privately (mpi4py dlopens libmpi with RTLD_LOCAL, out of RTLD_NEXT's sight), the
+ * first loaded object that defines it. */
+static void *next(const char *name, void *self)
 {
     void *f = dlsym(RTLD_NEXT, name);
+    if (!f || f == self) {
+        struct lookup l = {name, self, NULL};
+        dl_iterate_phdr(look_in, &l);
+        f = l.found;
+    }
     if (!f) {
         fprintf(stderr, "rankmap: %s not found after librankmap_bind in the link order "
                         "(is this program linked with MPI?)\n", name);
@@ -457,9 +493,9 @@ static void *next(const char *name)
     return f;
 }
 
-static int init(const char *name, int *argc, char ***argv)
+static int init(const char *name, void *self, int *argc, char ***argv)
 {
-    init_fn real = (init_fn)next(name);
+    init_fn real = (init_fn)next(name, self);
     int rc;
     if (depth++ == 0)
         bind_rank();
@@ -469,10 +505,10 @@ static int init(const char *name, int *argc, char ***argv)
     return rc;
 }
 
-static int init_thread(const char *name, int *argc, char ***argv, int required,
-                       int *provided)
+static int init_thread(const char *name, void *self, int *argc, char ***argv,
+                       int required, int *provided)
 {
-    init_thread_fn real = (init_thread_fn)next(name);
+    init_thread_fn real = (init_thread_fn)next(name, self);
     int rc;
     if (depth++ == 0)
         bind_rank();
@@ -482,15 +518,24 @@ static int init_thread(const char *name, int *argc, char ***argv, int required,
     return rc;
 }
 
-int MPI_Init(int *argc, char ***argv) { return init("MPI_Init", argc, argv); }
-int PMPI_Init(int *argc, char ***argv) { return init("PMPI_Init", argc, argv); }
+int MPI_Init(int *argc, char ***argv)
+{
+    return init("MPI_Init", (void *)MPI_Init, argc, argv);
+}
+
+int PMPI_Init(int *argc, char ***argv)
+{
+    return init("PMPI_Init", (void *)PMPI_Init, argc, argv);
+}
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
-    return init_thread("MPI_Init_thread", argc, argv, required, provided);
+    return init_thread("MPI_Init_thread", (void *)MPI_Init_thread, argc, argv, required,
+                       provided);
 }
 
 int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
-    return init_thread("PMPI_Init_thread", argc, argv, required, provided);
+    return init_thread("PMPI_Init_thread", (void *)PMPI_Init_thread, argc, argv, required,
+                       provided);
 }
