@@ -29,7 +29,7 @@ from ..machine.hwloc import CoreGroups, parse_hwloc_xml
 from ..machine.layout import Layout, build_layout
 from ..machine.network_source import load_network
 from ..machine.speeds import config_node_speeds
-from ..modes.plan import make_plan
+from ..modes.graph_job import make_plan
 from ..modes.reorder_job import reorder_files
 from ..profiles.store import ProfileError, ProfileStore, bundled_store, resolve_profile
 from ..site.config import Config, load_config

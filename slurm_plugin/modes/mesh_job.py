@@ -84,7 +84,7 @@ from ..machine.layout import Layout
 from ..machine.speeds import layout_pe_speeds, layout_uplink_costs
 from ..profiles.store import NAME, ProfileStore
 from ..slurm.topology import SwitchTree
-from .plan import RENDERERS, SOLVER_SHARE
+from .graph_job import RENDERERS, SOLVER_SHARE
 
 #: balance tolerance when the spec does not give ``epsilon=``
 DEFAULT_EPSILON = 0.03

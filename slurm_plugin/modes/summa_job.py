@@ -60,7 +60,7 @@ from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout
 from ..profiles.store import NAME, _inside
-from .plan import RENDERERS
+from .graph_job import RENDERERS
 from .summa_io import format_arrangement, parse_speeds
 
 #: the matrix size N when the spec does not give ``size=N``
