@@ -3,8 +3,9 @@
 Slurm's block and cyclic (:func:`slurm_plugin.machine.distribution.default_placements`), a
 scrambled placement (a seeded random permutation of the block placement's slots) and,
 per algorithm, the placement rankmap would *apply*:
-:func:`slurm_plugin.modes.graph_job.make_plan`'s result, which is Slurm's default itself when the solver found nothing better
-(``plan.kept_default``) or could not be used (a fallback).  Pure: no I/O.
+:func:`slurm_plugin.modes.graph_job.make_plan`'s result, which is Slurm's default itself
+when the solver found nothing better (``plan.kept_default``) or could not be used (a
+fallback).  Pure: no I/O.
 
 Complexity: the solver's, plus O(P log P) for the Slurm placements and O(m) per J.
 """
