@@ -33,7 +33,14 @@ import numpy as np
 import pytest
 
 from mapper.mesh.mesh_io import write_mesh_metis
-from slurm_plugin.common.names import MESH_PREFIX, SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+from slurm_plugin.common.names import (
+    MESH_MODE,
+    MESH_PREFIX,
+    SPANK_MODE,
+    SPANK_PROFILE,
+    SPANK_TIME,
+    SUMMA_MODE,
+)
 from slurm_plugin.lifecycle import job_worker
 from slurm_plugin.modes.summa_job import DEFAULT_SIZE, SummaJobError, SummaSpec, parse_summa_spec
 from slurm_plugin.profiles.generators import GeneratorError, parse_spec
@@ -264,7 +271,7 @@ def test_every_documented_form_is_requested_and_computed(job, site, monkeypatch)
         # a mapping job whose solver finds nothing better keeps Slurm's placement on its
         # merits (origin "baseline", no fallback); SUMMA and mesh jobs get their files
         assert record["applied"] or record.get("origin") == "baseline", f"{what}: {record}"
-        if request.algorithm == "summa" or request.profile.startswith(MESH_PREFIX):
+        if request.mode in (SUMMA_MODE, MESH_MODE):
             assert record["applied"], f"{what}: {record}"
         if SPANK_TIME in spank:
             assert request.time_limit == float(spank[SPANK_TIME]), what
