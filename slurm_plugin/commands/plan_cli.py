@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mapper import CommGraph
+from mapper import CommGraph, MappingResult
 from mapper.graph_io import GRAPH_SUFFIXES
 
 from ..common.files import write_files
@@ -19,6 +19,7 @@ from ..common.names import GRAPH_MODE
 from ..lifecycle.job_worker import compute_job
 from ..machine.hwloc import parse_hwloc_xml
 from ..machine.layout import Layout, build_layout
+from ..modes.base import Job
 from ..profiles.store import resolve_profile
 from ..site.config import Config, load_config
 from ..site.request import profile_mode, request_for
@@ -232,10 +233,10 @@ def _plan(args: argparse.Namespace) -> int:
                           args.time_limit or cfg.get("solver", "time_limit"))
     if request.refusal:
         raise CliError(request.refusal)
-    out = compute_job(layout, machine.tree, cfg, request.profile, request.algorithm,
-                      request.time_limit, stores=store_dirs(args), allow_user_files=True,
-                      distribution=args.distribution, progress=terminal_progress(),
-                      strict=True)
+    job = Job(layout, machine.tree, cfg, request.profile, request.algorithm,
+              request.time_limit, stores=tuple(store_dirs(args)), allow_user_files=True,
+              distribution=args.distribution, progress=terminal_progress())
+    out = compute_job(job, request.mode, strict=True)
     plan = out.plan
     written_from = time.perf_counter()
     out_dir = Path(args.out)
@@ -248,7 +249,8 @@ def _plan(args: argparse.Namespace) -> int:
     phases["other"] = max(0.0, total - sum(phases.values()))
     phases["total"] = total
     if args.json:
-        result = getattr(plan, "result", None)
+        # the solver's result: a graph job's (a mesh or SUMMA job names no algorithm)
+        result = plan.result if isinstance(plan.result, MappingResult) else None
         print(json.dumps({
             "applied": out.status.applied, "kept_default": out.status.kept_default,
             "fallback_reason": plan.fallback_reason, "summary": plan.summary,

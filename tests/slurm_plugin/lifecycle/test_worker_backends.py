@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin.lifecycle import job_worker
+from slurm_plugin.modes import graph_job
 from slurm_plugin.slurm.backends import read_node_shapes
 from slurm_plugin.slurm.topology import NodeShape
 from tests.helpers.fake_pyslurm import fake_pyslurm
@@ -89,7 +89,7 @@ def test_cli_backend_reads_shapes_with_scontrol(tmp_path):
 def test_profile_units_come_from_the_store(job):
     tmp_path, _ = job
     stores = [str(tmp_path / "profiles")]
-    assert job_worker.profile_units("ring8", stores, None) == "messages"
-    assert job_worker.profile_units("stencil3d:2x2x2", stores, None) == "bytes"
-    assert job_worker.profile_units("ring", stores, None) == "bytes"  # a generator's name
-    assert job_worker.profile_units("file:/x/y.mtx", stores, None) == "bytes"
+    assert graph_job.profile_units("ring8", stores, None) == "messages"
+    assert graph_job.profile_units("stencil3d:2x2x2", stores, None) == "bytes"
+    assert graph_job.profile_units("ring", stores, None) == "bytes"  # a generator's name
+    assert graph_job.profile_units("file:/x/y.mtx", stores, None) == "bytes"

@@ -258,7 +258,7 @@ def check_files(plan, lay, mesh, arch) -> np.ndarray:
     assert len(slots) == lay.n
     slot_index = {(s.host, s.socket, core_list(s.cores)): i for i, s in enumerate(lay.slots)}
     pe_of_rank = np.array([slot_index[row] for row in slots])
-    np.testing.assert_array_equal(pe_of_rank, plan.chosen.placement)
+    np.testing.assert_array_equal(pe_of_rank, plan.result.chosen.placement)
     applied = next(d for d in json.loads(plan.report_json)["mesh"]["decompositions"]
                    if d["applied"])
     again = evaluate(mesh, pe_of_rank[part], arch, hierarchy=lay.hierarchy)
@@ -278,7 +278,7 @@ def test_homogeneous_plan_files_and_report_match_brute_force():
     assert m["method"] == "rms" and m["vertices"] == 256 and m["criterion"] == "objective"
     assert [d["name"] for d in m["decompositions"]] == [RANKMAP, BASELINE]
     chosen = next(d for d in m["decompositions"] if d["applied"])
-    assert m["chosen"] == chosen["name"] == plan.chosen.name
+    assert m["chosen"] == chosen["name"] == plan.result.chosen.name
     assert chosen["objective"] == min(d["objective"] for d in m["decompositions"])
     # edge cut and volume do not depend on where the ranks run: the files' own ranks
     assert (chosen["edge_cut"], chosen["total_volume"]) == pytest.approx(
@@ -322,8 +322,8 @@ def test_the_baseline_wins_when_it_is_better(monkeypatch):
     lay, mesh = layout_of(), grid_mesh(16, 16)
     arch = job_architecture(lay)
     plan = plan_mesh(lay, mesh_input(mesh), arch, distribution=parse_distribution("cyclic"))
-    assert plan.applied and plan.chosen.name == BASELINE
-    np.testing.assert_array_equal(plan.chosen.placement,
+    assert plan.applied and plan.result.chosen.name == BASELINE
+    np.testing.assert_array_equal(plan.result.chosen.placement,
                                   slurm_placement(lay, parse_distribution("cyclic")))
     check_files(plan, lay, mesh, arch)
     assert plan.summary.startswith("mesh partition written: METIS k-way")

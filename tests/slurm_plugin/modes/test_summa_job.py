@@ -335,7 +335,7 @@ def test_heterogeneous_two_switch_layout_gets_cheaper():
     lay = layout_of(4, 4, TWO_SWITCHES)
     speeds = np.r_[np.full(8, 1.0), np.full(8, 3.0)][np.random.default_rng(3).permutation(16)]
     plan = plan_summa(lay, SummaInput(speeds, 4096, "f"))
-    assert plan.arrangement.reduction > 0.10, plan.report_text
+    assert plan.result.reduction > 0.10, plan.report_text
     assert "below the partitioner's original layout" in plan.summary
 
 
