@@ -1,12 +1,14 @@
 """The per-job computation, run by the prolog in a child process as the job's user.
 
-Reads the allocation and topology from Slurm, runs the job's mode (:func:`compute_job`:
-the mode of :mod:`slurm_plugin.modes.registry` loads its input or refuses, plans and
-renders), and sends the files and the report with its status to the prolog on stdout
+Reads its request on stdin (:class:`~slurm_plugin.lifecycle.worker_protocol.WorkerRequest`:
+profile, mode, algorithm, budget, limits), sets its limits, reads the allocation and
+topology from Slurm, runs the job's mode (:func:`compute_job`: the mode of
+:mod:`slurm_plugin.modes.registry` loads its input or refuses, plans and renders), and sends
+the files and the report with its status to the prolog on stdout
 (:mod:`slurm_plugin.lifecycle.worker_protocol`): the job directory is root's, and the prolog
-writes them there.  Every failure becomes a fallback status; the exit status is 0
-unless even that could not be sent.  The prolog enforces the time budget from outside
-by ending this process and everything it started.
+writes them there.  Every failure, a malformed request included, becomes a fallback
+status; the exit status is 0 unless even that could not be sent.  The prolog enforces
+the time budget from outside by ending this process and everything it started.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from ..modes.base import Job, JobPlan
 from ..modes.registry import job_mode
 from ..profiles.store import bundled_store
 from ..site.config import load_config
-from ..site.request import request_mode
 from ..slurm.backends import (
     read_allocation,
     read_node_features,
@@ -40,7 +41,13 @@ from ..slurm.backends import (
 )
 from ..slurm.slurm_commands import with_bin_dir
 from .limits import apply_worker_limits
-from .worker_protocol import WorkerStatus, write_stream
+from .worker_protocol import (
+    ProtocolError,
+    WorkerRequest,
+    WorkerStatus,
+    read_request,
+    write_stream,
+)
 
 #: input and environment problems (a fallback report with the reason); anything else is a
 #: bug: still a fallback, with the traceback in the log
@@ -101,34 +108,33 @@ class WorkerOutput:
     phases: dict[str, float] = field(default_factory=dict)
 
 
-def compute(env: dict[str, str]) -> WorkerOutput:
+def compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
     with log_notes() as notes:
-        out = _compute(env)
+        out = _compute(request, env)
     out.status = replace(out.status, notes=(*notes, *out.status.notes))
     return out
 
 
-def _compute(env: dict[str, str]) -> WorkerOutput:
+def _compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
+    """The request on the job Slurm describes: ``env`` is the job's (its ``SLURM_*``
+    variables, ``RANKMAP_CONFIG``), which the configuration and the Slurm readers use."""
     cfg = load_config(env=env)
-    job_id = env.get("SLURM_JOB_ID")
     timeout = cfg.get("slurm", "command_timeout")
     env = with_bin_dir(env, cfg.get("slurm", "bin_dir"))
     backend = resolve_backend(cfg.get("slurm", "backend"), env)
-    alloc = read_allocation(job_id, env, backend, timeout)
+    alloc = read_allocation(request.job_id, env, backend, timeout)
     shapes = read_node_shapes(alloc.nodes, env, backend, timeout)
     tree = read_topology(cfg.get("slurm", "topology"), timeout, env, backend)
     layout = build_layout(alloc, shapes, tree, cfg.get("solver", "level_distances"),
                           read_core_groups(cfg.get("hwloc", "files"), alloc.nodes),
                           cfg.get("hwloc", "cache_distance"),
                           oversubscribe=cfg.get("solver", "oversubscribe") == "allow")
-    profile, algorithm = env["RANKMAP_PROFILE"], env["RANKMAP_ALGORITHM"]
-    job = Job(layout, tree, cfg, profile, algorithm, float(env["RANKMAP_TIME_LIMIT"]),
+    job = Job(layout, tree, cfg, request.profile, request.algorithm, request.time_limit,
               stores=(*cfg.get("profiles", "stores"), str(bundled_store())),
               allow_user_files=cfg.get("profiles", "allow_user_files"),
-              distribution=alloc.distribution, job_id=job_id,
+              distribution=alloc.distribution, job_id=request.job_id,
               node_features=lambda nodes: read_node_features(nodes, env, timeout))
-    out = compute_job(job, request_mode(profile, algorithm),
-                      env.get("RANKMAP_REFUSAL") or None)
+    out = compute_job(job, request.mode, request.refusal)
     out.status = replace(out.status, notes=(f"Slurm backend: {backend}", *out.status.notes))
     return out
 
@@ -176,12 +182,18 @@ def status(applied: bool, reason: str | None) -> WorkerStatus:
     return WorkerStatus(applied=applied, reason=reason)
 
 
-def run(stream: BinaryIO, env: dict[str, str]) -> None:
-    """The worker's whole life: its limits first, then the computation, whose files and
+def run(requests: BinaryIO, stream: BinaryIO, env: dict[str, str]) -> None:
+    """The worker's whole life: its request from ``requests`` (a malformed one is a
+    fallback status naming the field), its limits, then the computation, whose files and
     status (a fallback status for any failure) go to ``stream``."""
-    apply_worker_limits(env)  # RANKMAP_WORKER_MEMORY / _CPU_SECONDS, set by the prolog
     try:
-        out = compute(env)
+        request = read_request(requests)
+    except ProtocolError as exc:
+        write_stream(stream, {}, status(False, str(exc)))
+        return
+    apply_worker_limits(request.memory_bytes, request.cpu_seconds)
+    try:
+        out = compute(request, env)
     except USER_FACING as exc:
         out = WorkerOutput(status(False, f"{type(exc).__name__}: {exc}"))
     except Exception as exc:  # anything else: still a fallback, with the traceback logged
@@ -195,7 +207,7 @@ def main() -> int:
     # warnings, a stray print) goes to stderr instead of breaking it
     stream = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    run(stream, dict(os.environ))
+    run(sys.stdin.buffer, stream, dict(os.environ))
     stream.close()
     return 0
 

@@ -4,7 +4,7 @@ import json
 
 from slurm_plugin.common.jobdir import create_job_dir
 from slurm_plugin.lifecycle.prolog import fallback_report, handle_job, run_worker
-from slurm_plugin.lifecycle.worker_protocol import WorkerStatus
+from slurm_plugin.lifecycle.worker_protocol import WorkerRequest, WorkerStatus
 from slurm_plugin.site.config import parse_config
 from slurm_plugin.site.request import MappingRequest
 
@@ -80,6 +80,9 @@ def test_worker_gets_memory_and_cpu_limits_and_runs_as_the_user(tmp_path, monkey
         run_worker({"SLURM_JOB_ID": "5"}, job_dir, request, 1234, 99, timeout=25.5,
                    memory_bytes=3 << 30, max_output_bytes=12345)
     assert seen["max_bytes"] == 12345
-    assert seen["env"]["RANKMAP_WORKER_MEMORY"] == str(3 << 30)
-    assert seen["env"]["RANKMAP_WORKER_CPU_SECONDS"] == "26"
+    asked = WorkerRequest.from_json(seen["stdin_bytes"])
+    assert (asked.memory_bytes, asked.cpu_seconds) == (3 << 30, 26)
+    assert (asked.job_id, asked.profile, asked.mode, asked.algorithm, asked.time_limit) == \
+        ("5", "ring", "graph", "topdown", 5.0)
+    assert not any(k.startswith("RANKMAP_") for k in seen["env"])  # on stdin, not in env
     assert (seen["user"], seen["group"], seen["extra_groups"]) == (1234, 99, [])
