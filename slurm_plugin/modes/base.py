@@ -80,12 +80,12 @@ class Job:
     progress: Callable[[str], None] | None = None
 
     @property
-    def placement(self) -> Distribution:
-        """The distribution of Slurm's default placement, the one rankmap must beat."""
+    def slurm_distribution(self) -> Distribution:
+        """``distribution`` parsed: Slurm's default placement, the one rankmap must beat."""
         return parse_distribution(self.distribution)
 
     @property
-    def placement_assumed(self) -> bool:
+    def distribution_assumed(self) -> bool:
         """The job's ``--distribution`` was not known: Slurm's default was taken for it."""
         return self.distribution is None
 

@@ -66,8 +66,8 @@ class GraphMode:
                          time_limit=job.time_limit, seed=job.cfg.get("solver", "seed"),
                          files=job.render_files, job_id=job.job_id, profile=job.profile,
                          fallback_reason=reason, templates_dir=job.templates_dir,
-                         progress=job.progress, distribution=job.placement,
-                         distribution_assumed=job.placement_assumed,
+                         progress=job.progress, distribution=job.slurm_distribution,
+                         distribution_assumed=job.distribution_assumed,
                          units=data.units if data is not None else "bytes", network=machine)
         if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
             plan.files.update(reorder_files(job.layout, plan.result.mapping, graph))

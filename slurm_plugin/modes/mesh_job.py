@@ -171,8 +171,8 @@ class MeshMode:
         return plan_mesh(job.layout, data, machine, map_algorithm=job.algorithm,
                          time_limit=job.time_limit, seed=cfg.get("solver", "seed"),
                          job_id=job.job_id, profile=job.profile, fallback_reason=reason,
-                         distribution=job.placement,
-                         distribution_assumed=job.placement_assumed,
+                         distribution=job.slurm_distribution,
+                         distribution_assumed=job.distribution_assumed,
                          files=job.render_files, templates_dir=job.templates_dir,
                          speeds_source=(f"[speeds] of {cfg.path}" if by_config
                                         else "equal speeds (no [speeds])"))

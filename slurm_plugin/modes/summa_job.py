@@ -112,8 +112,8 @@ class SummaMode:
     def plan(self, job: Job, data: SummaInput | None, machine: None,
              reason: str | None) -> JobPlan[Arrangement]:
         return plan_summa(job.layout, data, job_id=job.job_id, profile=job.profile,
-                          fallback_reason=reason, distribution=job.placement,
-                          distribution_assumed=job.placement_assumed,
+                          fallback_reason=reason, distribution=job.slurm_distribution,
+                          distribution_assumed=job.distribution_assumed,
                           files=job.render_files, templates_dir=job.templates_dir,
                           level=summa_setting(job.cfg, "level", "auto"),
                           weighted=summa_setting(job.cfg, "weighted", False))
