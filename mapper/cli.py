@@ -18,10 +18,10 @@ import numpy as np
 from .api import map_processes
 from .errors import RankmapError
 from .graph import CommGraph
+from .io.text_lines import content_lines
 from .machine import DistanceMatrix, Hierarchy, Machine, MachineError
 from .names import PRESETS
 from .objective import evaluate
-from .text_lines import content_lines
 
 
 class CliError(RankmapError, ValueError):
@@ -118,7 +118,7 @@ def read_distance_matrix(path: str) -> DistanceMatrix:
 
 
 def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
-    from .graph_io import read_graph
+    from .io.graph_file import read_graph
 
     if args.arity_file:
         if args.hierarchy or args.distance_matrix:
@@ -149,7 +149,7 @@ def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
 
 def _read_arity_file(path: str, distances: str | None,
                      max_pes: int | None = None) -> Hierarchy:
-    from .arity_file import hierarchy_from_arities, parse_arity_file
+    from .io.arity_file import hierarchy_from_arities, parse_arity_file
 
     try:
         text = Path(path).read_text()

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from mapper.errors import RankmapError
+from mapper.io.text_lines import content_lines
 from mapper.names import PRESETS
-from mapper.text_lines import content_lines
 
 
 class CliError(RankmapError, ValueError):

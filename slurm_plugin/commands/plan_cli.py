@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mapper import CommGraph
-from mapper.graph_io import GRAPH_SUFFIXES
+from mapper.io.graph_file import GRAPH_SUFFIXES
 
 from ..common.files import write_files
 from ..common.hostlist import expand_counts, expand_hostlist

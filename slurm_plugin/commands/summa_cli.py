@@ -8,7 +8,7 @@ homogeneous hierarchy with ranks in Slurm's block order) and the rectangles arra
 cut inter-group traffic (:mod:`mapper.summa.arrange`), or, with ``--arranged``, a given
 rearrangement of the layout is evaluated instead of searched for.  Prints cost_A,
 cost_B and the norm of the original and of the arranged layout, and writes the
-arrangement file (format: :mod:`slurm_plugin.modes.summa_io`).
+arrangement file (format: :mod:`mapper.io.summa_files`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from mapper.io.summa_files import read_arrangement, read_groups, read_speeds, write_arrangement
 from mapper.machine import Hierarchy
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping, cost
 from mapper.summa.partition import partition
 
-from ..modes.summa_io import read_arrangement, read_groups, read_speeds, write_arrangement
 from .args import CliError, positive_int
 
 

@@ -10,7 +10,7 @@ import re
 #: the files launchers read; none may survive a failed computation
 LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile")
 
-#: the SUMMA arrangement (``--rankmap=summa``; format: slurm_plugin.modes.summa_io), written
+#: the SUMMA arrangement (``--rankmap=summa``; format: mapper.io.summa_files), written
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
 ARRANGEMENT_FILE = "arrangement"
 

@@ -13,7 +13,7 @@ The prolog's worker (:mod:`slurm_plugin.lifecycle.job_worker`) calls, in this or
 
    NAME is a profile store entry with ``kind = "mesh"`` (its TOML, the mesh file and an
    optional weights file: :mod:`slurm_plugin.profiles.store`), read with
-   :func:`mapper.mesh.mesh_io.read_mesh` under the size limits of profiles.  There are
+   :func:`mapper.io.mesh_file.read_mesh` under the size limits of profiles.  There are
    no user files: a mesh is a site-curated entry, like a named profile.
 
 2. :func:`job_architecture` (pure) — Moulitsas & Karypis' architecture graph of the job

@@ -26,7 +26,7 @@ Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  The prolog's worker
    else the sockets (``level`` overrides: ``switch``, ``node``, ``socket``); the
    partition is arranged by the group-permutation heuristic for that two-level model
    (0 inside a group, 1 across; ``weighted`` uses the layout's level distances
-   instead).  The files: ``arrangement`` (slurm_plugin.modes.summa_io's format) and the
+   instead).  The files: ``arrangement`` (mapper.io.summa_files's format) and the
    launcher files of that same default placement written out explicitly (rank r on
    the PE the grouping assumed it on), and the report with cost_A, cost_B and the
    norm of the original and the arranged layout.
@@ -49,7 +49,8 @@ from pathlib import Path
 import numpy as np
 
 from mapper.errors import RankmapError
-from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.summa_files import format_arrangement, parse_speeds
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping
 from mapper.summa.partition import ColumnLayout, partition
@@ -61,7 +62,6 @@ from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_plac
 from ..machine.layout import Layout
 from ..profiles.store import NAME, _inside
 from .plan import RENDERERS
-from .summa_io import format_arrangement, parse_speeds
 
 #: the matrix size N when the spec does not give ``size=N``
 DEFAULT_SIZE = 4096
@@ -179,7 +179,7 @@ def speeds_path(source: str, stores: Sequence[str | Path], allow_user_files: boo
 def read_text_file(path: Path, max_bytes: int | None) -> str:
     """A regular file's text, at most ``max_bytes`` (None or 0: no limit); a FIFO or a
     device is refused before anything is read from it
-    (:func:`mapper.regular_file.read_regular_file`)."""
+    (:func:`mapper.io.regular_file.read_regular_file`)."""
     try:
         data = read_regular_file(path, max_bytes or None)
     except FileNotFoundError:
@@ -205,7 +205,7 @@ def load_summa_input(spec: str, ntasks: int, stores: Sequence[str | Path],
 
     The file is read up to ``max_bytes``, and its lines only up to the first speed
     beyond ``ntasks`` (refused at its line): the job can use no more, and counting them
-    all cost gigabytes (:func:`slurm_plugin.modes.summa_io.parse_speeds`).
+    all cost gigabytes (:func:`mapper.io.summa_files.parse_speeds`).
     """
     parsed = parse_summa_spec(spec)
     if parsed.source is None:

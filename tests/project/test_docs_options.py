@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mapper.mesh.mesh_io import write_mesh_metis
+from mapper.io.mesh_file import write_mesh_metis
 from slurm_plugin.common.names import MESH_PREFIX, SPANK_MODE, SPANK_PROFILE, SPANK_TIME
 from slurm_plugin.lifecycle import job_worker
 from slurm_plugin.modes.summa_job import DEFAULT_SIZE, SummaJobError, SummaSpec, parse_summa_spec

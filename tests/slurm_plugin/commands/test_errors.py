@@ -12,7 +12,7 @@ import tomllib
 from mapper.errors import RankmapError
 from slurm_plugin.commands.cli import main
 
-MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objective",
+MODULES = ["mapper.graph", "mapper.io.graph_format", "mapper.machine", "mapper.objective",
            "mapper.api", "mapper.cli", "slurm_plugin.commands.args", "slurm_plugin.site.config",
            "slurm_plugin.slurm.allocation", "slurm_plugin.slurm.backends",
            "slurm_plugin.slurm.topology", "slurm_plugin.common.hostlist",
@@ -21,8 +21,9 @@ MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objectiv
            "slurm_plugin.profiles.store", "slurm_plugin.profiles.generators",
            "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti",
            "slurm_plugin.machine.layout", "slurm_plugin.machine.speeds", "mapper.mesh.mesh",
-           "mapper.mesh.mesh_io", "mapper.mesh.architecture", "mapper.mesh.result",
-           "mapper.mesh.balance", "mapper.mesh.archaware"]
+           "mapper.io.mesh_file", "mapper.mesh.architecture", "mapper.mesh.result",
+           "mapper.mesh.balance", "mapper.mesh.archaware", "mapper.io.arity_file",
+           "mapper.io.summa_files"]
 
 
 def test_every_error_class_is_a_rankmap_error():

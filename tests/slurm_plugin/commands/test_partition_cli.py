@@ -10,8 +10,9 @@ import pytest
 
 from mapper.errors import RankmapError
 from mapper.graph import CommGraph
+from mapper.io.mesh_file import read_mesh, write_mesh_metis
 from mapper.machine import Hierarchy
-from mapper.mesh import evaluate, mesh_from_graph, read_mesh, write_mesh_metis
+from mapper.mesh import evaluate, mesh_from_graph
 from mapper.mesh.architecture import architecture_from_hierarchy
 from mapper.mesh.names import PARTITION_METHODS
 from slurm_plugin.commands.partition_cli import (

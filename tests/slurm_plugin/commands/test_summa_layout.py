@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 
 from mapper.errors import RankmapError
-from mapper.summa.cost import Grouping, cost
-from mapper.summa.partition import build_layout, partition
-from slurm_plugin.commands.cli import main
-from slurm_plugin.modes.summa_io import (
+from mapper.io.summa_files import (
     SummaFileError,
     format_arrangement,
     parse_arrangement,
     read_arrangement,
     read_groups,
 )
+from mapper.summa.cost import Grouping, cost
+from mapper.summa.partition import build_layout, partition
+from slurm_plugin.commands.cli import main
 from tests.helpers.paths import REPO
 from tests.mapper.summa.test_summa_cost import EXAMPLE_GROUPS, EXAMPLE_OPTIMUM, example_layout
 

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph
-from mapper.graph_io import write_mtx
+from mapper.io.mesh_file import write_mesh_metis
+from mapper.io.mtx_file import write_mtx
 from mapper.mesh import names as mesh_names
 from mapper.mesh.mesh import mesh_from_graph
-from mapper.mesh.mesh_io import write_mesh_metis
 from mapper.mesh.metrics import evaluate
 from slurm_plugin.common.names import COMPUTED_FILES, EXPORTS, FILE_NAMES, PARTITION_FILE
 from slurm_plugin.lifecycle.task_prolog import exports

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mapper.errors import RankmapError
-from mapper.summa.partition import ColumnLayout, PartitionError, build_layout
-from mapper.text_lines import iter_content_lines
+from ..errors import RankmapError
+from ..summa.partition import ColumnLayout, PartitionError, build_layout
+from .text_lines import iter_content_lines
 
 FIELDS = ("rank", "column", "position", "row_offset", "col_offset", "height", "width")
 
