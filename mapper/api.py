@@ -34,7 +34,7 @@ from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
 from .names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from .objective import check_mapping, evaluate
-from .partition import balanced_partition
+from .partitioners.metis import balanced_partition
 from .result import PHASES, MappingResult
 from .search.cycles import cycle_search
 

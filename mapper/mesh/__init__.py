@@ -8,7 +8,8 @@ Scheduler independent (never imports ``slurm_plugin``).  One module per job:
 * :mod:`.architecture` — the architecture graph: PE speeds, link costs e*, QPL.
 * :mod:`.result` — the :class:`Partition` every partitioner returns.
 * :mod:`.names` — the partitioning method names.
-* :mod:`.backends`, :mod:`.balance` — METIS/KaHIP splits and their balance repair.
+* :mod:`.balance` — a METIS/KaHIP split (:mod:`mapper.partitioners`) and its
+  balance repair.
 * :mod:`.rb`, :mod:`.rms` — recursive bisection and hierarchical multisection.
 * :mod:`.archaware` — VolS, VolNS, ElTS, ElTNS (Moulitsas & Karypis).
 

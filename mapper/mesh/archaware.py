@@ -111,11 +111,12 @@ from dataclasses import dataclass
 import numpy as np
 import pymetis
 
+from ..partitioners.errors import PartitionError
+from ..partitioners.weights import integer_vertex_weights
 from . import names
 from ._archaware import init_state, refine_pass
-from .backends import integer_vertex_weights
 from .metrics import quotient_graph
-from .result import Partition, PartitionError
+from .result import Partition
 
 #: ElTS / ElTNS keep every part below (1 + max(epsilon, this)) x its target (memory bound)
 ELT_LOAD_SLACK = 0.5

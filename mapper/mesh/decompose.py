@@ -70,12 +70,13 @@ import numpy as np
 from ..api import AlgorithmSpec, map_processes
 from ..machine import Hierarchy
 from ..names import is_preset
+from ..partitioners.errors import PartitionError
 from . import names
 from .archaware import archaware_partition
 from .metrics import PartitionMetrics, evaluate, quotient_graph
 from .names import DEFAULT_BACKEND
 from .rb import rb_partition
-from .result import Partition, PartitionError
+from .result import Partition
 from .rms import rms_partition
 
 #: "no mapping": the blocks keep their ids as PEs
@@ -135,7 +136,7 @@ def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
     cost model.  ``method`` is one of :data:`mapper.mesh.names.PARTITION_METHODS`;
     ``backend`` (``metis``/``kahip``) is used by ``rb`` and ``rms``.  The phases, their
     complexity and the rules are in the module docstring.  Raises
-    :class:`mapper.mesh.result.PartitionError` (a ``RankmapError``) for an unknown
+    :class:`mapper.partitioners.errors.PartitionError` (a ``RankmapError``) for an unknown
     method, a machine/architecture mismatch or a mesh with fewer vertices than PEs, and
     ``AlgorithmError`` for an unknown ``map_algorithm``.
     """

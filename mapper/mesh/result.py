@@ -1,20 +1,11 @@
-"""The result every mesh partitioner returns, and the error for bad partition requests."""
+"""The result every mesh partitioner returns (bad requests raise
+:class:`mapper.partitioners.errors.PartitionError`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ..errors import RankmapError
-
-
-class PartitionError(RankmapError, ValueError):
-    """A partition request that cannot be met (k > n, bad targets, unknown backend…)."""
-
-
-class BackendUnavailable(RankmapError, RuntimeError):
-    """The requested partitioning backend is not installed."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ MODULES = ["mapper.graph", "mapper.io.graph_format", "mapper.machine", "mapper.o
            "slurm_plugin.machine.layout", "slurm_plugin.machine.speeds", "mapper.mesh.mesh",
            "mapper.io.mesh_file", "mapper.mesh.architecture", "mapper.mesh.result",
            "mapper.mesh.balance", "mapper.mesh.archaware", "mapper.io.arity_file",
-           "mapper.io.summa_files"]
+           "mapper.io.summa_files", "mapper.partitioners.errors"]
 
 
 def test_every_error_class_is_a_rankmap_error():
@@ -67,15 +67,15 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
 def test_metis_failure_is_logged_not_silent(monkeypatch, caplog):
     import scipy.sparse as sp
 
-    import mapper.partition as partition
+    from mapper.partitioners import metis
 
     def refuse(*a, **k):
         raise RuntimeError("METIS_ERROR_INPUT")
 
-    monkeypatch.setattr(partition.pymetis, "part_graph", refuse)
+    monkeypatch.setattr(metis.pymetis, "part_graph", refuse)
     adj = sp.csr_matrix(np.ones((6, 6)) - np.eye(6))
     with caplog.at_level(logging.WARNING, logger="rankmap.mapper"):
-        parts = partition._metis(adj, np.array([3, 3]), 0, True)
+        parts = metis._metis(adj, np.array([3, 3]), 0, True)
     assert sorted(np.bincount(parts).tolist()) == [3, 3]
     assert "METIS failed" in caplog.text and "METIS_ERROR_INPUT" in caplog.text
 
