@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from mapper.io.graph_file import read_input_text
+from mapper.io.mapping_file import read_mapping
 from mapper.io.mesh_file import read_mesh
 from mapper.io.text_lines import content_lines
 from mapper.machine import Hierarchy
@@ -47,7 +48,7 @@ from mapper.mesh.names import BACKENDS, DEFAULT_BACKEND, PARTITION_METHODS, RMS
 from mapper.objective import check_mapping
 
 from ..machine.speeds import parse_pe_speeds
-from .args import CliError, positive_float, positive_int, read_mapping
+from .args import CliError, parse_hierarchy_options, positive_float, positive_int
 
 _LINK_HELP = (
     "cost per unit of data of a link at each level, innermost first (default: the "
@@ -148,7 +149,7 @@ def _levels(text: str, option: str) -> list[float]:
 def load_machine(args: argparse.Namespace) -> tuple[Hierarchy, Architecture]:
     """The hierarchy (for J and the mapping) and the architecture (speeds, link costs)
     the options describe."""
-    hierarchy = Hierarchy.parse(args.hierarchy, args.distances)
+    hierarchy = parse_hierarchy_options(args.hierarchy, args.distances)
     k = hierarchy.levels
     if args.link_costs is None:
         costs = list(hierarchy.distances)

@@ -17,12 +17,11 @@ import argparse
 import json
 
 from mapper.io.summa_files import read_arrangement, read_groups, read_speeds, write_arrangement
-from mapper.machine import Hierarchy
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping, cost
 from mapper.summa.partition import partition
 
-from .args import CliError, positive_int
+from .args import CliError, parse_hierarchy_options, positive_int
 
 
 def add_summa_command(sub: argparse._SubParsersAction) -> None:
@@ -86,7 +85,7 @@ def _grouping(args: argparse.Namespace, n: int) -> tuple[Grouping, str]:
     if not args.level:
         raise CliError("--hierarchy needs --level L (the level whose groups stay together)")
     distances = args.distances or ":".join("1" for _ in args.hierarchy.split(":"))
-    hierarchy = Hierarchy.parse(args.hierarchy, distances)  # checks both strings
+    hierarchy = parse_hierarchy_options(args.hierarchy, distances)  # checks both strings
     if args.level >= hierarchy.levels:
         raise CliError(f"--level {args.level}: the hierarchy {args.hierarchy} has group levels "
                        f"1..{hierarchy.levels - 1} (level {hierarchy.levels} is the whole "

@@ -13,7 +13,8 @@ from mapper.errors import RankmapError
 from slurm_plugin.commands.cli import main
 
 MODULES = ["mapper.graph", "mapper.io.graph_format", "mapper.machine", "mapper.objective",
-           "mapper.api", "mapper.cli", "slurm_plugin.commands.args", "slurm_plugin.site.config",
+           "mapper.api", "mapper.io.mapping_file", "mapper.io.distance_matrix_file",
+           "slurm_plugin.commands.args", "slurm_plugin.site.config",
            "slurm_plugin.slurm.allocation", "slurm_plugin.slurm.backends",
            "slurm_plugin.slurm.topology", "slurm_plugin.common.hostlist",
            "slurm_plugin.machine.hwloc", "slurm_plugin.common.jobdir",
