@@ -1,7 +1,7 @@
 """``rankmap summa``: arrange a heterogeneous SUMMA's column-based partition, offline.
 
 The layout comes from per-rank relative speeds (``--speeds``: the N x N matrix is
-partitioned by Beaumont et al.'s column-based algorithm, :mod:`mapper.summa.partition`)
+partitioned by Beaumont et al.'s column-based algorithm, :mod:`mapper.summa.tiling`)
 or is given as it is (``--layout``: an arrangement file, e.g. the layout a code already
 uses or the slides' worked example).  The ranks are grouped (a groups file, or a
 homogeneous hierarchy with ranks in Slurm's block order) and the rectangles arranged to
@@ -19,7 +19,7 @@ import json
 from mapper.io.summa_files import read_arrangement, read_groups, read_speeds, write_arrangement
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping, cost
-from mapper.summa.partition import partition
+from mapper.summa.tiling import partition
 
 from .args import CliError, parse_hierarchy_options, positive_int
 

@@ -1,7 +1,7 @@
 """``--comm-profile=summa-fpm[:FILE] --rankmap=summa``: a SUMMA job's arrangement.
 
 A heterogeneous SUMMA does not need its ranks moved: it needs its column-based
-partition (:mod:`mapper.summa.partition`) arranged so that the ring broadcasts along
+partition (:mod:`mapper.summa.tiling`) arranged so that the ring broadcasts along
 the rows and down the columns cross few network boundaries (:mod:`mapper.summa.arrange`,
 Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  The prolog's worker
 (:mod:`slurm_plugin.lifecycle.job_worker`) calls, in this order:
@@ -53,7 +53,7 @@ from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_f
 from mapper.io.summa_files import format_arrangement, parse_speeds
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping
-from mapper.summa.partition import ColumnLayout, partition
+from mapper.summa.tiling import ColumnLayout, partition
 
 from ..common.hostlist import fold_hostlist
 from ..common.names import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args

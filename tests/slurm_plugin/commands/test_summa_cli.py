@@ -22,7 +22,7 @@ from mapper.io.summa_files import (
     write_arrangement,
 )
 from mapper.summa.cost import Grouping, cost
-from mapper.summa.partition import partition
+from mapper.summa.tiling import partition
 from slurm_plugin.commands.summa_cli import add_summa_command
 
 SPEEDS = [1.0, 2.0, 1.5, 3.0, 1.0, 1.2, 2.2, 1.7, 0.8, 2.5, 1.1, 1.9]

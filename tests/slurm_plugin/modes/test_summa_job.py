@@ -316,7 +316,7 @@ def test_arrangement_tiles_the_matrix_and_the_report_costs_are_the_files_costs(t
     assert arranged == (record["summa"]["arranged"]["cost_A"],
                         record["summa"]["arranged"]["cost_B"])
     from mapper.io.summa_files import format_arrangement
-    from mapper.summa.partition import partition
+    from mapper.summa.tiling import partition
 
     original = brute_costs(owner_grid(format_arrangement(partition(speeds, 96)), tmp_path),
                            groups)
