@@ -4,7 +4,7 @@ Scheduler independent (never imports ``slurm_plugin``).  One module per job:
 
 * :mod:`.mesh` — :class:`Mesh` (graph + work w(v) + communication size c(v)).
 * :mod:`.metrics` — edge cut, volume, CompCost/CommCost/ElapseTime, SumElTime,
-  MaxElTime, imbalance, the quotient graph and its J; :func:`evaluate`.
+  MaxElTime, imbalance, the quotient graph and its J; :func:`evaluate_partition`.
 * :mod:`.architecture` — the architecture graph: PE speeds, link costs e*, QPL.
 * :mod:`.result` — the :class:`Partition` every partitioner returns.
 * :mod:`.names` — the partitioning method names.
@@ -28,7 +28,7 @@ from .metrics import (
     comp_cost,
     edge_cut,
     elapse_time,
-    evaluate,
+    evaluate_partition,
     imbalance,
     max_el_time,
     max_volume,
@@ -42,7 +42,7 @@ from .metrics import (
 
 __all__ = [
     "Mesh", "MeshError", "PartitionMetrics", "check_partition", "comm_cost", "comp_cost",
-    "edge_cut", "elapse_time", "evaluate", "imbalance", "max_el_time", "max_volume",
+    "edge_cut", "elapse_time", "evaluate_partition", "imbalance", "max_el_time", "max_volume",
     "mesh_from_graph", "part_volumes", "part_weights", "quotient_graph",
     "quotient_objective", "sum_el_time", "total_volume",
 ]

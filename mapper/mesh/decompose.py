@@ -36,7 +36,7 @@ processor network of n PEs", with the partitioners of both seeds:
    identity mapping ... is also a possible option").
 
 4. **evaluate** the PE-level partition ``placement[part]`` on the architecture
-   (:func:`mapper.mesh.metrics.evaluate`, Moulitsas & Karypis §2-3: edge cut, volume,
+   (:func:`mapper.mesh.metrics.evaluate_partition`, Moulitsas & Karypis §2-3: edge cut, volume,
    CompCost/CommCost/ElapseTime, imbalance against the speed targets, and J of the
    quotient graph on the hierarchy; O(m + b log b)).
 
@@ -73,7 +73,7 @@ from ..names import is_preset
 from ..partitioners.errors import PartitionError
 from . import names
 from .archaware import archaware_partition
-from .metrics import PartitionMetrics, evaluate, quotient_graph
+from .metrics import PartitionMetrics, evaluate_partition, quotient_graph
 from .names import DEFAULT_BACKEND
 from .rb import rb_partition
 from .result import Partition
@@ -201,7 +201,7 @@ def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
             notes.append(f"{map_algorithm} stopped at the time limit")
 
     t0 = time.perf_counter()
-    metrics = evaluate(mesh, placement[part], arch, hierarchy=hierarchy)
+    metrics = evaluate_partition(mesh, placement[part], arch, hierarchy=hierarchy)
     seconds["evaluate"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - start
     return Decomposition(part=part, placement=placement, method=method, map_algorithm=used,

@@ -15,7 +15,7 @@ from ..common.safe_text import escape_controls
 from .config_cli import add_config_commands
 from .hwinfo_cli import add_hwinfo_command
 from .map_cli import add_map_commands
-from .partition_cli import add_evaluate_partition_command, add_partition_command
+from .mesh_cli import add_evaluate_partition_command, add_partition_command
 from .plan_cli import add_plan_command
 from .profile_cli import add_profile_commands
 from .report_cli import add_report_command

@@ -74,7 +74,8 @@ from mapper.mesh.archaware import kvmetis_partition
 from mapper.mesh.architecture import Architecture, architecture_from_hierarchy
 from mapper.mesh.decompose import Decomposition, decompose
 from mapper.mesh.mesh import Mesh
-from mapper.mesh.metrics import PartitionMetrics, evaluate
+from mapper.mesh.metrics import PartitionMetrics
+from mapper.mesh.metrics import evaluate_partition as evaluate
 
 from ..common.hostlist import fold_hostlist
 from ..common.names import MESH_PREFIX, PARTITION_FILE

@@ -41,7 +41,7 @@ from mapper.io.mapping_file import read_mapping
 from mapper.io.mesh_file import read_mesh
 from mapper.io.text_lines import content_lines
 from mapper.machine import Hierarchy
-from mapper.mesh import PartitionMetrics, evaluate
+from mapper.mesh import PartitionMetrics, evaluate_partition
 from mapper.mesh.architecture import Architecture, architecture_from_hierarchy
 from mapper.mesh.decompose import Decomposition, decompose
 from mapper.mesh.names import BACKENDS, DEFAULT_BACKEND, PARTITION_METHODS, RMS
@@ -260,7 +260,7 @@ def _cmd_evaluate_partition(args: argparse.Namespace) -> int:
             raise CliError(f"{args.placement}: {exc}", source=args.placement) from None
     else:
         placement = np.arange(hierarchy.n, dtype=np.int64)
-    metrics = evaluate(mesh, placement[part], arch, hierarchy=hierarchy)
+    metrics = evaluate_partition(mesh, placement[part], arch, hierarchy=hierarchy)
     if args.json:
         print(json.dumps({**metrics.to_dict(), "edges": mesh.graph.m, "mesh": args.mesh,
                           "partition": args.partfile, "placement": args.placement}))
