@@ -73,7 +73,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .names import PRESETS
+from .algorithm_names import PRESETS
 
 ECO_STARTS = 1
 ECO_PARTITION_TRIES = 3

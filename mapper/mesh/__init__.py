@@ -7,7 +7,7 @@ Scheduler independent (never imports ``slurm_plugin``).  One module per job:
   MaxElTime, imbalance, the quotient graph and its J; :func:`evaluate_partition`.
 * :mod:`.architecture` — the architecture graph: PE speeds, link costs e*, QPL.
 * :mod:`.result` — the :class:`Partition` every partitioner returns.
-* :mod:`.names` — the partitioning method names.
+* :mod:`.method_names` — the partitioning method and backend names.
 * :mod:`.balance` — a METIS/KaHIP split (:mod:`mapper.partitioners`) and its
   balance repair.
 * :mod:`.rb`, :mod:`.rms` — recursive bisection and hierarchical multisection.

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from ..partitioners.errors import PartitionError
 from ..partitioners.kahip import kahip_split
 from ..partitioners.metis import metis_split
-from .names import KAHIP, METIS
+from .method_names import KAHIP, METIS
 
 _MAX_ROUNDS = 100_000   # each round moves at least one vertex
 
@@ -311,7 +311,7 @@ def mesh_arrays(mesh) -> tuple[sp.csr_matrix, np.ndarray]:
 
 def check_common(n: int, k: int, epsilon: float, backend: str) -> None:
     """Arguments every recursive partitioner checks, with the messages users see."""
-    from .names import BACKENDS
+    from .method_names import BACKENDS
 
     if backend not in BACKENDS:
         raise PartitionError(f"unknown partitioning backend {backend!r}: expected one of "

@@ -67,14 +67,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..algorithm_names import is_preset
 from ..api import AlgorithmSpec, map_processes
 from ..machine import Hierarchy
-from ..names import is_preset
 from ..partitioners.errors import PartitionError
-from . import names
+from . import method_names
 from .archaware import archaware_partition
+from .method_names import DEFAULT_BACKEND
 from .metrics import PartitionMetrics, evaluate_partition, quotient_graph
-from .names import DEFAULT_BACKEND
 from .rb import rb_partition
 from .result import Partition
 from .rms import rms_partition
@@ -82,10 +82,10 @@ from .rms import rms_partition
 #: "no mapping": the blocks keep their ids as PEs
 IDENTITY = "identity"
 
-_ARCHAWARE = {names.ARCHAWARE_VOL_SPARSE: ("vol", True),
-              names.ARCHAWARE_VOL_DENSE: ("vol", False),
-              names.ARCHAWARE_ELT_SPARSE: ("elt", True),
-              names.ARCHAWARE_ELT_DENSE: ("elt", False)}
+_ARCHAWARE = {method_names.ARCHAWARE_VOL_SPARSE: ("vol", True),
+              method_names.ARCHAWARE_VOL_DENSE: ("vol", False),
+              method_names.ARCHAWARE_ELT_SPARSE: ("elt", True),
+              method_names.ARCHAWARE_ELT_DENSE: ("elt", False)}
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Decomposition:
         PE of every rank (length P, a permutation): the ``rankmap map`` format, the
         rankfile's mapping.  The PE-level partition is ``placement[part]``.
     method:
-        Partitioning method (:mod:`mapper.mesh.names`).
+        Partitioning method (:mod:`mapper.mesh.method_names`).
     map_algorithm:
         What mapped the quotient graph: the algorithm name, ``"identity"`` (no mapping),
         or ``"identity+<neighbourhood>"`` when the identity polished by local search
@@ -125,7 +125,7 @@ class Decomposition:
     partition_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
+def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = method_names.RMS,
               epsilon: float = 0.03, map_algorithm: str = "topdown+n10", seed: int = 0,
               time_limit: float | None = None, backend: str = DEFAULT_BACKEND,
               keep_identity: bool = True) -> Decomposition:
@@ -133,7 +133,7 @@ def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
 
     ``arch`` (:class:`mapper.mesh.architecture.Architecture`) must have one PE per PE of
     ``hierarchy`` (same numbering); its speeds set the block targets, its link costs the
-    cost model.  ``method`` is one of :data:`mapper.mesh.names.PARTITION_METHODS`;
+    cost model.  ``method`` is one of :data:`mapper.mesh.method_names.PARTITION_METHODS`;
     ``backend`` (``metis``/``kahip``) is used by ``rb`` and ``rms``.  The phases, their
     complexity and the rules are in the module docstring.  Raises
     :class:`mapper.partitioners.errors.PartitionError` (a ``RankmapError``) for an unknown
@@ -142,9 +142,9 @@ def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
     """
     start = time.perf_counter()
     P = hierarchy.n  # noqa: N806 - the papers' name
-    if method not in names.PARTITION_METHODS:
+    if method not in method_names.PARTITION_METHODS:
         raise PartitionError(f"unknown partitioning method {method!r}: expected one of "
-                             f"{', '.join(names.PARTITION_METHODS)}")
+                             f"{', '.join(method_names.PARTITION_METHODS)}")
     if int(arch.P) != P:
         raise PartitionError(f"the architecture has {arch.P} PEs but the hierarchy has {P}")
     if time_limit is not None and not time_limit > 0:
@@ -228,10 +228,10 @@ def kvmetis_estimate(mesh, P: int) -> float:  # noqa: N803 - the papers' name
 def _partition(mesh, hierarchy: Hierarchy, arch, method: str, epsilon: float, seed: int,
                time_limit: float | None, backend: str, notes: list[str]) -> Partition:
     speeds = np.asarray(arch.speeds, dtype=np.float64)
-    if method == names.RB:
+    if method == method_names.RB:
         # block b is PE b's until a mapping moves it (only with equal speeds)
         return rb_partition(mesh, speeds, epsilon=epsilon, seed=seed, backend=backend)
-    if method == names.RMS:
+    if method == method_names.RMS:
         return rms_partition(mesh, hierarchy, speeds=speeds, epsilon=epsilon, seed=seed,
                              backend=backend)
     objective, sparse = _ARCHAWARE[method]

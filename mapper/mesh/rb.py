@@ -41,7 +41,7 @@ from ..construction.topdown import induced_subgraph as induced
 from ..partitioners.errors import PartitionError
 from ..partitioners.weights import integer_vertex_weights
 from .balance import check_common, mesh_arrays, split_step, step_delta, step_floor
-from .names import DEFAULT_BACKEND, RB
+from .method_names import DEFAULT_BACKEND, RB
 from .result import Partition
 
 

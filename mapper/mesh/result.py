@@ -19,7 +19,7 @@ class Partition:
     k:
         Number of blocks (for ``rms`` the number of PEs; block id = PE id).
     method:
-        Name of the method that produced it (:mod:`mapper.mesh.names`), e.g. ``"rb"``.
+        Name of the method that produced it (:mod:`mapper.mesh.method_names`), e.g. ``"rb"``.
     seconds:
         Wall time per phase, e.g. ``{"partition": 3.1, "repair": 0.2, "total": 3.4}``.
     """

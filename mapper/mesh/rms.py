@@ -59,7 +59,7 @@ from ..partitioners.errors import PartitionError
 from ..partitioners.metis import KWAY_MIN_BLOCK
 from ..partitioners.weights import integer_vertex_weights
 from .balance import check_common, mesh_arrays, split_step, step_delta, step_floor
-from .names import DEFAULT_BACKEND, RMS
+from .method_names import DEFAULT_BACKEND, RMS
 from .result import Partition
 
 #: Vertices per child from which a multisection uses METIS's k-way instead of its

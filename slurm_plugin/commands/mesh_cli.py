@@ -44,7 +44,7 @@ from mapper.machine import Hierarchy
 from mapper.mesh import PartitionMetrics, evaluate_partition
 from mapper.mesh.architecture import Architecture, architecture_from_hierarchy
 from mapper.mesh.decompose import Decomposition, decompose
-from mapper.mesh.names import BACKENDS, DEFAULT_BACKEND, PARTITION_METHODS, RMS
+from mapper.mesh.method_names import BACKENDS, DEFAULT_BACKEND, PARTITION_METHODS, RMS
 from mapper.objective import check_mapping
 
 from ..machine.speeds import parse_pe_speeds

@@ -32,7 +32,7 @@ from mapper.errors import RankmapError
 from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 
 from .files import create_file_at, write_files_at
-from .names import COMPUTED_FILES, FILE_NAMES, JOB_DIR_PREFIX, valid_job_id
+from .job_conventions import COMPUTED_FILES, FILE_NAMES, JOB_DIR_PREFIX, valid_job_id
 
 
 class JobDirError(RankmapError, OSError):

@@ -23,7 +23,7 @@ from typing import BinaryIO
 from mapper.errors import RankmapError
 
 from ..common.hostlist import expand_hostlist
-from ..common.names import SUMMA_MODE
+from ..common.job_conventions import SUMMA_MODE
 from ..machine.distribution import parse_distribution
 from ..machine.hwloc import CoreGroups, parse_hwloc_xml
 from ..machine.layout import Layout, build_layout

@@ -30,7 +30,7 @@ from typing import BinaryIO
 
 from mapper.errors import RankmapError
 
-from ..common.names import FILE_NAMES
+from ..common.job_conventions import FILE_NAMES
 
 MAGIC = b"rankmap-worker 1\n"
 #: longest header line (``file <name> <nbytes>``) the reader accepts

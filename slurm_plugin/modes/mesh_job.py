@@ -8,7 +8,7 @@ The prolog's worker (:mod:`slurm_plugin.lifecycle.job_worker`) calls, in this or
 1. :func:`load_mesh_input` (the edge that reads files) — the spec and the mesh::
 
        mesh:NAME                      the store entry NAME (kind = "mesh")
-       mesh:NAME,method=rb            another partitioning method (mapper.mesh.names)
+       mesh:NAME,method=rb            another partitioning method (mapper.mesh.method_names)
        mesh:NAME,epsilon=0.05         balance tolerance (default 0.03)
 
    NAME is a profile store entry with ``kind = "mesh"`` (its TOML, the mesh file and an
@@ -69,7 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from mapper.errors import RankmapError
-from mapper.mesh import names as mesh_names
+from mapper.mesh import method_names as mesh_names
 from mapper.mesh.archaware import kvmetis_partition
 from mapper.mesh.architecture import Architecture, architecture_from_hierarchy
 from mapper.mesh.decompose import Decomposition, decompose
@@ -78,7 +78,7 @@ from mapper.mesh.metrics import PartitionMetrics
 from mapper.mesh.metrics import evaluate_partition as evaluate
 
 from ..common.hostlist import fold_hostlist
-from ..common.names import MESH_PREFIX, PARTITION_FILE
+from ..common.job_conventions import MESH_PREFIX, PARTITION_FILE
 from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout

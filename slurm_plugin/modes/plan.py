@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mapper import CommGraph, MappingResult, map_processes
-from mapper.names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
+from mapper.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from mapper.objective import evaluate
 from mapper.result import PHASES
 

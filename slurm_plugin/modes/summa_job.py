@@ -56,7 +56,7 @@ from mapper.summa.cost import Grouping
 from mapper.summa.tiling import ColumnLayout, partition
 
 from ..common.hostlist import fold_hostlist
-from ..common.names import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args
+from ..common.job_conventions import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args
 from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..common.names import (
+from ..common.job_conventions import (
     MESH_PREFIX,
     SPANK_MODE,
     SPANK_PROFILE,

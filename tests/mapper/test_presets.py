@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph, DistanceMatrix, Hierarchy
+from mapper.algorithm_names import PRESETS, normalize_algorithm
 from mapper.api import map_processes
-from mapper.names import PRESETS, normalize_algorithm
 from mapper.networks import NodeHopMachine
 from mapper.search import communication_neighborhood, iterated_local_search
 from slurm_plugin.commands.cli import main as mapper_main

@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 from mapper.io.mesh_file import write_mesh_metis
-from slurm_plugin.common.names import MESH_PREFIX, SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+from slurm_plugin.common.job_conventions import MESH_PREFIX, SPANK_MODE, SPANK_PROFILE, SPANK_TIME
 from slurm_plugin.lifecycle import job_worker
 from slurm_plugin.modes.summa_job import DEFAULT_SIZE, SummaJobError, SummaSpec, parse_summa_spec
 from slurm_plugin.profiles.generators import GeneratorError, parse_spec

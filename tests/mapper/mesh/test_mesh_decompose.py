@@ -12,7 +12,7 @@ from mapper.machine import Hierarchy
 from mapper.mesh import edge_cut, evaluate_partition, mesh_from_graph, quotient_graph
 from mapper.mesh.architecture import architecture_from_hierarchy
 from mapper.mesh.decompose import decompose
-from mapper.mesh.names import PARTITION_METHODS
+from mapper.mesh.method_names import PARTITION_METHODS
 from mapper.mesh.rms import rms_partition
 from mapper.objective import objective
 

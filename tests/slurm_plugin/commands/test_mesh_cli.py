@@ -14,7 +14,7 @@ from mapper.io.mesh_file import read_mesh, write_mesh_metis
 from mapper.machine import Hierarchy
 from mapper.mesh import evaluate_partition, mesh_from_graph
 from mapper.mesh.architecture import architecture_from_hierarchy
-from mapper.mesh.names import PARTITION_METHODS
+from mapper.mesh.method_names import PARTITION_METHODS
 from slurm_plugin.commands.mesh_cli import (
     add_evaluate_partition_command,
     add_partition_command,

@@ -21,10 +21,10 @@ import pytest
 from mapper import CommGraph
 from mapper.io.mesh_file import write_mesh_metis
 from mapper.io.mtx_file import write_mtx
-from mapper.mesh import names as mesh_names
+from mapper.mesh import method_names as mesh_names
 from mapper.mesh.mesh import mesh_from_graph
 from mapper.mesh.metrics import evaluate_partition
-from slurm_plugin.common.names import COMPUTED_FILES, EXPORTS, FILE_NAMES, PARTITION_FILE
+from slurm_plugin.common.job_conventions import COMPUTED_FILES, EXPORTS, FILE_NAMES, PARTITION_FILE
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.machine.distribution import parse_distribution, slurm_placement
 from slurm_plugin.machine.layout import build_layout

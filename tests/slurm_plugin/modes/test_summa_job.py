@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from mapper.io.summa_files import SummaFileError, parse_speeds, read_arrangement
-from slurm_plugin.common.names import EXPORTS, FILE_NAMES, MODES, SUMMA_MODE
+from slurm_plugin.common.job_conventions import EXPORTS, FILE_NAMES, MODES, SUMMA_MODE
 from slurm_plugin.lifecycle import prolog
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.machine.distribution import parse_distribution
