@@ -145,7 +145,8 @@ def compute_job(job: Job, mode: str, refusal: str | None = None, *,
     after reading Slurm, ``rankmap plan`` after building the layout from its options,
     so both read the profile the same way and write the same files.
 
-    One path for every mode (``mode``: the request's, :data:`~slurm_plugin.common.names.JOB_MODES`):
+    One path for every mode (``mode``: the request's,
+    :data:`~slurm_plugin.common.job_conventions.JOB_MODES`):
     the mode (:func:`slurm_plugin.modes.registry.job_mode`) loads its input and what the
     site adds to the machine, unless ``refusal`` (why the request may not be mapped:
     the prolog's) is set; an input error (the profile, a mesh, a speeds file,

@@ -1,7 +1,7 @@
 """Names and rules every part of the Slurm integration shares (standard library only,
 so the TaskProlog stays light): per-job file names, the job-id rule, the SPANK
 variables, the variables the TaskProlog exports.  The algorithm grammar lives in
-:mod:`mapper.names`."""
+:mod:`mapper.algorithm_names`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings",
                   "hydra_hostfile")
 
-#: the SUMMA arrangement (``--rankmap=summa``; format: slurm_plugin.modes.summa_io), written
+#: the SUMMA arrangement (``--rankmap=summa``; format: mapper.io.summa_files), written
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
 ARRANGEMENT_FILE = "arrangement"
 
