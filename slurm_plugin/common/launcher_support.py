@@ -9,6 +9,9 @@ Standard library only (the TaskProlog imports it)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -50,3 +53,32 @@ def launcher_sentences(offer: LauncherOffer) -> list[str]:
         else:
             out.append(f"srun: {what} with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun ...")
     return out
+
+
+def default_bind_library() -> str:
+    """Where deploy/install.sh puts librankmap_bind.so: PREFIX/lib of this installation."""
+    return os.path.join(sys.prefix, "lib", "librankmap_bind.so")
+
+
+def prterun_wrapper_path() -> str:
+    """rankmap-prterun of this installation (a console script beside this Python)."""
+    return os.path.join(sys.prefix, "bin", "rankmap-prterun")
+
+
+def has_host_lines(text: str) -> bool:
+    """A Hydra host file with at least one host line (rankmap writes only a comment when
+    the placement interleaves hosts)."""
+    return any(line.strip() and not line.startswith("#") for line in text.splitlines())
+
+
+def planned_offer(supported: Sequence[str], files: Mapping[str, str], bind_library: str,
+                  prterun_wrapper: str, export_slurm_hostfile: bool) -> LauncherOffer:
+    """The offer the TaskProlog will make for a job whose computation wrote ``files``
+    (name → text) under this site's configuration: what the report says before the
+    job's steps start.  The libraries are looked for on this node (the job's)."""
+    return LauncherOffer(
+        supported=tuple(supported), rankfile="rankfile" in files,
+        prterun_wrapper="rankfile" in files and os.path.isfile(prterun_wrapper),
+        hydra_hostfile=has_host_lines(files.get("hydra_hostfile", "")),
+        binder="bindings" in files and bool(bind_library) and os.path.isfile(bind_library),
+        slurm_hostfile_exported=export_slurm_hostfile and "slurm_hostfile" in files)

@@ -38,6 +38,7 @@ from pathlib import Path
 def exports(env: dict[str, str]) -> list[str]:
     from ..common.job_conventions import EXPORTS, FILE_NAMES, valid_job_id
     from ..common.jobdir import JobDirError, open_job_dir_for_task
+    from ..common.launcher_support import default_bind_library
     from ..common.reorder_steps import is_script_step, reorder_exports
     from ..common.safe_text import safe_text
     from ..site.config import DEFAULTS, ConfigError, load_config
@@ -95,11 +96,6 @@ def exports(env: dict[str, str]) -> list[str]:
     return lines
 
 
-def default_bind_library() -> str:
-    """Where deploy/install.sh puts librankmap_bind.so: PREFIX/lib of this installation."""
-    return str(Path(sys.prefix) / "lib" / "librankmap_bind.so")
-
-
 def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
                      supported: list[str], bind_library: str) -> list[str]:
     """What hands the placement to each supported launcher family (docs/users.md has
@@ -115,13 +111,14 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         OMPI_PRTERUN_VAR,
         OMPI_RANKFILE_VARS,
     )
+    from ..common.launcher_support import prterun_wrapper_path
 
     lines = []
     rankfile = job_dir / FILE_NAMES["rankfile"]
     if script_step and "openmpi" in supported and _is_file(rankfile):
         for var in OMPI_RANKFILE_VARS:
             lines.append(f"export {var}={rankfile}")
-        wrapper = Path(sys.prefix) / "bin" / "rankmap-prterun"
+        wrapper = Path(prterun_wrapper_path())
         if _is_file(wrapper):
             lines.append(f"export {OMPI_PRTERUN_VAR}={wrapper}")
     hydra = job_dir / FILE_NAMES["hydra_hostfile"]
@@ -153,12 +150,14 @@ def _offer_sentences(handed: list[str], supported: list[str]) -> list[str]:
 
 def _has_hosts(path: Path) -> bool:
     """A Hydra host file with at least one host line (rankmap writes only a comment when
-    the placement interleaves hosts)."""
+    the placement interleaves hosts); read at most 1 MiB of it."""
+    from ..common.launcher_support import has_host_lines
+
     if not _is_file(path):
         return False
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return any(line.strip() and not line.startswith("#") for line in f)
+            return has_host_lines(f.read(1 << 20))
     except OSError:
         return False
 

@@ -191,3 +191,29 @@ def test_rankmap_prterun_runs_the_real_prterun_with_or_without_the_rankfile(tmp_
         assert not any(c in given for c in "-:") and not os.path.lexists(given), out
         out = out.replace(given, "{rf}")
     assert out == expected, proc.stderr
+
+
+def test_the_report_says_what_each_supported_launcher_gets(tmp_path):
+    """report.txt's Launchers section and report.json's ``launchers`` follow the rule of
+    the batch step's line: here the binder library exists, Hydra's file is only a
+    comment (interleaved hosts), srun's host file is not exported."""
+    from slurm_plugin.lifecycle.job_worker import with_launchers
+    from slurm_plugin.modes.base import JobPlan
+    from slurm_plugin.site.config import parse_config
+
+    lib = tmp_path / "librankmap_bind.so"
+    lib.write_bytes(b"\x7fELF")
+    plan = JobPlan(files={"rankfile": "rank 0=n1 slot=0:0\n", "bindings": "x",
+                          "hydra_hostfile": "# interleaved\n", "slurm_hostfile": "n1\n"},
+                   report_text="rankmap * topdown\n", report_json='{"applied": true}\n')
+    cfg = parse_config(f'[launchers]\nbind_library = "{lib}"\n', "rankmap.toml")
+    out = with_launchers(plan, cfg)
+    said = json.loads(out.report_json)["launchers"]
+    assert said[1] == ("MPICH/Intel MPI mpiexec: nothing (the placement interleaves hosts, "
+                       "which Hydra cannot launch under Slurm)")
+    assert said[2] == "srun: host and core with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun ..."
+    assert said[0].startswith("Open MPI mpirun")
+    assert out.report_text.startswith("rankmap * topdown\n\nLaunchers:\n")
+    assert all(f"  {line}\n" in out.report_text for line in said)
+    none = with_launchers(plan, parse_config("[launchers]\nsupported = []\n", "r.toml"))
+    assert none == plan
