@@ -104,8 +104,13 @@ EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
 #: inputs
 BIND_FILE_VAR = "RANKMAP_BIND_FILE"
 BIND_LAUNCHERS_VAR = "RANKMAP_BIND_LAUNCHERS"
-#: Hydra's host file variables (MPICH's mpiexec, Intel MPI's mpirun)
-HYDRA_HOSTFILE_VARS = ("HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE")
+#: Hydra's host file and launcher variables: MPICH's mpiexec, Intel MPI's mpirun
+#: (slurm_plugin.lifecycle.hydra_srun says why the launcher)
+MPICH_HOSTFILE_VARS = ("HYDRA_HOST_FILE",)
+MPICH_LAUNCHER_VAR = "HYDRA_LAUNCHER_EXEC"
+INTEL_HOSTFILE_VARS = ("I_MPI_HYDRA_HOST_FILE",)
+INTEL_LAUNCHER_VARS = {"I_MPI_HYDRA_BOOTSTRAP": "slurm"}
+INTEL_LAUNCHER_EXEC_VAR = "I_MPI_HYDRA_BOOTSTRAP_EXEC"
 #: Open MPI 5's mpirun runs the prterun this names (slurm_plugin.lifecycle.prterun_wrapper)
 OMPI_PRTERUN_VAR = "OMPI_PRTERUN"
 #: the user's switch for one launch: ``RANKMAP_BIND=off mpirun ./app``

@@ -29,6 +29,7 @@ from mapper.errors import RankmapError
 from ..common.hostlist import expand_hostlist
 from ..common.launcher_support import (
     default_bind_library,
+    hydra_srun_path,
     launcher_sentences,
     planned_offer,
     prterun_wrapper_path,
@@ -197,7 +198,8 @@ def with_launchers(plan: JobPlan, cfg: Config) -> JobPlan:
         return plan
     offer = planned_offer(supported, plan.files,
                           cfg.get("launchers", "bind_library") or default_bind_library(),
-                          prterun_wrapper_path(), cfg.get("render", "export_slurm_hostfile"))
+                          prterun_wrapper_path(), hydra_srun_path(),
+                          cfg.get("render", "export_slurm_hostfile"))
     sentences = launcher_sentences(offer)
     record = json.loads(plan.report_json)
     record["launchers"] = sentences

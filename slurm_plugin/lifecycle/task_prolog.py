@@ -107,11 +107,20 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         BIND_FILE_VAR,
         BIND_LAUNCHERS_VAR,
         FILE_NAMES,
-        HYDRA_HOSTFILE_VARS,
+        INTEL_HOSTFILE_VARS,
+        INTEL_LAUNCHER_EXEC_VAR,
+        INTEL_LAUNCHER_VARS,
+        MPICH_HOSTFILE_VARS,
+        MPICH_LAUNCHER_VAR,
         OMPI_PRTERUN_VAR,
         OMPI_RANKFILE_VARS,
     )
-    from ..common.launcher_support import prterun_wrapper_path
+    from ..common.launcher_support import (
+        hydra_hosts,
+        hydra_srun_path,
+        one_line_per_host,
+        prterun_wrapper_path,
+    )
 
     lines = []
     rankfile = job_dir / FILE_NAMES["rankfile"]
@@ -122,9 +131,18 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         if _is_file(wrapper):
             lines.append(f"export {OMPI_PRTERUN_VAR}={wrapper}")
     hydra = job_dir / FILE_NAMES["hydra_hostfile"]
-    if script_step and "hydra" in supported and _has_hosts(hydra):
-        for var in HYDRA_HOSTFILE_VARS:
-            lines.append(f"export {var}={hydra}")
+    launcher = Path(hydra_srun_path())
+    if script_step and "hydra" in supported and _is_file(launcher):
+        hosts = hydra_hosts(_head(hydra))
+        if hosts:
+            for var in MPICH_HOSTFILE_VARS:
+                lines.append(f"export {var}={hydra}")
+            lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
+        if one_line_per_host(hosts):
+            for var in INTEL_HOSTFILE_VARS:
+                lines.append(f"export {var}={hydra}")
+            lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
+            lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
     bindings = job_dir / FILE_NAMES["bindings"]
     if supported and _is_file(bindings) and bind_library and _is_file(Path(bind_library)):
         preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
@@ -145,21 +163,19 @@ def _offer_sentences(handed: list[str], supported: list[str]) -> list[str]:
     return launcher_sentences(LauncherOffer(
         supported=tuple(supported), rankfile=exported("OMPI_MCA_rmaps_rank_file_path"),
         prterun_wrapper=exported("OMPI_PRTERUN"), hydra_hostfile=exported("HYDRA_HOST_FILE"),
+        intel_hostfile=exported("I_MPI_HYDRA_HOST_FILE"),
         binder=exported("LD_PRELOAD"), slurm_hostfile_exported=exported("SLURM_HOSTFILE")))
 
 
-def _has_hosts(path: Path) -> bool:
-    """A Hydra host file with at least one host line (rankmap writes only a comment when
-    the placement interleaves hosts); read at most 1 MiB of it."""
-    from ..common.launcher_support import has_host_lines
-
+def _head(path: Path, limit: int = 1 << 20) -> str:
+    """At most ``limit`` bytes of a regular file of the job directory ("" otherwise)."""
     if not _is_file(path):
-        return False
+        return ""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return has_host_lines(f.read(1 << 20))
+            return f.read(limit)
     except OSError:
-        return False
+        return ""
 
 
 def _is_file(path: Path) -> bool:
