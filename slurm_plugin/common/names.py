@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 
 #: the files launchers read; none may survive a failed computation
-LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings")
+LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings",
+                  "hydra_hostfile")
 
 #: the SUMMA arrangement (``--rankmap=summa``; format: slurm_plugin.modes.summa_io), written
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
@@ -94,6 +95,10 @@ EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
 #: inputs
 BIND_FILE_VAR = "RANKMAP_BIND_FILE"
 BIND_LAUNCHERS_VAR = "RANKMAP_BIND_LAUNCHERS"
+#: Hydra's host file variables (MPICH's mpiexec, Intel MPI's mpirun)
+HYDRA_HOSTFILE_VARS = ("HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE")
+#: Open MPI 5's mpirun runs the prterun this names (slurm_plugin.lifecycle.prterun_wrapper)
+OMPI_PRTERUN_VAR = "OMPI_PRTERUN"
 #: the user's switch for one launch: ``RANKMAP_BIND=off mpirun ./app``
 BIND_SWITCH_VAR = "RANKMAP_BIND"
 #: launcher families the site may support ([launchers] supported): Open MPI's mpirun (4 and

@@ -88,6 +88,9 @@ def exports(env: dict[str, str]) -> list[str]:
             else:
                 state = f"placement NOT applied ({safe_text(record.get('fallback_reason'), 2000)})"
             lines.append(f"print rankmap: {state}; report: {job_dir / 'report.txt'}")
+            if record.get("applied") is True and supported:
+                lines.append("print rankmap: launchers: "
+                             + "; ".join(_offer_sentences(lines, supported)))
         break
     return lines
 
@@ -108,6 +111,8 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         BIND_FILE_VAR,
         BIND_LAUNCHERS_VAR,
         FILE_NAMES,
+        HYDRA_HOSTFILE_VARS,
+        OMPI_PRTERUN_VAR,
         OMPI_RANKFILE_VARS,
     )
 
@@ -116,6 +121,13 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
     if script_step and "openmpi" in supported and _is_file(rankfile):
         for var in OMPI_RANKFILE_VARS:
             lines.append(f"export {var}={rankfile}")
+        wrapper = Path(sys.prefix) / "bin" / "rankmap-prterun"
+        if _is_file(wrapper):
+            lines.append(f"export {OMPI_PRTERUN_VAR}={wrapper}")
+    hydra = job_dir / FILE_NAMES["hydra_hostfile"]
+    if script_step and "hydra" in supported and _has_hosts(hydra):
+        for var in HYDRA_HOSTFILE_VARS:
+            lines.append(f"export {var}={hydra}")
     bindings = job_dir / FILE_NAMES["bindings"]
     if supported and _is_file(bindings) and bind_library and _is_file(Path(bind_library)):
         preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
@@ -124,6 +136,31 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         lines.append(f"export {BIND_FILE_VAR}={bindings}")
         lines.append(f"export {BIND_LAUNCHERS_VAR}={','.join(supported)}")
     return lines
+
+
+def _offer_sentences(handed: list[str], supported: list[str]) -> list[str]:
+    """What each supported launcher gets, read off the exports made (not the config)."""
+    from ..common.launcher_support import LauncherOffer, launcher_sentences
+
+    def exported(name: str) -> bool:
+        return any(line.startswith(f"export {name}=") for line in handed)
+
+    return launcher_sentences(LauncherOffer(
+        supported=tuple(supported), rankfile=exported("OMPI_MCA_rmaps_rank_file_path"),
+        prterun_wrapper=exported("OMPI_PRTERUN"), hydra_hostfile=exported("HYDRA_HOST_FILE"),
+        binder=exported("LD_PRELOAD"), slurm_hostfile_exported=exported("SLURM_HOSTFILE")))
+
+
+def _has_hosts(path: Path) -> bool:
+    """A Hydra host file with at least one host line (rankmap writes only a comment when
+    the placement interleaves hosts)."""
+    if not _is_file(path):
+        return False
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return any(line.strip() and not line.startswith("#") for line in f)
+    except OSError:
+        return False
 
 
 def _is_file(path: Path) -> bool:

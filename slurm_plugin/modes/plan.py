@@ -32,6 +32,7 @@ RENDERERS = {
     "machinefile": render.render_machinefile,
     "slurm_hostfile": render.render_slurm_hostfile,
     "bindings": render.render_bindfile,
+    "hydra_hostfile": render.render_hydra_hostfile,
 }
 
 #: Share of the time budget given to the solver; the rest absorbs the overshoot of its

@@ -159,3 +159,23 @@ def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
     width = max(max((len(r) for r in records), default=0), len(f"rankmap-bind 1 {n} 9999")) + 1
     header = f"rankmap-bind 1 {n} {width}"
     return "".join(line.ljust(width - 1) + "\n" for line in (header, *records))
+
+
+def render_hydra_hostfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
+    """Hydra's host file (``HYDRA_HOST_FILE``, Intel MPI's ``I_MPI_HYDRA_HOST_FILE``):
+    ``host:n`` per run of consecutive ranks on one host, in rank order; Hydra deals the
+    ranks to the lines in order.  Under Slurm, Hydra starts one proxy per line with
+    ``srun --nodelist`` of the lines' hosts, which srun refuses for a host listed twice:
+    when a host's ranks are not consecutive the file holds only a comment saying so,
+    and the TaskProlog exports nothing for Hydra.  O(n)."""
+    node = layout.pe_node[np.asarray(mapping, dtype=np.int64)]
+    if len(node) == 0:
+        return "# rankmap: no ranks\n"
+    starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
+    runs = node[starts]
+    if len(np.unique(runs)) != len(runs):
+        return ("# rankmap: the placement interleaves hosts (a host's ranks are not "
+                "consecutive), which Hydra cannot launch under Slurm\n")
+    counts = np.diff(np.r_[starts, len(node)])
+    return "".join(f"{layout.nodes[h]}:{c}\n" for h, c in zip(runs.tolist(),
+                                                              counts.tolist(), strict=True))
