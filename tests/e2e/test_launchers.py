@@ -312,28 +312,48 @@ def test_srun_pmi2_with_the_machinefile(slurm_cluster, profiles, program, lane):
     assert_ranks_where_planned(job, plan)
 
 
+SMALLER_STEPS = """
+unset RANKMAP_BIND_VERBOSE  # only rank 0 says why it did not bind
+rc=0
+SLURM_HOSTFILE=$RANKMAP_MACHINEFILE timeout -k 10 60 srun --mpi=pmix -n 4 {prog} --affinity \\
+    2>&1 | sed 's/^/HOSTFILE: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+timeout -k 10 60 srun --mpi=pmix -n 4 {prog} --affinity 2>&1 | sed 's/^/PLAIN: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+echo "LAUNCH_RC=$rc"
+"""
+
+
+def step_output(output: str, tag: str) -> str:
+    return "".join(line[len(tag) + 2:] + "\n" for line in output.splitlines()
+                   if line.startswith(f"{tag}: "))
+
+
 def test_a_step_of_another_size_keeps_the_launchers_placement(slurm_cluster, profiles,
                                                                program):
-    """Row 6: ``srun -n 4`` in the 8-task job: the plan is for 8 ranks, the binder
-    leaves the 4 alone (rank 0 says why) and the step runs."""
+    """Row 6: 4-task steps in the 8-task job run, and the binder leaves them alone (the
+    plan is for 8 ranks), rank 0 saying why: ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE
+    srun -n 4`` (hosts given, the sizes differ) and a plain ``srun -n 4`` (srun placed
+    the ranks itself)."""
     c = slurm_cluster
     prog = program("debian")
-    # without RANKMAP_BIND_VERBOSE only rank 0 says why it did not bind
-    script = job_script("unset RANKMAP_BIND_VERBOSE\n", f"srun --mpi=pmix -n 4 {prog} --affinity")
+    script = HEADER + SMALLER_STEPS.format(prog=prog)
     job = c.run_launch_job(script, *JOB_ARGS, "--comm-profile=scrambled8", user=USER,
                            tries=SRUN_JOBS, retry=launch_failed)
     assert_applied(job)
     assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
-    ran = ranks_of(job.output)
-    assert sorted(ran) == [0, 1, 2, 3], job.output
-    said = re.findall(r"^rankmap: rank (\d+): (.*)$", job.output, re.M)
-    assert said and all(r == "0" for r, _ in said), job.output
-    assert all("bound to" not in text for _, text in said), job.output
-    assert any("this launch has 4 ranks and the job's placement 8" in text
-               for _, text in said), \
-        f"rank 0 does not say that the step's 4 ranks are not the plan's 8:\n{job.output}"
-    # Slurm binds nothing here (task/none): the ranks keep both cores
-    assert all(allowed == "0-1" for _, _, allowed in ran.values()), ran
+    reasons = {"HOSTFILE": "this launch has 4 ranks and the job's placement 8: the "
+                           "launcher's placement is kept",
+               "PLAIN": "srun placed the ranks itself"}
+    for tag, reason in reasons.items():
+        out = step_output(job.output, tag)
+        ran = ranks_of(out)
+        assert sorted(ran) == [0, 1, 2, 3], (tag, job.output)
+        said = re.findall(r"^rankmap: rank (\d+): (.*)$", out, re.M)
+        assert [r for r, _ in said] == ["0"], (tag, job.output)
+        assert reason in said[0][1] and "bound to" not in said[0][1], (tag, job.output)
+        # Slurm binds nothing here (task/none): the ranks keep both cores
+        assert all(allowed == "0-1" for _, _, allowed in ran.values()), (tag, ran)
 
 
 def test_openmpi4_mpirun(slurm_cluster, profiles, program):
