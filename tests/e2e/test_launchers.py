@@ -200,6 +200,8 @@ def assert_applied(job, contiguous: bool = False) -> dict[int, tuple[str, int, i
     record = json.loads(m.group(1))
     assert record.get("applied") is True, f"placement not applied:\n{job.output}"
     assert f"JOB_USER={USER}" in job.output, job.output
+    assert re.search(r"^ENV: RANKMAP_BIND_FILE=\S+", job.output, re.M), \
+        f"the TaskProlog exported no RANKMAP_BIND_FILE:\n{job.output}"
     plan = plan_of(job.output)
     assert sorted(plan) == list(range(N)), f"bind file:\n{job.output}"
     assert {(s, c) for _, s, c in plan.values()} == {(0, 0), (0, 1)}, plan
