@@ -15,6 +15,8 @@
  *
  *   - RANKMAP_BIND is not "off" (or 0/no/false): the user's switch for one step;
  *   - the launcher family (below) is in RANKMAP_BIND_LAUNCHERS, when that is set;
+ *   - the launcher was given rankmap's hosts (hosts_given: a rankfile, a Hydra host
+ *     file, srun's arbitrary distribution), so it did not place the ranks itself;
  *   - the rank and world size come from the launcher's environment: Open MPI's
  *     OMPI_COMM_WORLD_RANK/_SIZE, Hydra's (MPICH, Intel MPI) PMI_RANK/PMI_SIZE, or
  *     srun's SLURM_PROCID with SLURM_STEP_NUM_TASKS (else SLURM_NTASKS), first found
@@ -132,6 +134,34 @@ static int launcher_rank(long *rank, long *size, const char **who, const char **
         return 1;
     }
     return 0;
+}
+
+/* The launcher of FAMILY was given rankmap's hosts: Open MPI its rankfile (Open MPI 4.1
+ * reads OMPI_MCA_rmaps_rank_file_path; for Open MPI 5 rankmap-prterun sets RANKMAP_BIND=off
+ * when it did not add the rankfile), Hydra a host file, srun a host file (arbitrary
+ * distribution).  Otherwise the launcher placed the ranks itself, and a job that
+ * renumbers them (RANKMAP_REORDER, rankmap_comm) relies on their staying where the
+ * launcher put them: binding the ranks that happen to sit on their planned host would
+ * break that.  Returns the hint for the user when not. */
+static const char *hosts_given(const char *family)
+{
+    const char *v;
+    if (!strcmp(family, "openmpi")) {
+        v = getenv("OMPI_MCA_rmaps_rank_file_path");
+        return v && *v ? NULL : "Open MPI placed the ranks itself (no rankfile)";
+    }
+    if (!strcmp(family, "hydra")) {
+        if ((v = getenv("HYDRA_HOST_FILE")) && *v)
+            return NULL;
+        if ((v = getenv("I_MPI_HYDRA_HOST_FILE")) && *v)
+            return NULL;
+        return "Hydra placed the ranks itself (no HYDRA_HOST_FILE)";
+    }
+    v = getenv("SLURM_DISTRIBUTION");
+    return v && !strncmp(v, "arbitrary", 9)
+               ? NULL
+               : "srun placed the ranks itself; SLURM_HOSTFILE=$RANKMAP_MACHINEFILE "
+                 "srun ... gives them rankmap's placement";
 }
 
 /* FAMILY is in the comma list of RANKMAP_BIND_LAUNCHERS (the site's supported
@@ -407,6 +437,11 @@ static void bind_rank(void)
     if (!supported(family)) {
         say(rank, 1, "the site does not support %s launches ([launchers] supported): "
                      "not bound", family);
+        return;
+    }
+    const char *hint = hosts_given(family);
+    if (hint) {
+        say(rank, 1, "%s: not bound", hint);
         return;
     }
     if (size < 0) {

@@ -119,9 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra, why = placement_args(args, env, planned_rank_count(rankfile) if rankfile else None)
     if why:
         _say(why)
+        # Open MPI places these ranks: librankmap_bind must not move them (it takes the
+        # rankfile variable Open MPI 4.1 reads as the sign that the plan's hosts were used)
+        os.environ["RANKMAP_BIND"] = "off"
     command = [real if os.path.isabs(argv[0]) else "prterun"]
     if not extra or not any(c in rankfile for c in "-:"):
-        os.execv(real, [*command, *extra, *args])
+        os.execv(real, [*command, *extra, *args])  # os.environ: RANKMAP_BIND travels
     # a path Open MPI 5.0.7 cannot take: reach it through a link, removed afterwards
     link_dir = tempfile.mkdtemp(prefix="rankmap", dir="/tmp")
     try:

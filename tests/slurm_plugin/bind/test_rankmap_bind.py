@@ -56,10 +56,16 @@ def launch(built, bindfile_text: str, tmp_path: Path, np_: int = 2,
     lib, program = built
     bindfile = tmp_path / "bindings"
     bindfile.write_text(bindfile_text)
+    # the sign that Open MPI was given rankmap's hosts; this rankfile binds local rank i
+    # to core i, as Open MPI's own default does, so only the binder can swap them
+    rankfile = tmp_path / "rankfile"
+    rankfile.write_text("".join(f"rank {r}={socket.gethostname()} slot=0:{r}\n"
+                                for r in range(np_)))
     base = {k: v for k, v in os.environ.items() if not k.startswith("RANKMAP_")}
     run_env = {**base, "OMPI_ALLOW_RUN_AS_ROOT": "1",
                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-               "LD_PRELOAD": str(lib), "RANKMAP_BIND_FILE": str(bindfile), **env}
+               "LD_PRELOAD": str(lib), "RANKMAP_BIND_FILE": str(bindfile),
+               "OMPI_MCA_rmaps_rank_file_path": str(rankfile), **env}
     # no -x: the variables reach the ranks the way the job's environment does
     return subprocess.run(["mpirun", "--oversubscribe", "-np", str(np_), str(program)],
                           env=run_env, capture_output=True, text=True, timeout=120)
@@ -95,7 +101,7 @@ def test_each_rank_runs_on_the_core_of_its_record(built, tmp_path):
 
 @pytest.mark.skipif(not two_cores(), reason="needs cpus 0 and 1")
 @pytest.mark.parametrize("case", ["switched off", "other size", "other host", "no such core",
-                                  "unsupported"])
+                                  "unsupported", "launcher placed"])
 def test_it_leaves_the_launchers_binding_alone_and_rank_0_says_why(built, tmp_path, case):
     host = socket.gethostname()
     slots, env, np_ = [(0, 0), (0, 1)], {}, 2
@@ -107,14 +113,17 @@ def test_it_leaves_the_launchers_binding_alone_and_rank_0_says_why(built, tmp_pa
         host = "not-" + host
     elif case == "no such core":
         slots = [(0, 0), (7, 0)]
-    else:
+    elif case == "unsupported":
         env = {"RANKMAP_BIND_LAUNCHERS": "hydra,srun"}
+    else:
+        env = {"OMPI_MCA_rmaps_rank_file_path": ""}
     text = render_bindfile(layout_on(host, slots), np.arange(len(slots))[::-1].copy())
     proc = launch(built, text, tmp_path, np_=np_, **env)
     reason = {"switched off": None, "other size": "has 2 ranks and the job's placement 3",
               "other host": "the launcher did not take rankmap's host list",
               "no such core": "does not exist here",
-              "unsupported": "does not support openmpi launches"}[case]
+              "unsupported": "does not support openmpi launches",
+              "launcher placed": "Open MPI placed the ranks itself"}[case]
     said = re.findall(r"^rankmap: rank (\d+): (.*)$", proc.stderr, re.M)
     if reason is None:
         assert said == [], proc.stderr
