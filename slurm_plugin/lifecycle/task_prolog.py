@@ -36,8 +36,8 @@ from pathlib import Path
 
 
 def exports(env: dict[str, str]) -> list[str]:
+    from ..common.job_conventions import EXPORTS, FILE_NAMES, valid_job_id
     from ..common.jobdir import JobDirError, open_job_dir_for_task
-    from ..common.names import EXPORTS, FILE_NAMES, valid_job_id
     from ..common.reorder_steps import is_script_step, reorder_exports
     from ..common.safe_text import safe_text
     from ..site.config import DEFAULTS, ConfigError, load_config
@@ -107,7 +107,7 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
     batch step (where mpirun runs; its daemons' step inherits them from mpirun, so a
     script that unsets them leaves no rankfile anywhere in the job), and in every step
     the binder (LD_PRELOAD, after the user's own preloads) with its bind file."""
-    from ..common.names import (
+    from ..common.job_conventions import (
         BIND_FILE_VAR,
         BIND_LAUNCHERS_VAR,
         FILE_NAMES,
@@ -175,7 +175,7 @@ def _is_file(path: Path) -> bool:
 def _asked_for_rankmap(env: dict[str, str]) -> bool:
     """The job gave a rankmap option (tasks see the SPANK options as SLURM_SPANK_*);
     a job that did not is not told about rankmap's configuration."""
-    from ..common.names import SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+    from ..common.job_conventions import SPANK_MODE, SPANK_PROFILE, SPANK_TIME
 
     return any(env.get(f"SLURM_{name}") for name in (SPANK_PROFILE, SPANK_MODE, SPANK_TIME))
 

@@ -1,10 +1,11 @@
 """``--comm-profile=summa-fpm[:FILE] --rankmap=summa``: a SUMMA job's arrangement.
 
 A heterogeneous SUMMA does not need its ranks moved: it needs its column-based
-partition (:mod:`mapper.summa.partition`) arranged so that the ring broadcasts along
+partition (:mod:`mapper.summa.tiling`) arranged so that the ring broadcasts along
 the rows and down the columns cross few network boundaries (:mod:`mapper.summa.arrange`,
-Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  The prolog's worker
-(:mod:`slurm_plugin.lifecycle.job_worker`) calls, in this order:
+Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  :class:`SummaMode`, the mode the
+prolog's worker (:mod:`slurm_plugin.lifecycle.job_worker`) runs for a SUMMA request, calls,
+in this order:
 
 1. :func:`load_summa_input` (the edge that reads a file) — the profile spec and the
    per-rank speeds::
@@ -26,7 +27,7 @@ Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  The prolog's worker
    else the sockets (``level`` overrides: ``switch``, ``node``, ``socket``); the
    partition is arranged by the group-permutation heuristic for that two-level model
    (0 inside a group, 1 across; ``weighted`` uses the layout's level distances
-   instead).  The files: ``arrangement`` (slurm_plugin.modes.summa_io's format) and the
+   instead).  The files: ``arrangement`` (mapper.io.summa_files's format) and the
    launcher files of that same default placement written out explicitly (rank r on
    the PE the grouping assumed it on), and the report with cost_A, cost_B and the
    norm of the original and the arranged layout.
@@ -43,25 +44,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from mapper.errors import RankmapError
-from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.summa_files import format_arrangement, parse_speeds
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping
-from mapper.summa.partition import ColumnLayout, partition
+from mapper.summa.tiling import ColumnLayout, partition
 
 from ..common.hostlist import fold_hostlist
-from ..common.names import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args
+from ..common.job_conventions import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args
 from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout
 from ..profiles.store import NAME, _inside
-from .plan import RENDERERS
-from .summa_io import format_arrangement, parse_speeds
+from ..site.config import Config
+from .base import RENDERERS, Job, JobPlan
 
 #: the matrix size N when the spec does not give ``size=N``
 DEFAULT_SIZE = 4096
@@ -93,21 +95,40 @@ class SummaInput:
     source: str  # "equal speeds" or the file read
 
 
-@dataclass
-class SummaPlan:
-    """What the worker writes for a SUMMA job (the shape of plan.JobPlan)."""
+class SummaMode:
+    """The summa mode's :class:`~slurm_plugin.modes.base.JobMode`: ``load`` is
+    :func:`load_summa_input`, ``machine`` nothing beyond the layout, ``plan``
+    :func:`plan_summa` with the site's ``[summa] level`` and ``weighted``."""
 
-    files: dict[str, str]
-    report_text: str
-    report_json: str
-    fallback_reason: str | None = None
-    arrangement: Arrangement | None = None
-    summary: str = ""
-    notes: list[str] = field(default_factory=list)
+    name = SUMMA_MODE
 
-    @property
-    def applied(self) -> bool:
-        return self.fallback_reason is None
+    def load(self, job: Job) -> SummaInput:
+        return load_summa_input(job.profile, job.layout.n, job.stores, job.allow_user_files,
+                                job.max_file_bytes)
+
+    def machine(self, job: Job) -> None:
+        return None
+
+    def plan(self, job: Job, data: SummaInput | None, machine: None,
+             reason: str | None) -> JobPlan[Arrangement]:
+        return plan_summa(job.layout, data, job_id=job.job_id, profile=job.profile,
+                          fallback_reason=reason, distribution=job.slurm_distribution,
+                          distribution_assumed=job.distribution_assumed,
+                          files=job.render_files, templates_dir=job.templates_dir,
+                          level=summa_setting(job.cfg, "level", "auto"),
+                          weighted=summa_setting(job.cfg, "weighted", False))
+
+
+SUMMA = SummaMode()
+
+
+def summa_setting(cfg: Config, key: str, default: object) -> object:
+    """``[summa] KEY`` once the site configuration has that section, else ``default``
+    (the defaults of the module docstring)."""
+    try:
+        return cfg.get("summa", key)
+    except KeyError:
+        return default
 
 
 # -- the spec and the speeds -------------------------------------------------------------
@@ -179,7 +200,7 @@ def speeds_path(source: str, stores: Sequence[str | Path], allow_user_files: boo
 def read_text_file(path: Path, max_bytes: int | None) -> str:
     """A regular file's text, at most ``max_bytes`` (None or 0: no limit); a FIFO or a
     device is refused before anything is read from it
-    (:func:`mapper.regular_file.read_regular_file`)."""
+    (:func:`mapper.io.regular_file.read_regular_file`)."""
     try:
         data = read_regular_file(path, max_bytes or None)
     except FileNotFoundError:
@@ -205,7 +226,7 @@ def load_summa_input(spec: str, ntasks: int, stores: Sequence[str | Path],
 
     The file is read up to ``max_bytes``, and its lines only up to the first speed
     beyond ``ntasks`` (refused at its line): the job can use no more, and counting them
-    all cost gigabytes (:func:`slurm_plugin.modes.summa_io.parse_speeds`).
+    all cost gigabytes (:func:`mapper.io.summa_files.parse_speeds`).
     """
     parsed = parse_summa_spec(spec)
     if parsed.source is None:
@@ -254,7 +275,7 @@ def plan_summa(layout: Layout, data: SummaInput | None, *, job_id: str | None = 
                profile: str | None = None, fallback_reason: str | None = None,
                distribution: Distribution = DEFAULT, distribution_assumed: bool = True,
                files: Sequence[str] = tuple(RENDERERS), templates_dir: str | None = None,
-               level: str = "auto", weighted: bool = False) -> SummaPlan:
+               level: str = "auto", weighted: bool = False) -> JobPlan[Arrangement]:
     """Arrange the partition for the job's default placement; render the files.
 
     ``data`` None (with ``fallback_reason``) or any error of the partition or the
@@ -298,8 +319,14 @@ def plan_summa(layout: Layout, data: SummaInput | None, *, job_id: str | None = 
                                     fallback_reason, summary, placement,
                                     distribution_assumed))
     text = _text(record, result)
-    return SummaPlan(rendered, text, json.dumps(record, indent=1, sort_keys=True) + "\n",
-                     fallback_reason, result, summary, list(layout.notes))
+    applied = fallback_reason is None
+    return JobPlan(files=rendered, report_text=text,
+                   report_json=json.dumps(record, indent=1, sort_keys=True) + "\n",
+                   fallback_reason=fallback_reason, summary=summary,
+                   objective=result.after.norm if result else None,
+                   notes=list(layout.notes),
+                   status_notes=(*layout.notes, *([summary] if applied else [])),
+                   result=result)
 
 
 def _summary(result: Arrangement | None, reason: str | None, placement: str) -> str:

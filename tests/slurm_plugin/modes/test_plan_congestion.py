@@ -8,7 +8,7 @@ import numpy as np
 from mapper.congestion import raised_uplink, uplink_loads
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout
-from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate
 from slurm_plugin.slurm.allocation import Allocation
 from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
@@ -83,7 +83,7 @@ def test_interleaved_cg_gets_its_nodes_regrouped_on_the_leaves():
 
 def test_interleaved_cg_topdown_keeps_the_node_groups_itself():
     # Top-Down's splits take the rank order's consecutive blocks when they cut less
-    # (mapper.partition): on NPB CG that is block's node groups, which Top-Down then
+    # (mapper.partitioners.metis): on NPB CG that is block's node groups, which Top-Down then
     # puts on leaves by their traffic -- as good as the regrouping, never refused
     layout = _layout(INTERLEAVED)
     graph = generate("npb-cg", 128)

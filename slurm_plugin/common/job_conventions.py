@@ -1,7 +1,7 @@
 """Names and rules every part of the Slurm integration shares (standard library only,
 so the TaskProlog stays light): per-job file names, the job-id rule, the SPANK
 variables, the variables the TaskProlog exports.  The algorithm grammar lives in
-:mod:`mapper.names`."""
+:mod:`mapper.algorithm_names`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings",
                   "hydra_hostfile")
 
-#: the SUMMA arrangement (``--rankmap=summa``; format: slurm_plugin.modes.summa_io), written
+#: the SUMMA arrangement (``--rankmap=summa``; format: mapper.io.summa_files), written
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
 ARRANGEMENT_FILE = "arrangement"
 
@@ -85,6 +85,15 @@ def summa_args(profile: str) -> str | None:
 #: ``kind = "mesh"`` (slurm_plugin.profiles.store); the job's --rankmap algorithm maps the
 #: mesh's quotient graph (slurm_plugin.modes.mesh_job)
 MESH_PREFIX = "mesh:"
+
+#: the job modes, what a request is computed as (slurm_plugin.modes.registry):
+#: ``graph`` maps a communication graph (slurm_plugin.modes.graph_job), ``mesh``
+#: partitions a mesh (slurm_plugin.modes.mesh_job), ``summa`` arranges a SUMMA partition
+#: (slurm_plugin.modes.summa_job).  slurm_plugin.site.request decides a job's mode once,
+#: from its --comm-profile and --rankmap
+GRAPH_MODE = "graph"
+MESH_MODE = "mesh"
+JOB_MODES = (GRAPH_MODE, MESH_MODE, SUMMA_MODE)
 
 #: launcher file → the variable the TaskProlog exports for it
 EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",

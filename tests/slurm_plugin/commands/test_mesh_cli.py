@@ -10,11 +10,12 @@ import pytest
 
 from mapper.errors import RankmapError
 from mapper.graph import CommGraph
+from mapper.io.mesh_file import read_mesh, write_mesh_metis
 from mapper.machine import Hierarchy
-from mapper.mesh import evaluate, mesh_from_graph, read_mesh, write_mesh_metis
+from mapper.mesh import evaluate_partition, mesh_from_graph
 from mapper.mesh.architecture import architecture_from_hierarchy
-from mapper.mesh.names import PARTITION_METHODS
-from slurm_plugin.commands.partition_cli import (
+from mapper.mesh.method_names import PARTITION_METHODS
+from slurm_plugin.commands.mesh_cli import (
     add_evaluate_partition_command,
     add_partition_command,
     read_partition_file,
@@ -70,7 +71,7 @@ def test_partition_end_to_end(method, mesh_file, tmp_path, capsys):
     mesh = read_mesh(mesh_file)
     h = Hierarchy.parse("4:3:2", "1:10:100")
     arch = architecture_from_hierarchy(h, [1, 10, 100])
-    ref = evaluate(mesh, np.array(pes)[np.array(ranks)], arch, hierarchy=h).to_dict()
+    ref = evaluate_partition(mesh, np.array(pes)[np.array(ranks)], arch, hierarchy=h).to_dict()
     assert {k: out[k] for k in ref} == ref
     # evaluate-partition prints the same numbers
     assert run(["evaluate-partition", str(mesh_file), str(part), "--placement", str(place),
