@@ -280,29 +280,19 @@ def debian13():
             _stop_holder(holder, root)
 
 
-SCRAMBLED = """
-import sys
-from pathlib import Path
-import numpy as np
-from mapper import CommGraph
-from mapper.graph_io import write_mtx
-from slurm_plugin.profiles.generators import generate
-store = Path(sys.argv[1])
-u, v, w = generate("stencil2d", 8).edges()
-perm = np.random.default_rng(8).permutation(8)
-write_mtx(CommGraph.from_edges(perm[u], perm[v], w, n=8), store / "scrambled8.mtx")
-(store / "scrambled8.toml").write_text('ranks = 8\\nfile = "scrambled8.mtx"\\n')
-"""
-
-
 @pytest.fixture(scope="module")
 def scrambled(debian13):
-    """scrambled8, as test_jobs.scrambled_profiles writes it (with the lane's installed
-    rankmap): a 2-D stencil whose ranks are numbered at random, so that Slurm's block
-    placement is poor and rankmap's is applied; and a corrupt profile."""
+    """zigzag8 (as in test_current_slurm): 8 ranks in a ring that alternates between
+    the halves of the rank range, so that Slurm's block placement (2 ranks per node)
+    sends every message between nodes and rankmap's placement is applied; and a corrupt
+    profile."""
     store = debian13.state / "profiles"
-    _ok(debian13.inside([LANE / "prefix/bin/python", "-c", SCRAMBLED, STATE / "profiles"]),
-        "writing scrambled8")
+    order = [0, 4, 1, 5, 2, 6, 3, 7]
+    edges = [(order[i] + 1, order[(i + 1) % 8] + 1) for i in range(8)]
+    (store / "zigzag8.mtx").write_text(
+        "%%MatrixMarket matrix coordinate real general\n8 8 8\n"
+        + "".join(f"{u} {v} 1000000\n" for u, v in edges))
+    (store / "zigzag8.toml").write_text('ranks = 8\nunits = "bytes"\nfile = "zigzag8.mtx"\n')
     (store / "corrupt.toml").write_text('ranks = 8\nfile = "corrupt.mtx"\n')
     (store / "corrupt.mtx").write_text("%%MatrixMarket matrix coordinate real general\n"
                                        "8 8 2\n1 2 5\nthis is not a number\n")
@@ -370,7 +360,7 @@ def test_mpirun_ranks_run_where_planned(scrambled):
     """Open MPI 5.0.7's plain mpirun: rankmap-prterun hands it the rankfile (hosts),
     librankmap_bind puts each rank on its core."""
     c = scrambled
-    job = c.run_launch_job(mpi_job(), *JOB_ARGS, "--comm-profile=scrambled8")
+    job = c.run_launch_job(mpi_job(), *JOB_ARGS, "--comm-profile=zigzag8")
     assert "OMPI_PRTERUN=/opt/rankmap-debian13/prefix/bin/rankmap-prterun" in job.output
     plan = assert_ranks_ran_where_planned(job)
     assert len({h for h, _, _ in plan.values()}) == 4
@@ -378,7 +368,7 @@ def test_mpirun_ranks_run_where_planned(scrambled):
 
 def test_unprivileged_users_mpirun_ranks_run_where_planned(scrambled):
     c = scrambled
-    job = c.run_launch_job(mpi_job(before="id -un"), *JOB_ARGS, "--comm-profile=scrambled8",
+    job = c.run_launch_job(mpi_job(before="id -un"), *JOB_ARGS, "--comm-profile=zigzag8",
                            user=USERS[0])
     assert f"\n{USERS[0]}\n" in job.output and "TaskProlog failed" not in job.output
     assert_ranks_ran_where_planned(job)
@@ -415,5 +405,5 @@ def test_srun_pmix_follows_the_machinefile(scrambled):
     job = c.run_launch_job(
         mpi_job("srun --mpi=pmix --distribution=arbitrary -n 8 {state}/bin/rankinfo",
                 before='export SLURM_HOSTFILE="$RANKMAP_MACHINEFILE"'),
-        *JOB_ARGS, "--comm-profile=scrambled8")
+        *JOB_ARGS, "--comm-profile=zigzag8")
     assert_ranks_ran_where_planned(job)
