@@ -6,7 +6,8 @@ name (:func:`~.graph_file.read_graph`) through the per-format readers :mod:`.met
 they share (:class:`~.graph_format.GraphFormatError`, the size limit, byte scans).
 Other files: :mod:`.mesh_file` (meshes with vertex weights), :mod:`.arity_file` (the
 hardware information file), :mod:`.distance_matrix_file` (an explicit machine),
-:mod:`.mapping_file` (one PE per rank), :mod:`.summa_files` (SUMMA speeds, groups,
+:mod:`.mapping_file` (one PE per rank), :mod:`.partition_file` (one rank per mesh
+vertex), :mod:`.summa_files` (SUMMA speeds, groups,
 arrangement).
 Reading safely: :mod:`.regular_file` (a regular file of bounded size, opened once) and
 :mod:`.text_lines` (the ``#``-comment line convention, read lazily).

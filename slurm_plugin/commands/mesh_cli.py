@@ -32,14 +32,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from mapper.io.graph_file import read_input_text
 from mapper.io.mapping_file import read_mapping
 from mapper.io.mesh_file import read_mesh
-from mapper.io.text_lines import content_lines
+from mapper.io.partition_file import read_partition_file, write_lines
 from mapper.machine import Hierarchy
 from mapper.mesh import PartitionMetrics, evaluate_partition
 from mapper.mesh.architecture import Architecture, architecture_from_hierarchy
@@ -171,49 +170,6 @@ def load_machine(args: argparse.Namespace) -> tuple[Hierarchy, Architecture]:
     arch = architecture_from_hierarchy(hierarchy, costs, speeds, node_level=node_level,
                                        name=f"--hierarchy {args.hierarchy}")
     return hierarchy, arch
-
-
-def read_partition_file(path: str, n: int, nranks: int) -> np.ndarray:
-    """The rank of each of ``n`` mesh vertices from a partition file; ranks in
-    0..nranks-1.  Errors name ``path:line``.  O(file size): one ``split`` per line,
-    the numbers converted and checked by numpy."""
-    lines = content_lines(read_input_text(path, None, "a partition file"))
-    if len(lines) != n:
-        where = lines[n][0] if len(lines) > n else (lines[-1][0] + 1 if lines else 1)
-        raise CliError(f"{path}:{where}: the mesh has {n} vertices but the partition file "
-                       f"has {len(lines)} lines", source=path, line=where)
-    lineno = np.fromiter((no for no, _ in lines), dtype=np.int64, count=n)
-    bodies = [body for _, body in lines]
-    try:
-        part = np.array(bodies, dtype=np.int64)
-    except (ValueError, OverflowError):
-        part = None
-    if part is None or part.shape != (n,):
-        for no, body in lines:  # the rare path: which line is it
-            if not _is_int(body):
-                raise CliError(f"{path}:{no}: expected one rank (a whole number), got "
-                               f"{body!r}", source=path, line=no) from None
-        raise CliError(f"{path}: cannot read the ranks", source=path)
-    bad = np.flatnonzero((part < 0) | (part >= nranks))
-    if len(bad):
-        i = int(bad[0])
-        raise CliError(f"{path}:{lineno[i]}: rank {part[i]} of vertex {i} is outside "
-                       f"0..{nranks - 1} (the machine has {nranks} PEs)",
-                       source=path, line=int(lineno[i]))
-    return part
-
-
-def _is_int(text: str) -> bool:
-    try:
-        value = int(text)
-    except ValueError:
-        return False
-    return -(2 ** 63) <= value < 2 ** 63
-
-
-def write_lines(path: str, values: np.ndarray) -> None:
-    """One integer per line (the partition file, the placement)."""
-    Path(path).write_text("\n".join(map(str, values.tolist())) + "\n" if len(values) else "")
 
 
 # -- commands ------------------------------------------------------------------------------
