@@ -233,6 +233,12 @@ def assert_ranks_where_planned(job, plan: dict[int, tuple[str, int, int]]) -> No
         f"the binder's lines: {said}\n{job.output}"
 
 
+def interleaved(hosts: list[str]) -> bool:
+    """Some host's ranks are not consecutive (it starts two runs in rank order)."""
+    runs = [h for i, h in enumerate(hosts) if i == 0 or h != hosts[i - 1]]
+    return len(set(runs)) < len(runs)
+
+
 def launch_failed(job) -> bool:
     return not (job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output)
 
@@ -266,9 +272,12 @@ def test_openmpi5_mpirun(slurm_cluster, profiles, program, lane):
     assert_ranks_where_planned(job, plan)
 
 
-def test_mpich_hydra_mpiexec(slurm_cluster, profiles, program, lane):
+@pytest.mark.parametrize("profile, contiguous", [("pairs8", True), ("scrambled8", False)])
+def test_mpich_hydra_mpiexec(slurm_cluster, profiles, program, lane, profile, contiguous):
     """Row 3: MPICH's plain ``mpiexec`` (PyPI mpich lane): Hydra takes the hosts from
-    HYDRA_HOST_FILE, the binder the cores."""
+    HYDRA_HOST_FILE, its proxies started in the file's order by rankmap-hydra-srun
+    (HYDRA_LAUNCHER_EXEC), the binder the cores; with ``scrambled8`` the plan
+    interleaves hosts, one proxy per line."""
     c = slurm_cluster
     venv = lane("mpich")
     prog = program("mpich")
@@ -276,9 +285,13 @@ def test_mpich_hydra_mpiexec(slurm_cluster, profiles, program, lane):
              "# the node names are not in DNS here: the proxies reach mpiexec over lo\n"
              "export HYDRA_IFACE=lo\n")
     job = c.run_launch_job(job_script(setup, f"mpiexec {prog} --affinity"), *JOB_ARGS,
-                           "--comm-profile=pairs8", user=USER)
-    plan = assert_applied(job, contiguous=True)
+                           f"--comm-profile={profile}", user=USER)
+    plan = assert_applied(job, contiguous=contiguous)
+    if not contiguous:  # the row's point: a host on several lines of the host file
+        assert interleaved([plan[r][0] for r in range(N)]), plan
     assert re.search(r"^ENV: HYDRA_HOST_FILE=\S+", job.output, re.M), job.output
+    assert re.search(r"^rankmap: launchers: .*MPICH mpiexec: host and core", job.output,
+                     re.M), job.output
     assert_ranks_where_planned(job, plan)
 
 
@@ -298,6 +311,31 @@ def test_intel_mpi_mpirun(slurm_cluster, profiles, program, lane):
     plan = assert_applied(job, contiguous=True)
     assert re.search(r"^ENV: I_MPI_HYDRA_HOST_FILE=\S+", job.output, re.M), job.output
     assert_ranks_where_planned(job, plan)
+
+
+def test_intel_mpi_is_told_nothing_for_interleaved_hosts(slurm_cluster, profiles, program,
+                                                          lane):
+    """Never a false "applied": a plan that interleaves hosts, which Intel MPI cannot
+    launch, gives it no host file; the batch step says so, and its ranks keep Intel's
+    own placement (the binder sees no host file and leaves them, rank 0 saying so)."""
+    c = slurm_cluster
+    venv = lane("impi")
+    prog = program("mpich")
+    setup = (f"export PATH={venv}/bin:$PATH LD_LIBRARY_PATH={venv}/lib\n"
+             "export I_MPI_FABRICS=ofi FI_PROVIDER=tcp I_MPI_HYDRA_IFACE=lo\n"
+             "unset HYDRA_HOST_FILE HYDRA_LAUNCHER_EXEC\n")
+    job = c.run_launch_job(job_script(setup, f"mpirun {prog} --affinity"), *JOB_ARGS,
+                           "--comm-profile=scrambled8", user=USER)
+    plan = assert_applied(job)
+    assert interleaved([plan[r][0] for r in range(N)]), plan
+    assert not re.search(r"^ENV: I_MPI_HYDRA_HOST_FILE=", job.output, re.M), job.output
+    assert re.search(r"^rankmap: launchers: .*Intel MPI mpirun: nothing \(the placement "
+                     r"interleaves hosts", job.output, re.M), job.output
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    assert len(ranks_of(job.output)) == N, job.output
+    assert not re.search(r"^rankmap: rank \d+: on \S+ bound to", job.output, re.M)
+    assert re.search(r"^rankmap: rank 0: Hydra placed the ranks itself", job.output, re.M), \
+        job.output
 
 
 def test_srun_pmi2_with_the_machinefile(slurm_cluster, profiles, program, lane):
