@@ -227,12 +227,43 @@ def directory_errors(config: Config) -> list[str]:
     return errors
 
 
+def launcher_warnings(config: Config) -> list[str]:
+    """What a supported launcher family would miss on this node: the binder library
+    (cores for every family), rankmap-prterun (Open MPI 5), rankmap-hydra-srun (Hydra),
+    each usable by the job's users."""
+    from ..common.launcher_support import (
+        default_bind_library,
+        hydra_srun_path,
+        prterun_wrapper_path,
+    )
+
+    supported = config.get("launchers", "supported")
+    needed = []
+    if supported:
+        needed.append((config.get("launchers", "bind_library") or default_bind_library(),
+                       "the rank binder (cores for every launcher; deploy/install.sh builds "
+                       "it)", False))
+    if "openmpi" in supported:
+        needed.append((prterun_wrapper_path(), "rankmap-prterun (Open MPI 5's mpirun)", True))
+    if "hydra" in supported:
+        needed.append((hydra_srun_path(), "rankmap-hydra-srun (MPICH's and Intel MPI's "
+                       "hosts)", True))
+    warnings = []
+    for path, what, executable in needed:
+        problem = world_access_problem(path, executable=executable)
+        if problem:
+            warnings.append(f"[launchers]: {what} at {path}: {problem}; without it those "
+                            "launches keep their own placement")
+    return warnings
+
+
 def site_warnings(config: Config, executable: str | None = None,
                   tmpfiles_dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS) -> list[str]:
     """Every warning for this configuration on this machine."""
     return (python_warnings(executable)
             + config_file_warnings(config.path)
-            + output_dir_warnings(config.get("general", "output_dir"), tmpfiles_dirs))
+            + output_dir_warnings(config.get("general", "output_dir"), tmpfiles_dirs)
+            + launcher_warnings(config))
 
 
 def check_command(args) -> int:

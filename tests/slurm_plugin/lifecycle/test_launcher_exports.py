@@ -258,3 +258,15 @@ def test_the_node_id_shim_hands_the_task_id_to_the_proxy():
                           env={"SLURM_PROCID": "3", "SLURM_NODEID": "0", "PATH": "/bin"},
                           capture_output=True, text=True, check=True)
     assert proc.stdout == "3 proxy\n"
+
+
+def test_config_check_warns_about_a_missing_binder_only_for_supported_launchers(tmp_path):
+    from slurm_plugin.commands.config_check import launcher_warnings
+    from slurm_plugin.site.config import parse_config
+
+    missing = tmp_path / "nowhere" / "librankmap_bind.so"
+    cfg = parse_config(f'[launchers]\nbind_library = "{missing}"\n', "rankmap.toml")
+    said = launcher_warnings(cfg)
+    assert any(str(missing) in w and "the rank binder" in w for w in said), said
+    cfg = parse_config('[launchers]\nsupported = []\n', "rankmap.toml")
+    assert launcher_warnings(cfg) == []
