@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import slurm_plugin.common.launcher_support  # noqa: F401  (see below)
 from mapper import Hierarchy
 from slurm_plugin.common.jobdir import create_job_dir
 from slurm_plugin.lifecycle.prterun_wrapper import placement_args, real_prterun
@@ -25,8 +26,18 @@ from slurm_plugin.machine.layout import Layout, Slot
 from slurm_plugin.outputs.render import render_hydra_hostfile
 from tests.helpers.users_harness import as_user
 
+# The TaskProlog imports what it needs when it runs; imported here before as_user forks
+# (exports of no job: its imports, then nothing), so that a checkout the job's user
+# cannot read (under root's home) still tests.
+exports({})
 USER = 65534
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (runs as another uid)")
+
+
+def user_sees(path: Path) -> bool:
+    """The job's user can see ``path`` (the TaskProlog runs as that user: a checkout
+    under root's home hides this installation's scripts from it)."""
+    return as_user(USER, lambda: path.is_file()) is True
 
 
 def layout(hosts: list[str]) -> Layout:
@@ -80,7 +91,7 @@ def test_every_supported_family_gets_its_variables(job):
     lines = as_user(USER, lambda: exports(env))
     assert f"export OMPI_MCA_rmaps_rank_file_path={job_dir / 'rankfile'}" in lines
     launcher = Path(sys.prefix) / "bin" / "rankmap-hydra-srun"
-    if launcher.is_file():
+    if user_sees(launcher):
         assert f"export HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in lines
         assert f"export HYDRA_LAUNCHER_EXEC={launcher}" in lines
         assert f"export I_MPI_HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in lines
@@ -89,7 +100,7 @@ def test_every_supported_family_gets_its_variables(job):
     assert f"export RANKMAP_BIND_FILE={job_dir / 'bindings'}" in lines
     assert "export RANKMAP_BIND_LAUNCHERS=openmpi,hydra,srun" in lines
     wrapper = Path(sys.prefix) / "bin" / "rankmap-prterun"
-    assert (f"export OMPI_PRTERUN={wrapper}" in lines) == wrapper.is_file()
+    assert (f"export OMPI_PRTERUN={wrapper}" in lines) == user_sees(wrapper)
 
 
 @root_only
@@ -105,10 +116,10 @@ def test_a_family_the_site_does_not_support_gets_nothing(job):
 
 
 @root_only
-@pytest.mark.skipif(not (Path(sys.prefix) / "bin" / "rankmap-hydra-srun").is_file(),
-                    reason="rankmap-hydra-srun not installed")
 def test_interleaved_hosts_reach_mpich_but_not_intel_mpi(job):
     _, _, make = job
+    if not user_sees(Path(sys.prefix) / "bin" / "rankmap-hydra-srun"):
+        pytest.skip("rankmap-hydra-srun not installed where the job's user can run it")
     env = make('["hydra"]', hydra="n1:1\nn2:1\nn1:1\n")
     lines = as_user(USER, lambda: exports(env))
     assert any(line.startswith("export HYDRA_HOST_FILE=") for line in lines), lines
@@ -159,7 +170,7 @@ def test_the_batch_step_says_what_each_launcher_gets(job):
     assert len(said) == 1, lines
     assert "Intel MPI mpirun: nothing (the placement interleaves hosts" in said[0]
     assert "srun: host and core with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun" in said[0]
-    wrapper = (Path(sys.prefix) / "bin" / "rankmap-prterun").is_file()
+    wrapper = user_sees(Path(sys.prefix) / "bin" / "rankmap-prterun")
     assert ("Open MPI mpirun (4.1 and 5): host and core" in said[0]) == wrapper
     env = make('["srun"]')
     lines = as_user(USER, lambda: exports(env))
