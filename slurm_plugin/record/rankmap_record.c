@@ -18,7 +18,8 @@
  * under the MPICH ABI, and arrays of handles (MPI_Startall) are read at the ABI's
  * width.  The ABI is found at run time: Open MPI exports ompi_mpi_comm_world, whose
  * address is its MPI_COMM_WORLD; otherwise the MPICH ABI (MPI_COMM_WORLD 0x44000000,
- * MPI_IN_PLACE (void *)-1) is assumed.  The MPI-5 standard ABI (libmpi_abi) is not.
+ * MPI_IN_PLACE (void *)-1) is assumed.  The MPI-5 standard ABI (MPICH's libmpi_abi,
+ * mpicc_abi) is not known: a program using it is not recorded (a message says so).
  *
  * What is counted, per rank:
  *   - point-to-point sends: bytes and messages per destination world rank for
@@ -257,6 +258,17 @@ static long env_long(const char *name, long fallback)
     return *end || n < 0 ? fallback : n;
 }
 
+/* dl_iterate_phdr callback: the MPI-5 standard ABI library (MPICH's libmpi_abi) is
+ * loaded. */
+static int standard_abi(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    name = name ? name + 1 : info->dlpi_name;
+    return name && !strncmp(name, "libmpi_abi.so", 13);
+}
+
 /* Called with the lock held, after MPI_Init. */
 static void setup(void)
 {
@@ -265,6 +277,14 @@ static void setup(void)
     state = -1;
     if (!dir || !*dir)
         return;
+    if (dl_iterate_phdr(standard_abi, NULL)) {
+        const char *r = getenv("PMI_RANK"); /* one message, from rank 0 */
+        if (!r || !strcmp(r, "0"))
+            fprintf(stderr, "rankmap-record: the program uses the MPI standard ABI "
+                            "(libmpi_abi), which the recorder does not know: not "
+                            "recording\n");
+        return;
+    }
     /* the global scope's definition first: a program may hold a copy of the object
      * (a copy relocation), and its address is then the canonical handle */
     void *ompi_world = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");

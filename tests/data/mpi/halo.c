@@ -21,6 +21,8 @@
  * alltoall: N iterations of MPI_Alltoall of B bytes per block (the bench's other
  * program).
  * --rss: rank 0 prints "maxrss KB" (getrusage) before MPI_Finalize.
+ * --time: rank 0 prints "elapsed SECONDS" (MPI_Wtime between a barrier after MPI_Init
+ * and one after the pattern).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -30,7 +32,8 @@
 
 int main(int argc, char **argv)
 {
-    int rank, n, iters = 3, bytes = 1000, collectives = 0, rss = 0, a2a = 0;
+    int rank, n, iters = 3, bytes = 1000, collectives = 0, rss = 0, a2a = 0, timed = 0;
+    double t0 = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -45,6 +48,12 @@ int main(int argc, char **argv)
             collectives = 1;
         else if (!strcmp(argv[i], "--rss"))
             rss = 1;
+        else if (!strcmp(argv[i], "--time"))
+            timed = 1;
+    }
+    if (timed) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
     }
     if (a2a) {
         char *s = calloc((size_t)bytes * n, 1), *r = calloc((size_t)bytes * n, 1);
@@ -149,6 +158,11 @@ int main(int argc, char **argv)
         free(rc);
         free(sd);
         free(rd);
+    }
+    if (timed) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("elapsed %.6f\n", MPI_Wtime() - t0);
     }
     if (rss && rank == 0) {
         struct rusage u;

@@ -5,7 +5,8 @@ merge and the SMPI importer expand through (slurm_plugin.profiles.collectives).
 The program is tests/data/mpi/halo.c, whose every byte is known: its point-to-point
 matrix is written out below, and its collectives are compared with what the SMPI TI
 importer gives for a trace of the same calls.  Debian's Open MPI (mpicc, mpirun) runs
-it always; MPICH's when its lane venv exists (/var/tmp/lanes/mpich).
+it always; MPICH's, Intel MPI's and Open MPI 5's when their lane venvs exist
+(/var/tmp/lanes, docs of the test machine).
 """
 
 from __future__ import annotations
@@ -31,10 +32,15 @@ from slurm_plugin.profiles.recording import (
 from slurm_plugin.profiles.smpi_ti import import_ti
 from tests.helpers.paths import REPO, TEST_DATA
 
-MPICH = Path("/var/tmp/lanes/mpich/bin")
+LANE_DIR = Path("/var/tmp/lanes")
+#: lane -> (its bin directory, the launch command, its environment)
 LANES = {
-    "openmpi": (Path("/usr/bin"), ["mpirun", "--oversubscribe"]),
-    "mpich": (MPICH, ["mpiexec"]),
+    "openmpi": (Path("/usr/bin"), ["mpirun", "--oversubscribe"], {}),
+    "mpich": (LANE_DIR / "mpich/bin", ["mpiexec"], {}),
+    # Intel MPI runs MPICH-ABI programs (its wheel ships an mpicc); shared memory only
+    "impi": (LANE_DIR / "impi/bin", ["mpirun"],
+             {"LD_LIBRARY_PATH": str(LANE_DIR / "impi/lib"), "I_MPI_FABRICS": "shm"}),
+    "openmpi5": (LANE_DIR / "openmpi5/bin", ["mpirun", "--oversubscribe"], {}),
 }
 ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
@@ -149,9 +155,9 @@ def test_per_member_rules_take_rows_and_are_linear():
 # ---- the recorder under real MPI -----------------------------------------------------
 
 def lane_ready(lane: str) -> bool:
-    bin_dir, _ = LANES[lane]
+    bin_dir, launcher, _ = LANES[lane]
     return (bin_dir / "mpicc").exists() and shutil.which("cc") is not None and (
-        (bin_dir / LANES[lane][1][0]).exists())
+        (bin_dir / launcher[0]).exists())
 
 
 @pytest.fixture(scope="module")
@@ -166,19 +172,21 @@ def library(tmp_path_factory) -> Path:
 def programs(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("programs")
     built = {}
-    for lane, (bin_dir, _) in LANES.items():
+    for lane, (bin_dir, _, env) in LANES.items():
         if lane_ready(lane):
             built[lane] = out / f"halo-{lane}"
             subprocess.run([str(bin_dir / "mpicc"), "-O2", "-o", str(built[lane]),
-                            str(TEST_DATA / "mpi/halo.c")], check=True)
+                            str(TEST_DATA / "mpi/halo.c")], check=True,
+                           env={**os.environ, **env,
+                                "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
     return built
 
 
 def run(lane: str, program: Path, preload: str, np_: int, tmp_path: Path,
         args: list[str], **env: str) -> subprocess.CompletedProcess:
-    bin_dir, launcher = LANES[lane]
+    bin_dir, launcher, lane_env = LANES[lane]
     base = {k: v for k, v in os.environ.items() if not k.startswith("RANKMAP_")}
-    run_env = {**base, **ROOT_OK, "PATH": f"{bin_dir}:{base.get('PATH', '')}",
+    run_env = {**base, **ROOT_OK, **lane_env, "PATH": f"{bin_dir}:{base.get('PATH', '')}",
                "LD_PRELOAD": preload, **env}
     proc = subprocess.run([str(bin_dir / launcher[0]), *launcher[1:], "-np", str(np_),
                            str(program), *args], env=run_env, capture_output=True,
@@ -259,12 +267,13 @@ def expected_collectives(n: int, everything: bool, tmp_path: Path) -> np.ndarray
     return undirected(a + moved)
 
 
-@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+@pytest.mark.parametrize("lane", list(LANES))
 def test_halo_is_recorded_to_the_byte(lane, library, programs, tmp_path):
     rec = read_recording(record(lane, library, programs, tmp_path))
     n = 4
-    assert rec.size == n and rec.abi == ("openmpi" if lane == "openmpi" else "mpich")
-    assert ("Open MPI" if lane == "openmpi" else "MPICH") in rec.mpi
+    assert rec.size == n and rec.abi == ("openmpi" if "openmpi" in lane else "mpich")
+    assert {"openmpi": "Open MPI v4", "openmpi5": "Open MPI v5", "mpich": "MPICH",
+            "impi": "Intel"}[lane] in rec.mpi
     assert np.array_equal(rec.p2p.toarray(), halo_p2p(n))
     assert np.array_equal(undirected(rec.collective),
                           expected_collectives(n, True, tmp_path))
