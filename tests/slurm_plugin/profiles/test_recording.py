@@ -420,3 +420,19 @@ def test_a_sub_communicator_collective_is_expanded_over_its_members(tmp_path):
     want[3, 1] = 30 + 4    # the root's tree edge; world 3 sends its own block (local 0)
     want[1, 3] = 7         # local 1 sends its block to local 0
     assert np.array_equal(c, want)
+
+
+def test_one_table_two_users(tmp_path, monkeypatch):
+    """The SMPI importer and the recording's merge both expand through RULES: a changed
+    rule changes both."""
+    def to_last(r, n, root, a):
+        return (np.array([n - 1]), np.array([float(a)])) if r != n - 1 else (
+            np.zeros(0, dtype=np.int64), np.zeros(0))
+    monkeypatch.setitem(collectives.RULES, "bcast",
+                        collectives.Rule("bcast", False, True, to_last))
+    d = write_ranks(tmp_path / "rec", 3, coll="bcast 0 0 10 1\n")
+    want = np.zeros((3, 3))
+    want[[0, 1], 2] = 10
+    assert np.array_equal(read_recording(d).collective.toarray(), want)
+    assert np.array_equal(ti_matrix("".join(f"{r} bcast 10 0 6\n" for r in range(3)),
+                                    tmp_path, "t.ti"), np.triu(want + want.T, 1))
