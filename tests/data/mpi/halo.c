@@ -20,6 +20,8 @@
  * Ibcast 9 bytes from root 0, Iallreduce 1 double, Barrier.
  * alltoall: N iterations of MPI_Alltoall of B bytes per block (the bench's other
  * program).
+ * self: N iterations of MPI_Sendrecv of B bytes to the rank itself (the bench's
+ * per-call cost; --time then also prints "cpu SECONDS", user+system of rank 0).
  * --rss: rank 0 prints "maxrss KB" (getrusage) before MPI_Finalize.
  * --time: rank 0 prints "elapsed SECONDS" (MPI_Wtime between a barrier after MPI_Init
  * and one after the pattern).
@@ -30,10 +32,19 @@
 #include <string.h>
 #include <sys/resource.h>
 
+static double cpu_seconds(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 +
+           (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
+}
+
 int main(int argc, char **argv)
 {
     int rank, n, iters = 3, bytes = 1000, collectives = 0, rss = 0, a2a = 0, timed = 0;
-    double t0 = 0;
+    int self = 0;
+    double t0 = 0, c0 = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -42,9 +53,11 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bytes") && i + 1 < argc)
             bytes = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--pattern") && i + 1 < argc)
-            a2a = !strcmp(argv[++i], "alltoall");
-        else if (!strcmp(argv[i], "--collectives"))
+        else if (!strcmp(argv[i], "--pattern") && i + 1 < argc) {
+            i++;
+            a2a = !strcmp(argv[i], "alltoall");
+            self = !strcmp(argv[i], "self");
+        } else if (!strcmp(argv[i], "--collectives"))
             collectives = 1;
         else if (!strcmp(argv[i], "--rss"))
             rss = 1;
@@ -54,8 +67,16 @@ int main(int argc, char **argv)
     if (timed) {
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = MPI_Wtime();
+        c0 = cpu_seconds();
     }
-    if (a2a) {
+    if (self) {
+        char *s = calloc((size_t)bytes + 1, 1), *r = calloc((size_t)bytes + 1, 1);
+        for (int it = 0; it < iters; it++)
+            MPI_Sendrecv(s, bytes, MPI_BYTE, rank, 6, r, bytes, MPI_BYTE, rank, 6,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        free(s);
+        free(r);
+    } else if (a2a) {
         char *s = calloc((size_t)bytes * n, 1), *r = calloc((size_t)bytes * n, 1);
         for (int it = 0; it < iters; it++)
             MPI_Alltoall(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD);
@@ -162,7 +183,7 @@ int main(int argc, char **argv)
     if (timed) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 0)
-            printf("elapsed %.6f\n", MPI_Wtime() - t0);
+            printf("elapsed %.6f\ncpu %.6f\n", MPI_Wtime() - t0, cpu_seconds() - c0);
     }
     if (rss && rank == 0) {
         struct rusage u;
