@@ -96,8 +96,9 @@ int main(int argc, char **argv)
         int lrank, lsize;
         MPI_Comm_rank(rev, &lrank);
         MPI_Comm_size(rev, &lsize);
-        MPI_Send_init(pout, 50, MPI_BYTE, (rank + 2) % n, 3, MPI_COMM_WORLD, &preq[0]);
-        MPI_Recv_init(pin, 50, MPI_BYTE, (rank + n - 2) % n, 3, MPI_COMM_WORLD, &preq[1]);
+        /* the send second: MPI_Startall's array must be read at the handle's width */
+        MPI_Recv_init(pin, 50, MPI_BYTE, (rank + n - 2) % n, 3, MPI_COMM_WORLD, &preq[0]);
+        MPI_Send_init(pout, 50, MPI_BYTE, (rank + 2) % n, 3, MPI_COMM_WORLD, &preq[1]);
         for (int it = 0; it < iters; it++) {
             MPI_Irecv(in, nd, MPI_DOUBLE, left, 1, MPI_COMM_WORLD, &req[0]);
             MPI_Isend(out, nd, MPI_DOUBLE, right, 1, MPI_COMM_WORLD, &req[1]);
