@@ -41,7 +41,7 @@ def run_case(name: str, conf: str, nodes: list[str], sockets: int, cores: int,
         from slurm_plugin.machine.layout import build_layout
     except ImportError:  # checkouts before the layout module had it
         from slurm_plugin.slurm.topology import build_layout
-    from slurm_plugin.modes.plan import make_plan
+    from slurm_plugin.modes.graph_job import make_plan
 
     ntasks = sockets * cores
     alloc = Allocation("1", tuple(nodes), (ntasks,) * len(nodes))

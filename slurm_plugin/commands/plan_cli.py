@@ -10,18 +10,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mapper import CommGraph
+from mapper import CommGraph, MappingResult
 from mapper.graph_io import GRAPH_SUFFIXES
 
 from ..common.files import write_files
 from ..common.hostlist import expand_counts, expand_hostlist
-from ..common.names import SUMMA_MODE
+from ..common.names import GRAPH_MODE
 from ..lifecycle.job_worker import compute_job
 from ..machine.hwloc import parse_hwloc_xml
 from ..machine.layout import Layout, build_layout
+from ..modes.base import Job
 from ..profiles.store import resolve_profile
 from ..site.config import Config, load_config
-from ..site.request import is_mesh_profile, is_summa_profile, mesh_refusal, summa_refusal
+from ..site.request import profile_mode, request_for
 from ..slurm.allocation import Allocation
 from ..slurm.topology import NodeShape, SwitchTree, TopologyError, parse_node_shape
 from ..slurm.topology_yaml import read_topology_source
@@ -104,7 +105,7 @@ def profile_path(spec: str) -> str | None:
     s = spec.strip()
     if s.startswith("file:"):
         return s[len("file:"):]
-    if is_mesh_profile(s) or is_summa_profile(s):
+    if profile_mode(s) != GRAPH_MODE:
         return None
     if s.startswith(("./", "../", "/", "~/")) or Path(s).suffix.lower() in GRAPH_SUFFIXES:
         return s
@@ -213,36 +214,29 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_plan)
 
 
-def plan_algorithm(args: argparse.Namespace, profile: str, cfg: Config) -> str:
-    """The algorithm as the prolog chooses it (:func:`slurm_plugin.site.request.decide`):
-    ``--preset``/``--algorithm`` (``auto``: not given), else ``summa`` for a
-    ``summa-fpm`` profile, else the site's ``[solver] algorithm``."""
-    chosen = args.preset or args.algorithm
-    if chosen not in (None, "auto"):
-        return chosen
-    return SUMMA_MODE if is_summa_profile(profile) else cfg.get("solver", "algorithm")
-
-
 def _plan(args: argparse.Namespace) -> int:
     """The prolog's computation (:func:`slurm_plugin.lifecycle.job_worker.compute_job`) on the
-    machine the arguments describe.  The invoking user reads their own files: a matrix
-    file (``file:`` or a path) and ``summa-fpm:/PATH`` are read without the site's
-    ``[profiles] allow_user_files`` gate, but under the same bounds as in a job.  An
-    input error the prolog would turn into a fallback report is one error line here."""
+    machine the arguments describe, for the request the prolog would make
+    (:func:`slurm_plugin.site.request.request_for`: ``--preset``/``--algorithm`` is the
+    job's ``--rankmap``; ``auto`` or none: ``summa`` for a ``summa-fpm`` profile, else
+    the site's ``[solver] algorithm``).  The invoking user reads their own files: a
+    matrix file (``file:`` or a path) and ``summa-fpm:/PATH`` are read without the
+    site's ``[profiles] allow_user_files`` gate, but under the same bounds as in a job.
+    A refused request, and an input error the prolog would turn into a fallback report,
+    are one error line here."""
     clock = time.perf_counter()
     cfg = load_config(args.config)
     machine = job_machine(args, cfg)
     layout = machine.layout
-    profile = job_profile(args.profile)
-    algorithm = plan_algorithm(args, profile, cfg)
-    refusal = mesh_refusal(profile, algorithm) or summa_refusal(profile, algorithm)
-    if refusal:
-        raise CliError(refusal)
-    out = compute_job(layout, machine.tree, cfg, profile, algorithm,
-                      args.time_limit or cfg.get("solver", "time_limit"),
-                      stores=store_dirs(args), allow_user_files=True,
-                      distribution=args.distribution, progress=terminal_progress(),
-                      strict=True)
+    request = request_for(job_profile(args.profile), args.preset or args.algorithm,
+                          cfg.get("solver", "algorithm"),
+                          args.time_limit or cfg.get("solver", "time_limit"))
+    if request.refusal:
+        raise CliError(request.refusal)
+    job = Job(layout, machine.tree, cfg, request.profile, request.algorithm,
+              request.time_limit, stores=tuple(store_dirs(args)), allow_user_files=True,
+              distribution=args.distribution, progress=terminal_progress())
+    out = compute_job(job, request.mode, strict=True)
     plan = out.plan
     written_from = time.perf_counter()
     out_dir = Path(args.out)
@@ -255,7 +249,8 @@ def _plan(args: argparse.Namespace) -> int:
     phases["other"] = max(0.0, total - sum(phases.values()))
     phases["total"] = total
     if args.json:
-        result = getattr(plan, "result", None)
+        # the solver's result: a graph job's (a mesh or SUMMA job names no algorithm)
+        result = plan.result if isinstance(plan.result, MappingResult) else None
         print(json.dumps({
             "applied": out.status.applied, "kept_default": out.status.kept_default,
             "fallback_reason": plan.fallback_reason, "summary": plan.summary,

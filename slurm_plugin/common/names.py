@@ -86,6 +86,15 @@ def summa_args(profile: str) -> str | None:
 #: mesh's quotient graph (slurm_plugin.modes.mesh_job)
 MESH_PREFIX = "mesh:"
 
+#: the job modes, what a request is computed as (slurm_plugin.modes.registry):
+#: ``graph`` maps a communication graph (slurm_plugin.modes.graph_job), ``mesh``
+#: partitions a mesh (slurm_plugin.modes.mesh_job), ``summa`` arranges a SUMMA partition
+#: (slurm_plugin.modes.summa_job).  slurm_plugin.site.request decides a job's mode once,
+#: from its --comm-profile and --rankmap
+GRAPH_MODE = "graph"
+MESH_MODE = "mesh"
+JOB_MODES = (GRAPH_MODE, MESH_MODE, SUMMA_MODE)
+
 #: launcher file → the variable the TaskProlog exports for it
 EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
            "machinefile": "RANKMAP_MACHINEFILE", ARRANGEMENT_FILE: "RANKMAP_ARRANGEMENT",

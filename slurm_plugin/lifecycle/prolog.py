@@ -41,8 +41,9 @@ from ..common.safe_text import escape_controls, safe_text
 from ..site.config import DEFAULTS, Config, ConfigError, load_config, parse_config
 from ..site.request import MappingRequest, decide, wants_rules
 from ..slurm.slurm_commands import SLURM_PATH
+from .limits import DEFAULT_MEMORY
 from .worker_process import run_worker_process
-from .worker_protocol import WorkerStatus
+from .worker_protocol import ProtocolError, WorkerRequest, WorkerStatus
 from .worker_slots import NoWorkerSlot, slot_count, worker_slot
 
 log = logging.getLogger("rankmap")
@@ -133,34 +134,42 @@ def _as_job_user(uid: int | None, gid: int | None) -> dict:
     return {"user": uid, "group": gid if gid is not None else uid, "extra_groups": []}
 
 
+def worker_request(job_id: str | None, request: MappingRequest,
+                   memory_bytes: int = DEFAULT_MEMORY, cpu_seconds: int = 0) -> WorkerRequest:
+    """What the worker is asked: the job's request and the worker's limits (0: none)."""
+    return WorkerRequest(job_id=job_id, profile=request.profile, mode=request.mode,
+                         algorithm=request.algorithm, time_limit=request.time_limit,
+                         refusal=request.refusal, memory_bytes=memory_bytes,
+                         cpu_seconds=cpu_seconds)
+
+
 def run_worker(env: dict[str, str], job_dir: JobDir, request: MappingRequest, uid: int | None,
                gid: int | None, timeout: float, memory_bytes: int = 4 << 30,
                max_output_bytes: int = 1 << 30) -> WorkerStatus:
     """The computation in a child process; its status, or a fallback status.
 
     The child runs as the job's user (uid, gid, no supplementary groups) in a session
-    of its own with an address-space limit of ``memory_bytes`` and a CPU limit of
-    ``timeout`` seconds (slurm_plugin.lifecycle.limits), besides the wall-clock watchdog here.  It
-    sends its files and status on stdout (slurm_plugin.lifecycle.worker_protocol); they are
-    written into ``job_dir`` as they arrive, ``max_output_bytes`` at the most.  Whatever
-    the outcome, nothing the child started is left running
-    (slurm_plugin.lifecycle.worker_process).
+    of its own, with the job's Slurm variables as its environment, and reads the job's
+    :class:`WorkerRequest` on stdin, with an address-space limit of ``memory_bytes`` and
+    a CPU limit of ``timeout`` seconds (slurm_plugin.lifecycle.limits), besides the
+    wall-clock watchdog here.  It sends its files and status on stdout
+    (slurm_plugin.lifecycle.worker_protocol); they are written into ``job_dir`` as they
+    arrive, ``max_output_bytes`` at the most.  Whatever the outcome, nothing the child
+    started is left running (slurm_plugin.lifecycle.worker_process).
     """
     child_env = {k: v for k, v in env.items() if k.startswith(("SLURM", "SPANK_", "RANKMAP_"))}
     child_env.update({
         "PATH": SLURM_PATH, "HOME": str(job_dir.path), "LC_ALL": "C",
-        "RANKMAP_PROFILE": request.profile,
-        "RANKMAP_ALGORITHM": request.algorithm,
-        "RANKMAP_TIME_LIMIT": repr(request.time_limit),
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-        "RANKMAP_WORKER_MEMORY": str(int(memory_bytes)),
-        "RANKMAP_WORKER_CPU_SECONDS": str(math.ceil(timeout)),
     })
-    if request.refusal:
-        child_env["RANKMAP_REFUSAL"] = request.refusal
+    try:
+        asked = worker_request(env.get("SLURM_JOB_ID"), request, int(memory_bytes),
+                               math.ceil(timeout)).to_bytes()
+    except ProtocolError as exc:
+        return WorkerStatus(applied=False, reason=str(exc))
     status, why = run_worker_process([sys.executable, "-m", "slurm_plugin.lifecycle.job_worker"],
                                      child_env, job_dir, timeout, max_output_bytes,
-                                     cwd="/", **_as_job_user(uid, gid))
+                                     stdin_bytes=asked, cwd="/", **_as_job_user(uid, gid))
     if status is not None:
         return status
     if why.startswith("the computation did not finish"):

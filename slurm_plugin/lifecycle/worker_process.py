@@ -1,9 +1,10 @@
 """The prolog's side of the worker: start it, read its stream, stop it (standard library
 only).
 
-:func:`run_worker_process` starts the worker in a session of its own, reads the stream
-of :mod:`slurm_plugin.lifecycle.worker_protocol` from its stdout under a wall-clock deadline and
-a byte budget, hands every file to a :class:`FileSink` as it arrives (root writing
+:func:`run_worker_process` starts the worker in a session of its own with its request
+already waiting on its stdin, reads the stream of
+:mod:`slurm_plugin.lifecycle.worker_protocol` from its stdout under a wall-clock deadline
+and a byte budget, hands every file to a :class:`FileSink` as it arrives (root writing
 into the job directory), keeps the last few KiB of its stderr, and at the end — normal
 exit, time-out or broken stream alike — ends every process left in the worker's
 session (:func:`slurm_plugin.common.processes.end_session`).
@@ -11,6 +12,7 @@ session (:func:`slurm_plugin.common.processes.end_session`).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import selectors
 import subprocess
@@ -25,6 +27,8 @@ from .worker_protocol import MAGIC, MAX_HEADER, ProtocolError, WorkerStatus, par
 _CHUNK = 1 << 16
 #: stderr kept for the reason of a failed worker
 _STDERR_TAIL = 4096
+#: a pipe holds at least this much (one page) whatever the system's pipe limits
+_PIPE_MIN = 4096
 
 
 class FileSink(Protocol):
@@ -142,20 +146,47 @@ def _read_stream(pipes: _Pipes, sink: FileSink, max_bytes: int) -> WorkerStatus:
             os.close(fd)
 
 
+def filled_pipe(data: bytes) -> int:
+    """The read end of a pipe that already holds ``data`` and its end (the write end is
+    closed): a child reads it at its own pace, and the prolog never waits on a child
+    that does not read.  The pipe is sized to hold ``data`` first (Linux
+    ``F_SETPIPE_SZ``; at most ``/proc/sys/fs/pipe-max-size`` unless root)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        if len(data) > _PIPE_MIN:
+            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, len(data))
+        os.set_blocking(write_fd, False)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view):]
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return read_fd
+
+
 def run_worker_process(argv: Sequence[str], env: Mapping[str, str], sink: FileSink,
-                       timeout: float, max_bytes: int, **popen_kwargs: object
-                       ) -> tuple[WorkerStatus | None, str]:
+                       timeout: float, max_bytes: int, stdin_bytes: bytes | None = None,
+                       **popen_kwargs: object) -> tuple[WorkerStatus | None, str]:
     """Run the worker; ``(its status or None, why not)``.
 
-    None when it overran ``timeout`` seconds (wall clock, from its start), sent a
-    broken stream or more than ``max_bytes``, or exited without a status; the string
-    then says which, with the tail of its stderr.  Every process of its session is
-    ended before this returns.
+    ``stdin_bytes`` (the worker's request) are its standard input, in a pipe filled
+    before it starts (:func:`filled_pipe`); None: /dev/null.  None when it overran
+    ``timeout`` seconds (wall clock, from its start), sent a broken stream or more than
+    ``max_bytes``, or exited without a status; the string then says which, with the
+    tail of its stderr.  Every process of its session is ended before this returns.
     """
     start = time.monotonic()
-    proc = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, **popen_kwargs)
+    stdin = subprocess.DEVNULL if stdin_bytes is None else filled_pipe(stdin_bytes)
+    try:
+        proc = subprocess.Popen(list(argv), env=dict(env), stdin=stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, **popen_kwargs)
+    finally:
+        if stdin_bytes is not None:
+            os.close(stdin)
     pipes = _Pipes(proc, start + timeout)
     status, why = None, ""
     try:

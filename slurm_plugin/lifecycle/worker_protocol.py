@@ -1,7 +1,16 @@
 """What the prolog and its worker say to each other (standard library only).
 
-The prolog (root) starts ``slurm_plugin.lifecycle.job_worker`` as the job's user.  The worker
-never writes into the job directory: that directory belongs to root and the user
+The prolog (root) starts ``slurm_plugin.lifecycle.job_worker`` as the job's user and writes
+the job's :class:`WorkerRequest` on its standard input, as one JSON object: what to
+compute (profile, mode, algorithm, time budget, the refusal if any) and the worker's
+resource limits.  The worker reads it with :func:`read_request`, which checks it field by
+field; a request that is not what this protocol says becomes the worker's fallback
+status.  The request travels on stdin, not in the environment, because the worker's
+environment is the job's (Slurm's variables, which the Slurm readers use): the request
+is one typed document, read once, that nothing of the job can shadow and that the
+commands the worker runs do not inherit.
+
+The worker never writes into the job directory: that directory belongs to root and the user
 cannot add anything to it (see "Threat model" in the README).  Instead the worker
 sends every file it computed, then its status, on its standard output as one stream:
 
@@ -30,13 +39,17 @@ from typing import BinaryIO
 
 from mapper.errors import RankmapError
 
-from ..common.names import FILE_NAMES
+from ..common.names import FILE_NAMES, JOB_MODES, valid_job_id
+from .limits import DEFAULT_MEMORY
 
 MAGIC = b"rankmap-worker 1\n"
 #: longest header line (``file <name> <nbytes>``) the reader accepts
 MAX_HEADER = 200
 #: longest status JSON; the notes and reasons it carries are short
 MAX_STATUS_BYTES = 1 << 20
+#: longest request JSON (its profile and refusal are short: the SPANK plugin takes
+#: options of 200 characters); it fits the pipe the prolog fills before the worker starts
+MAX_REQUEST_BYTES = 1 << 16
 
 
 class ProtocolError(RankmapError, ValueError):
@@ -120,7 +133,90 @@ def _number(raw: dict, key: str) -> float | None:
     return float(value)
 
 
+@dataclass(frozen=True)
+class WorkerRequest:
+    """What the prolog asks its worker to compute for one job.
+
+    ``job_id``: the Slurm job; ``profile``, ``mode`` (one of
+    :data:`~slurm_plugin.common.names.JOB_MODES`), ``algorithm``, ``time_limit``
+    (seconds) and ``refusal`` (why the job may not be mapped: it gets its mode's
+    fallback report) are the job's :class:`~slurm_plugin.site.request.MappingRequest`;
+    ``memory_bytes`` (``RLIMIT_AS``) and ``cpu_seconds`` (``RLIMIT_CPU``) the worker's
+    limits (0: none; :mod:`slurm_plugin.lifecycle.limits`), which it sets before
+    anything else.
+    """
+
+    job_id: str | None
+    profile: str
+    mode: str
+    algorithm: str
+    time_limit: float
+    refusal: str | None = None
+    memory_bytes: int = DEFAULT_MEMORY
+    cpu_seconds: int = 0
+
+    def to_bytes(self) -> bytes:
+        """The request as the worker reads it; :class:`ProtocolError` when it is over
+        :data:`MAX_REQUEST_BYTES`."""
+        data = json.dumps(asdict(self)).encode("utf-8")
+        if len(data) > MAX_REQUEST_BYTES:
+            raise ProtocolError(f"the worker's request is {len(data)} bytes, over the "
+                                f"protocol's {MAX_REQUEST_BYTES}")
+        return data
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> WorkerRequest:
+        """Parse and check a request; :class:`ProtocolError` names the field."""
+        try:
+            raw = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"worker request is not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ProtocolError("worker request is not a JSON object")
+        fields = set(cls.__dataclass_fields__)
+        if set(raw) - fields:
+            raise ProtocolError(f"worker request has unknown fields {sorted(set(raw) - fields)}")
+        if fields - set(raw):
+            raise ProtocolError(f"worker request lacks the fields {sorted(fields - set(raw))}")
+        job_id = raw["job_id"]
+        if job_id is not None and not valid_job_id(job_id):
+            raise ProtocolError(f"worker request: 'job_id' must be a Slurm job id, got "
+                                f"{job_id!r}")
+        for key in ("profile", "algorithm"):
+            if not isinstance(raw[key], str) or not raw[key].strip():
+                raise ProtocolError(f"worker request: {key!r} must be a non-empty string, "
+                                    f"got {raw[key]!r}")
+        if raw["mode"] not in JOB_MODES:
+            raise ProtocolError(f"worker request: 'mode' must be one of "
+                                f"{', '.join(JOB_MODES)}, got {raw['mode']!r}")
+        time_limit = raw["time_limit"]
+        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or \
+                not math.isfinite(time_limit) or time_limit <= 0:
+            raise ProtocolError(f"worker request: 'time_limit' must be a positive number of "
+                                f"seconds, got {time_limit!r}")
+        if raw["refusal"] is not None and not isinstance(raw["refusal"], str):
+            raise ProtocolError(f"worker request: 'refusal' must be a string or null, got "
+                                f"{raw['refusal']!r}")
+        for key in ("memory_bytes", "cpu_seconds"):
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ProtocolError(f"worker request: {key!r} must be a whole number >= 0 "
+                                    f"(0: no limit), got {value!r}")
+        return cls(**{**raw, "time_limit": float(time_limit)})
+
+
 # -- the worker's side ---------------------------------------------------------------
+
+def read_request(stream: BinaryIO) -> WorkerRequest:
+    """The request on ``stream`` (the worker's stdin, read to its end, at most
+    :data:`MAX_REQUEST_BYTES`); :class:`ProtocolError` when it is not one."""
+    data = stream.read(MAX_REQUEST_BYTES + 1)
+    if len(data) > MAX_REQUEST_BYTES:
+        raise ProtocolError(f"worker request over {MAX_REQUEST_BYTES} bytes")
+    if not data:
+        raise ProtocolError("no worker request on standard input")
+    return WorkerRequest.from_json(data)
+
 
 def write_stream(out: BinaryIO, files: dict[str, str], status: WorkerStatus) -> None:
     """Send ``files`` (FILE_NAMES keys → text, in order) and then ``status``."""

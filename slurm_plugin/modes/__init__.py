@@ -1,3 +1,5 @@
-"""From a layout and a profile to a job's files, one module per mode: the mapping
-(plan), mesh partitions (mesh_job), SUMMA arrangements (summa_job, summa_io) and the
-rank reordering files (reorder_job)."""
+"""From a layout and a request to a job's files, one module per mode: the interface every
+mode implements, the job it is given and the plan it returns (base), the modes by name
+(registry), the graph mode (graph_job: a communication graph mapped, with its rank
+reordering files, reorder_job), the mesh mode (mesh_job: a mesh partitioned) and the
+summa mode (summa_job, summa_io: a SUMMA partition arranged)."""

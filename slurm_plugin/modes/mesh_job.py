@@ -3,7 +3,8 @@
 A code that reads a partition file (METIS ``part`` format: line v holds the rank owning
 mesh vertex v; OpenFOAM's ``manual`` method, many FE codes) gets a decomposition
 computed for this job's allocation: its switch tree, its nodes' speeds, its link costs.
-The prolog's worker (:mod:`slurm_plugin.lifecycle.job_worker`) calls, in this order:
+:class:`MeshMode`, the mode the prolog's worker (:mod:`slurm_plugin.lifecycle.job_worker`)
+runs for a mesh request, calls, in this order:
 
 1. :func:`load_mesh_input` (the edge that reads files) — the spec and the mesh::
 
@@ -45,7 +46,7 @@ The prolog's worker (:mod:`slurm_plugin.lifecycle.job_worker`) calls, in this or
    MaxElTime, SumElTime, total volume, edge cut, imbalance and J and gives the time of
    every phase.
 
-The time budget (``RANKMAP_TIME_LIMIT``) bounds the decomposition (it gets
+The time budget (the request's ``time_limit``) bounds the decomposition (it gets
 ``SOLVER_SHARE`` of it); the baseline runs only when the rest of the budget can hold it
 (estimated by the decomposition's partition phase), else the report says it was
 skipped.  A decomposition over the budget is a fallback.  Every failure (spec, store
@@ -63,7 +64,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -77,14 +78,14 @@ from mapper.mesh.mesh import Mesh
 from mapper.mesh.metrics import PartitionMetrics, evaluate
 
 from ..common.hostlist import fold_hostlist
-from ..common.names import MESH_PREFIX, PARTITION_FILE
+from ..common.names import MESH_MODE, MESH_PREFIX, PARTITION_FILE
 from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout
-from ..machine.speeds import layout_pe_speeds, layout_uplink_costs
+from ..machine.speeds import config_node_speeds, layout_pe_speeds, layout_uplink_costs
 from ..profiles.store import NAME, ProfileStore
 from ..slurm.topology import SwitchTree
-from .plan import RENDERERS, SOLVER_SHARE
+from .base import RENDERERS, SOLVER_SHARE, Job, JobPlan
 
 #: balance tolerance when the spec does not give ``epsilon=``
 DEFAULT_EPSILON = 0.03
@@ -136,22 +137,48 @@ class Candidate:
     label: str
 
 
-@dataclass
-class MeshPlan:
-    """What the worker writes for a mesh job (the shape of plan.JobPlan)."""
+@dataclass(frozen=True, eq=False)
+class MeshResult:
+    """The mesh mode's outcome (a :class:`~slurm_plugin.modes.base.JobPlan`'s ``result``):
+    the decomposition the job gets (rankmap's or the baseline) and rankmap's own."""
 
-    files: dict[str, str]
-    report_text: str
-    report_json: str
-    fallback_reason: str | None = None
-    chosen: Candidate | None = None
-    decomposition: Decomposition | None = None
-    summary: str = ""
-    notes: list[str] = field(default_factory=list)
+    chosen: Candidate
+    decomposition: Decomposition
 
-    @property
-    def applied(self) -> bool:
-        return self.fallback_reason is None
+
+class MeshMode:
+    """The mesh mode's :class:`~slurm_plugin.modes.base.JobMode`: ``load`` is
+    :func:`load_mesh_input`, ``machine`` :func:`job_architecture` with the nodes' speeds
+    from ``[speeds]`` (``features`` asks Slurm for the nodes' features), ``plan``
+    :func:`plan_mesh` with the job's algorithm mapping the quotient graph."""
+
+    name = MESH_MODE
+
+    def load(self, job: Job) -> MeshInput:
+        return load_mesh_input(job.profile, job.stores, job.max_file_bytes)
+
+    def machine(self, job: Job) -> Architecture:
+        nodes = job.layout.hosts()
+        features = (job.node_features(nodes)
+                    if job.node_features and job.cfg.get("speeds", "features") else None)
+        return job_architecture(job.layout, config_node_speeds(job.cfg, nodes, features),
+                                job.tree)
+
+    def plan(self, job: Job, data: MeshInput | None, machine: Architecture | None,
+             reason: str | None) -> JobPlan[MeshResult]:
+        cfg = job.cfg
+        by_config = bool(cfg.get("speeds", "nodes") or cfg.get("speeds", "features"))
+        return plan_mesh(job.layout, data, machine, map_algorithm=job.algorithm,
+                         time_limit=job.time_limit, seed=cfg.get("solver", "seed"),
+                         job_id=job.job_id, profile=job.profile, fallback_reason=reason,
+                         distribution=job.slurm_distribution,
+                         distribution_assumed=job.distribution_assumed,
+                         files=job.render_files, templates_dir=job.templates_dir,
+                         speeds_source=(f"[speeds] of {cfg.path}" if by_config
+                                        else "equal speeds (no [speeds])"))
+
+
+MESH = MeshMode()
 
 
 # -- the spec and the mesh ------------------------------------------------------------------
@@ -290,7 +317,7 @@ def plan_mesh(layout: Layout, data: MeshInput | None, arch: Architecture | None,
               fallback_reason: str | None = None, distribution: Distribution = DEFAULT,
               distribution_assumed: bool = True, files: Sequence[str] = tuple(RENDERERS),
               templates_dir: str | None = None, speeds_source: str = "equal speeds",
-              clock=time.perf_counter) -> MeshPlan:
+              clock=time.perf_counter) -> JobPlan[MeshResult]:
     """Decompose the mesh for the job, compare with the baseline, render the files.
 
     ``data`` or ``arch`` None (with ``fallback_reason``) or any error of the
@@ -358,8 +385,15 @@ def plan_mesh(layout: Layout, data: MeshInput | None, arch: Architecture | None,
                                     seconds, notes, job_id, profile, fallback_reason, summary,
                                     placement_name, distribution_assumed, map_algorithm,
                                     speeds_source))
-    return MeshPlan(rendered, _text(record), json.dumps(record, indent=1, sort_keys=True) + "\n",
-                    fallback_reason, chosen, dec, summary, [*layout.notes, *notes])
+    all_notes = [*layout.notes, *notes]
+    applied = fallback_reason is None
+    return JobPlan(files=rendered, report_text=_text(record),
+                   report_json=json.dumps(record, indent=1, sort_keys=True) + "\n",
+                   fallback_reason=fallback_reason, summary=summary,
+                   objective=chosen.metrics.max_el_time if chosen else None,
+                   seconds=dec.seconds.get("total") if dec else None, notes=all_notes,
+                   status_notes=(*all_notes, *([summary] if applied else [])),
+                   result=MeshResult(chosen, dec) if chosen and dec else None)
 
 
 def _value(c: Candidate, key: str) -> float:

@@ -3,8 +3,9 @@
 A heterogeneous SUMMA does not need its ranks moved: it needs its column-based
 partition (:mod:`mapper.summa.partition`) arranged so that the ring broadcasts along
 the rows and down the columns cross few network boundaries (:mod:`mapper.summa.arrange`,
-Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  The prolog's worker
-(:mod:`slurm_plugin.lifecycle.job_worker`) calls, in this order:
+Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  :class:`SummaMode`, the mode the
+prolog's worker (:mod:`slurm_plugin.lifecycle.job_worker`) runs for a SUMMA request, calls,
+in this order:
 
 1. :func:`load_summa_input` (the edge that reads a file) — the profile spec and the
    per-rank speeds::
@@ -43,7 +44,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,8 @@ from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout
 from ..profiles.store import NAME, _inside
-from .plan import RENDERERS
+from ..site.config import Config
+from .base import RENDERERS, Job, JobPlan
 from .summa_io import format_arrangement, parse_speeds
 
 #: the matrix size N when the spec does not give ``size=N``
@@ -93,21 +95,40 @@ class SummaInput:
     source: str  # "equal speeds" or the file read
 
 
-@dataclass
-class SummaPlan:
-    """What the worker writes for a SUMMA job (the shape of plan.JobPlan)."""
+class SummaMode:
+    """The summa mode's :class:`~slurm_plugin.modes.base.JobMode`: ``load`` is
+    :func:`load_summa_input`, ``machine`` nothing beyond the layout, ``plan``
+    :func:`plan_summa` with the site's ``[summa] level`` and ``weighted``."""
 
-    files: dict[str, str]
-    report_text: str
-    report_json: str
-    fallback_reason: str | None = None
-    arrangement: Arrangement | None = None
-    summary: str = ""
-    notes: list[str] = field(default_factory=list)
+    name = SUMMA_MODE
 
-    @property
-    def applied(self) -> bool:
-        return self.fallback_reason is None
+    def load(self, job: Job) -> SummaInput:
+        return load_summa_input(job.profile, job.layout.n, job.stores, job.allow_user_files,
+                                job.max_file_bytes)
+
+    def machine(self, job: Job) -> None:
+        return None
+
+    def plan(self, job: Job, data: SummaInput | None, machine: None,
+             reason: str | None) -> JobPlan[Arrangement]:
+        return plan_summa(job.layout, data, job_id=job.job_id, profile=job.profile,
+                          fallback_reason=reason, distribution=job.slurm_distribution,
+                          distribution_assumed=job.distribution_assumed,
+                          files=job.render_files, templates_dir=job.templates_dir,
+                          level=summa_setting(job.cfg, "level", "auto"),
+                          weighted=summa_setting(job.cfg, "weighted", False))
+
+
+SUMMA = SummaMode()
+
+
+def summa_setting(cfg: Config, key: str, default: object) -> object:
+    """``[summa] KEY`` once the site configuration has that section, else ``default``
+    (the defaults of the module docstring)."""
+    try:
+        return cfg.get("summa", key)
+    except KeyError:
+        return default
 
 
 # -- the spec and the speeds -------------------------------------------------------------
@@ -254,7 +275,7 @@ def plan_summa(layout: Layout, data: SummaInput | None, *, job_id: str | None = 
                profile: str | None = None, fallback_reason: str | None = None,
                distribution: Distribution = DEFAULT, distribution_assumed: bool = True,
                files: Sequence[str] = tuple(RENDERERS), templates_dir: str | None = None,
-               level: str = "auto", weighted: bool = False) -> SummaPlan:
+               level: str = "auto", weighted: bool = False) -> JobPlan[Arrangement]:
     """Arrange the partition for the job's default placement; render the files.
 
     ``data`` None (with ``fallback_reason``) or any error of the partition or the
@@ -298,8 +319,14 @@ def plan_summa(layout: Layout, data: SummaInput | None, *, job_id: str | None = 
                                     fallback_reason, summary, placement,
                                     distribution_assumed))
     text = _text(record, result)
-    return SummaPlan(rendered, text, json.dumps(record, indent=1, sort_keys=True) + "\n",
-                     fallback_reason, result, summary, list(layout.notes))
+    applied = fallback_reason is None
+    return JobPlan(files=rendered, report_text=text,
+                   report_json=json.dumps(record, indent=1, sort_keys=True) + "\n",
+                   fallback_reason=fallback_reason, summary=summary,
+                   objective=result.after.norm if result else None,
+                   notes=list(layout.notes),
+                   status_notes=(*layout.notes, *([summary] if applied else [])),
+                   result=result)
 
 
 def _summary(result: Arrangement | None, reason: str | None, placement: str) -> str:

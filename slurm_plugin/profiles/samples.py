@@ -42,7 +42,7 @@ class SampledGraph(CommGraph):
 
     ``samples`` are the graphs of the individual runs, ``sample_names`` their names for
     reports (the file names).  Everything that takes a :class:`~mapper.CommGraph` takes
-    this one and sees the profile's graph; :func:`slurm_plugin.modes.plan.make_plan` also
+    this one and sees the profile's graph; :func:`slurm_plugin.modes.graph_job.make_plan` also
     checks the placement under each sample (:func:`check_samples`).
     """
 

@@ -2,9 +2,10 @@
 
 Slurm's block and cyclic (:func:`slurm_plugin.machine.distribution.default_placements`), a
 scrambled placement (a seeded random permutation of the block placement's slots) and,
-per algorithm, the placement rankmap would *apply*: :func:`slurm_plugin.modes.plan.make_plan`'s
-result, which is Slurm's default itself when the solver found nothing better
-(``plan.kept_default``) or could not be used (a fallback).  Pure: no I/O.
+per algorithm, the placement rankmap would *apply*:
+:func:`slurm_plugin.modes.graph_job.make_plan`'s result, which is Slurm's default itself
+when the solver found nothing better (``plan.kept_default``) or could not be used (a
+fallback).  Pure: no I/O.
 
 Complexity: the solver's, plus O(P log P) for the Slurm placements and O(m) per J.
 """
@@ -22,7 +23,7 @@ from mapper.objective import evaluate
 
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
-from ..modes.plan import make_plan
+from ..modes.graph_job import make_plan
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,17 @@ import numpy as np
 import pytest
 
 from mapper.mesh.mesh_io import write_mesh_metis
-from slurm_plugin.common.names import MESH_PREFIX, SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+from slurm_plugin.common.names import (
+    MESH_MODE,
+    MESH_PREFIX,
+    SPANK_MODE,
+    SPANK_PROFILE,
+    SPANK_TIME,
+    SUMMA_MODE,
+)
 from slurm_plugin.lifecycle import job_worker
+from slurm_plugin.lifecycle.prolog import worker_request
+from slurm_plugin.lifecycle.worker_protocol import WorkerRequest
 from slurm_plugin.modes.summa_job import DEFAULT_SIZE, SummaJobError, SummaSpec, parse_summa_spec
 from slurm_plugin.profiles.generators import GeneratorError, parse_spec
 from slurm_plugin.profiles.store import ProfileError, ProfileStore, bundled_store
@@ -219,27 +228,14 @@ def run_job(tmp_path: Path, store: Path, spank: dict[str, str], job: int, monkey
     request = decide(load_config(env=env), env, None)
     if request is None:
         return None, None
-    job_dir = out / f"job.{job}"
-    job_dir.mkdir(parents=True)
     # what prolog.run_worker hands its child; in-process, where the pyslurm stand-in is
-    child = {**env, "PATH": "/nonexistent", "RANKMAP_JOB_DIR": str(job_dir),
-             "RANKMAP_PROFILE": request.profile, "RANKMAP_ALGORITHM": request.algorithm,
-             "RANKMAP_TIME_LIMIT": repr(request.time_limit)}
-    if request.refusal:
-        child["RANKMAP_REFUSAL"] = request.refusal
-    return request, worker_record(child, job_dir)
+    child = {**env, "PATH": "/nonexistent"}
+    return request, worker_record(child, worker_request(str(job), request))
 
 
-def worker_record(child: dict[str, str], job_dir: Path) -> dict:
-    """The report.json of the worker's computation.  The worker either writes its files
-    into RANKMAP_JOB_DIR and returns its status, or returns the files with the status
-    for the prolog to write (slurm_plugin.lifecycle.worker_protocol, in progress when this was
-    written); the documented forms are what is tested here, so either will do."""
-    out = job_worker.compute(child)
-    files = getattr(out, "files", None)
-    if files is not None:
-        return json.loads(files["record"])
-    return json.loads((job_dir / "report.json").read_text())
+def worker_record(child: dict[str, str], request: WorkerRequest) -> dict:
+    """The report.json of the worker's computation (the files it sends the prolog)."""
+    return json.loads(job_worker.compute(request, child).files["record"])
 
 
 @pytest.mark.parametrize("job", JOBS, ids=[job_id(j) for j in JOBS])
@@ -264,7 +260,7 @@ def test_every_documented_form_is_requested_and_computed(job, site, monkeypatch)
         # a mapping job whose solver finds nothing better keeps Slurm's placement on its
         # merits (origin "baseline", no fallback); SUMMA and mesh jobs get their files
         assert record["applied"] or record.get("origin") == "baseline", f"{what}: {record}"
-        if request.algorithm == "summa" or request.profile.startswith(MESH_PREFIX):
+        if request.mode in (SUMMA_MODE, MESH_MODE):
             assert record["applied"], f"{what}: {record}"
         if SPANK_TIME in spank:
             assert request.time_limit == float(spank[SPANK_TIME]), what

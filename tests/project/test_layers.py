@@ -83,7 +83,7 @@ def test_import_contracts_are_kept():
     # the Slurm readers reaching into the site configuration (independent siblings)
     ("slurm/allocation.py", "from ..site import config", "slurm_plugin layers import"),
     # the TaskProlog pulling in a computing mode (and with it numpy)
-    ("lifecycle/task_prolog.py", "from ..modes import plan",
+    ("lifecycle/task_prolog.py", "from ..modes import graph_job",
      "the TaskProlog (once per task) imports only common and site"),
     # the old cycle: the allocation records importing the backend registry
     ("slurm/allocation.py", "from . import backends", "no import cycles"),

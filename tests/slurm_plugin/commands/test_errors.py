@@ -52,13 +52,14 @@ def test_user_error_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
-    # plan computes through the prolog's worker (job_worker.compute_job)
-    import slurm_plugin.lifecycle.job_worker as job_worker
+    # plan computes through the prolog's worker (job_worker.compute_job), which runs
+    # the graph mode's make_plan
+    import slurm_plugin.modes.graph_job as graph_job
 
     def broken(*a, **k):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(job_worker, "make_plan", broken)
+    monkeypatch.setattr(graph_job, "make_plan", broken)
     with pytest.raises(ZeroDivisionError):
         main(["plan", "--out", str(tmp_path)])
 

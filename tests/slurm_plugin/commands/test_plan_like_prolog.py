@@ -35,7 +35,7 @@ from slurm_plugin.commands.plan_cli import job_profile, profile_path
 from slurm_plugin.profiles.generators import generate
 from tests.helpers.fake_pyslurm import fake_pyslurm
 from tests.helpers.paths import REPO
-from tests.helpers.worker_harness import compute_into
+from tests.helpers.worker_harness import compute_into, job_request
 from tests.slurm_plugin.modes.test_mesh_job import grid_mesh
 
 TWO_SWITCHES = ("SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4]\n"
@@ -95,7 +95,7 @@ def job(tmp_path, monkeypatch):
                       f'[slurm]\nbackend = "pyslurm"\ntopology = "{tmp_path}/topology.conf"\n'
                       f'[profiles]\nstores = ["{store}"]\nallow_user_files = true\n')
     env = {"RANKMAP_CONFIG": str(config), "RANKMAP_JOB_DIR": str(out / "job.42"),
-           "SLURM_JOB_ID": "42", "RANKMAP_TIME_LIMIT": "5", "PATH": "/nonexistent"}
+           "SLURM_JOB_ID": "42", "PATH": "/nonexistent"}
     monkeypatch.delenv("RANKMAP_CONFIG", raising=False)
     return types.SimpleNamespace(tmp=tmp_path, dir=out / "job.42", env=env, config=config,
                                  store=store, user=user)
@@ -157,8 +157,7 @@ FORMS = [
                          ids=[f[0].replace("{user}/", "") for f in FORMS])
 def test_plan_writes_what_the_worker_writes(job, form, algorithm, expected, capsys):
     profile = form.format(user=job.user)
-    status = compute_into({**job.env, "RANKMAP_PROFILE": profile,
-                           "RANKMAP_ALGORITHM": algorithm})
+    status = compute_into(job.env, job_request(profile, algorithm))
     assert status["reason"] is None, status
     worker = listing(job.dir)
     assert expected <= set(worker), sorted(worker)

@@ -109,7 +109,7 @@ def test_the_formatter_keeps_every_record_on_one_line(tmp_path):
 
 
 def test_the_fallback_report_escapes_what_the_user_chose():
-    request = MappingRequest("x\ny", "topdown", 1.0, "user")
+    request = MappingRequest("x\ny", "graph", "topdown", 1.0, "user")
     files = prolog.fallback_report("7", request, "profile 'x\ny' \x1b[31mnot found")
     assert files["report"].count("\n") == 6
     assert "profile    x\\ny\n" in files["report"]

@@ -4,13 +4,13 @@ import json
 
 from slurm_plugin.common.jobdir import create_job_dir
 from slurm_plugin.lifecycle.prolog import fallback_report, handle_job, run_worker
-from slurm_plugin.lifecycle.worker_protocol import WorkerStatus
+from slurm_plugin.lifecycle.worker_protocol import WorkerRequest, WorkerStatus
 from slurm_plugin.site.config import parse_config
 from slurm_plugin.site.request import MappingRequest
 
 
 def test_watchdog_stops_a_computation_over_its_budget(tmp_path):
-    request = MappingRequest("ring", "topdown", 0.01, "user")
+    request = MappingRequest("ring", "graph", "topdown", 0.01, "user")
     with create_job_dir(tmp_path, "5") as job_dir:
         status = run_worker({"SLURM_JOB_ID": "5"}, job_dir, request, None, None,
                             timeout=0.01)
@@ -20,7 +20,7 @@ def test_watchdog_stops_a_computation_over_its_budget(tmp_path):
 
 def test_worker_failure_is_a_fallback_status(tmp_path):
     # no Slurm here: the worker's scontrol call fails, and it says so instead of crashing
-    request = MappingRequest("ring", "topdown", 5.0, "user")
+    request = MappingRequest("ring", "graph", "topdown", 5.0, "user")
     env = {"SLURM_JOB_ID": "5", "RANKMAP_CONFIG": str(tmp_path / "none.toml")}
     (tmp_path / "none.toml").write_text("")
     with create_job_dir(tmp_path, "5") as job_dir:
@@ -39,7 +39,8 @@ def test_only_the_batch_host_computes(tmp_path):
 
 
 def test_fallback_report_record():
-    files = fallback_report("3", MappingRequest("x", "topdown", 1.0, "user"), "broken")
+    files = fallback_report("3", MappingRequest("x", "graph", "topdown", 1.0, "user"),
+                            "broken")
     assert "rankmap was NOT applied: broken" in files["report"]
     assert json.loads(files["record"]) == {"job_id": "3", "profile": "x", "applied": False,
                                            "fallback_reason": "broken"}
@@ -74,11 +75,14 @@ def test_worker_gets_memory_and_cpu_limits_and_runs_as_the_user(tmp_path, monkey
 
     monkeypatch.setattr(prolog, "run_worker_process", fake_run)
     monkeypatch.setattr(prolog.os, "geteuid", lambda: 0)
-    request = MappingRequest("ring", "topdown", 5.0, "user")
+    request = MappingRequest("ring", "graph", "topdown", 5.0, "user")
     with create_job_dir(tmp_path, "5") as job_dir:
         run_worker({"SLURM_JOB_ID": "5"}, job_dir, request, 1234, 99, timeout=25.5,
                    memory_bytes=3 << 30, max_output_bytes=12345)
     assert seen["max_bytes"] == 12345
-    assert seen["env"]["RANKMAP_WORKER_MEMORY"] == str(3 << 30)
-    assert seen["env"]["RANKMAP_WORKER_CPU_SECONDS"] == "26"
+    asked = WorkerRequest.from_json(seen["stdin_bytes"])
+    assert (asked.memory_bytes, asked.cpu_seconds) == (3 << 30, 26)
+    assert (asked.job_id, asked.profile, asked.mode, asked.algorithm, asked.time_limit) == \
+        ("5", "ring", "graph", "topdown", 5.0)
+    assert not any(k.startswith("RANKMAP_") for k in seen["env"])  # on stdin, not in env
     assert (seen["user"], seen["group"], seen["extra_groups"]) == (1234, 99, [])

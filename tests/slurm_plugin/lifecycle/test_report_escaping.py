@@ -14,7 +14,7 @@ import pytest
 
 from slurm_plugin.common.safe_text import escape_strings
 from tests.helpers.fake_pyslurm import fake_pyslurm
-from tests.helpers.worker_harness import compute_into
+from tests.helpers.worker_harness import compute_into, job_request
 
 NASTY = "ev\nil\x1b]0;pwned\x07\x1b[2J"
 SHOWN = "ev\\nil\\x1b]0;pwned\\x07\\x1b[2J"
@@ -37,16 +37,12 @@ def job(tmp_path, monkeypatch):
     nasty = tmp_path / NASTY
     nasty.mkdir()
     env = {"RANKMAP_CONFIG": str(config), "RANKMAP_JOB_DIR": str(out / "job.42"),
-           "SLURM_JOB_ID": "42", "RANKMAP_ALGORITHM": "fast", "RANKMAP_TIME_LIMIT": "5",
-           "PATH": "/nonexistent"}
+           "SLURM_JOB_ID": "42", "PATH": "/nonexistent"}
     return types.SimpleNamespace(dir=out / "job.42", env=env, nasty=nasty)
 
 
-def report_of(job, profile: str, algorithm: str | None = None) -> tuple[str, dict]:
-    env = {**job.env, "RANKMAP_PROFILE": profile}
-    if algorithm:
-        env["RANKMAP_ALGORITHM"] = algorithm
-    status = compute_into(env)
+def report_of(job, profile: str, algorithm: str = "fast") -> tuple[str, dict]:
+    status = compute_into(job.env, job_request(profile, algorithm))
     assert not status["applied"] and status["reason"]
     text = (job.dir / "report.txt").read_text(encoding="utf-8")
     record = json.loads((job.dir / "report.json").read_text(encoding="utf-8"))

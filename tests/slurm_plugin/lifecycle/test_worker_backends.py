@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin.lifecycle import job_worker
+from slurm_plugin.modes import graph_job
 from slurm_plugin.slurm.backends import read_node_shapes
 from slurm_plugin.slurm.topology import NodeShape
 from tests.helpers.fake_pyslurm import fake_pyslurm
 from tests.helpers.paths import TEST_DATA
-from tests.helpers.worker_harness import compute_into
+from tests.helpers.worker_harness import compute_into, job_request
+
+RING8 = job_request("ring8", "topdown", time_limit=2.0)
 
 DATA = TEST_DATA
 
@@ -45,8 +47,7 @@ def job(tmp_path, monkeypatch):
                       f'[profiles]\nstores = ["{store}"]\n')
     (tmp_path / "job").mkdir()
     env = {"RANKMAP_CONFIG": str(config), "RANKMAP_JOB_DIR": str(tmp_path / "job"),
-           "SLURM_JOB_ID": "42", "RANKMAP_PROFILE": "ring8", "RANKMAP_ALGORITHM": "topdown",
-           "RANKMAP_TIME_LIMIT": "2", "PATH": "/nonexistent"}
+           "SLURM_JOB_ID": "42", "PATH": "/nonexistent"}
     return tmp_path, env
 
 
@@ -54,7 +55,7 @@ def test_pyslurm_backend_gives_allocation_and_shapes(job, monkeypatch):
     tmp_path, env = job
     monkeypatch.setitem(sys.modules, "pyslurm", fake_pyslurm(nodes=2))
     recording_scontrol(tmp_path / "bin", tmp_path / "calls")
-    result = compute_into(env)
+    result = compute_into(env, RING8)
     assert result["n"] == 8
     assert not (tmp_path / "calls").exists(), "scontrol ran although pyslurm had everything"
     assert "Slurm backend: pyslurm" in result["notes"]
@@ -71,7 +72,7 @@ def test_pyslurm_node_fallback_uses_bin_dir_scontrol_for_that_node_only(job, mon
     monkeypatch.setitem(sys.modules, "pyslurm", fake_pyslurm(nodes=2, broken_nodes=("n2",)))
     recording_scontrol(tmp_path / "bin", tmp_path / "calls",
                        "NodeName=n2 CoresPerSocket=2 Sockets=2 ThreadsPerCore=1")
-    result = compute_into(env)
+    result = compute_into(env, RING8)
     assert result["n"] == 8
     assert (tmp_path / "calls").read_text().split("\n")[0] == "show node -o n2"
     assert any("pyslurm: node n2 unavailable" in n and "using scontrol" in n
@@ -89,7 +90,7 @@ def test_cli_backend_reads_shapes_with_scontrol(tmp_path):
 def test_profile_units_come_from_the_store(job):
     tmp_path, _ = job
     stores = [str(tmp_path / "profiles")]
-    assert job_worker.profile_units("ring8", stores, None) == "messages"
-    assert job_worker.profile_units("stencil3d:2x2x2", stores, None) == "bytes"
-    assert job_worker.profile_units("ring", stores, None) == "bytes"  # a generator's name
-    assert job_worker.profile_units("file:/x/y.mtx", stores, None) == "bytes"
+    assert graph_job.profile_units("ring8", stores, None) == "messages"
+    assert graph_job.profile_units("stencil3d:2x2x2", stores, None) == "bytes"
+    assert graph_job.profile_units("ring", stores, None) == "bytes"  # a generator's name
+    assert graph_job.profile_units("file:/x/y.mtx", stores, None) == "bytes"

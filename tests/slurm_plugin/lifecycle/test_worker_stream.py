@@ -28,6 +28,7 @@ from slurm_plugin.lifecycle.worker_process import run_worker_process
 from slurm_plugin.lifecycle.worker_protocol import (
     MAGIC,
     ProtocolError,
+    WorkerRequest,
     WorkerStatus,
     parse_header,
     write_stream,
@@ -56,6 +57,11 @@ def processes_with(marker: str) -> list[str]:
         if marker in cmd and state != b"Z":
             out.append(cmd)
     return out
+
+
+#: a graph job's request, without limits (the worker's own are not what these tests test)
+RING = WorkerRequest(job_id="11", profile="ring", mode="graph", algorithm="topdown",
+                     time_limit=5.0, memory_bytes=0)
 
 
 def fake_worker(body: str) -> list[str]:
@@ -193,7 +199,7 @@ def test_stray_prints_of_the_worker_do_not_break_its_stream(tmp_path, monkeypatc
     to stdout cannot corrupt the stream."""
     body = """
         from slurm_plugin.lifecycle import job_worker
-        def noisy(env):
+        def noisy(request, env):
             print("a library printing to stdout")
             os.write(1, b"and one writing to fd 1\\n")
             return job_worker.WorkerOutput(job_worker.status(False, "why"),
@@ -203,7 +209,7 @@ def test_stray_prints_of_the_worker_do_not_break_its_stream(tmp_path, monkeypatc
     """
     with create_job_dir(tmp_path, "11") as jd:
         status, why = run_worker_process(fake_worker(body), {"PYTHONPATH": str(ROOT)}, jd,
-                                         30, 1000)
+                                         30, 1000, stdin_bytes=RING.to_bytes())
     assert status is not None and status.reason == "why", why
     assert (tmp_path / "job.11" / "report.txt").read_text() == "r"
 

@@ -25,6 +25,7 @@ from mapper.mesh.mesh import mesh_from_graph
 from mapper.mesh.mesh_io import write_mesh_metis
 from mapper.mesh.metrics import evaluate
 from slurm_plugin.common.names import COMPUTED_FILES, EXPORTS, FILE_NAMES, PARTITION_FILE
+from slurm_plugin.lifecycle.prolog import worker_request
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.machine.distribution import parse_distribution, slurm_placement
 from slurm_plugin.machine.layout import build_layout
@@ -50,7 +51,7 @@ from slurm_plugin.slurm.allocation import Allocation
 from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 from tests.helpers.fake_pyslurm import fake_pyslurm
 from tests.helpers.paths import REPO
-from tests.helpers.worker_harness import compute_into
+from tests.helpers.worker_harness import compute_into, job_request
 
 TWO_SWITCHES = ("SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4]\n"
                 "SwitchName=top Switches=s[1-2]\n")
@@ -258,7 +259,7 @@ def check_files(plan, lay, mesh, arch) -> np.ndarray:
     assert len(slots) == lay.n
     slot_index = {(s.host, s.socket, core_list(s.cores)): i for i, s in enumerate(lay.slots)}
     pe_of_rank = np.array([slot_index[row] for row in slots])
-    np.testing.assert_array_equal(pe_of_rank, plan.chosen.placement)
+    np.testing.assert_array_equal(pe_of_rank, plan.result.chosen.placement)
     applied = next(d for d in json.loads(plan.report_json)["mesh"]["decompositions"]
                    if d["applied"])
     again = evaluate(mesh, pe_of_rank[part], arch, hierarchy=lay.hierarchy)
@@ -278,7 +279,7 @@ def test_homogeneous_plan_files_and_report_match_brute_force():
     assert m["method"] == "rms" and m["vertices"] == 256 and m["criterion"] == "objective"
     assert [d["name"] for d in m["decompositions"]] == [RANKMAP, BASELINE]
     chosen = next(d for d in m["decompositions"] if d["applied"])
-    assert m["chosen"] == chosen["name"] == plan.chosen.name
+    assert m["chosen"] == chosen["name"] == plan.result.chosen.name
     assert chosen["objective"] == min(d["objective"] for d in m["decompositions"])
     # edge cut and volume do not depend on where the ranks run: the files' own ranks
     assert (chosen["edge_cut"], chosen["total_volume"]) == pytest.approx(
@@ -322,8 +323,8 @@ def test_the_baseline_wins_when_it_is_better(monkeypatch):
     lay, mesh = layout_of(), grid_mesh(16, 16)
     arch = job_architecture(lay)
     plan = plan_mesh(lay, mesh_input(mesh), arch, distribution=parse_distribution("cyclic"))
-    assert plan.applied and plan.chosen.name == BASELINE
-    np.testing.assert_array_equal(plan.chosen.placement,
+    assert plan.applied and plan.result.chosen.name == BASELINE
+    np.testing.assert_array_equal(plan.result.chosen.placement,
                                   slurm_placement(lay, parse_distribution("cyclic")))
     check_files(plan, lay, mesh, arch)
     assert plan.summary.startswith("mesh partition written: METIS k-way")
@@ -363,11 +364,10 @@ def job(tmp_path, monkeypatch, store):
                       f'[slurm]\nbackend = "pyslurm"\ntopology = "{tmp_path}/topology.conf"\n'
                       f'[profiles]\nstores = ["{store.dir}"]\n')
     env = {"RANKMAP_CONFIG": str(config), "RANKMAP_JOB_DIR": str(out / "job.42"),
-           "SLURM_JOB_ID": "42", "RANKMAP_PROFILE": "mesh:grid",
-           "RANKMAP_ALGORITHM": "topdown+n10", "RANKMAP_TIME_LIMIT": "5",
-           "PATH": "/nonexistent"}
+           "SLURM_JOB_ID": "42", "PATH": "/nonexistent"}
     return types.SimpleNamespace(tmp=tmp_path, out=out, dir=out / "job.42", env=env,
-                                 config=config, store=store)
+                                 request=job_request("mesh:grid"), config=config,
+                                 store=store)
 
 
 def task_exports(job) -> list[str]:
@@ -375,7 +375,7 @@ def task_exports(job) -> list[str]:
 
 
 def test_worker_writes_partition_rankfile_and_report(job):
-    result = compute_into(job.env)
+    result = compute_into(job.env, job.request)
     assert result["applied"] and result["n"] == 16 and result["reason"] is None
     assert sorted(os.listdir(job.dir)) == sorted([
         "partition", "rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings",
@@ -395,7 +395,7 @@ def test_worker_writes_partition_rankfile_and_report(job):
 
 def test_worker_takes_speeds_from_the_config(job):
     job.config.write_text(job.config.read_text() + '[speeds]\nnodes = { "n[3-4]" = 3.0 }\n')
-    assert compute_into(job.env)["applied"]
+    assert compute_into(job.env, job.request)["applied"]
     record = json.loads((job.dir / "report.json").read_text())
     assert record["mesh"]["method"] == mesh_names.ARCHAWARE_ELT_SPARSE
     assert record["mesh"]["speeds"]["nodes"] == {"1": "n[1-2]", "3": "n[3-4]"}
@@ -403,7 +403,7 @@ def test_worker_takes_speeds_from_the_config(job):
 
 
 def test_task_prolog_exports_the_partition(job):
-    compute_into(job.env)
+    compute_into(job.env, job.request)
     lines = task_exports(job)
     assert f"export RANKMAP_PARTITION={job.dir / 'partition'}" in lines
     assert f"export RANKMAP_RANKFILE={job.dir / 'rankfile'}" in lines
@@ -412,8 +412,8 @@ def test_task_prolog_exports_the_partition(job):
     assert FILE_NAMES[PARTITION_FILE] == "partition" and PARTITION_FILE in COMPUTED_FILES
 
 
-def fallback_of(job, **env) -> str:
-    result = compute_into({**job.env, **env})
+def fallback_of(job, request=None) -> str:
+    result = compute_into(job.env, request or job.request)
     assert not result["applied"] and result["reason"]
     assert sorted(os.listdir(job.dir)) == ["report.json", "report.txt"]
     record = json.loads((job.dir / "report.json").read_text())
@@ -438,14 +438,13 @@ def test_missing_mesh_file_falls_back_naming_the_entry(job):
 
 
 def test_unknown_entry_and_bad_options_fall_back(job):
-    assert "profile 'nope' not found" in fallback_of(job, RANKMAP_PROFILE="mesh:nope")
-    assert "unknown option 'size'" in fallback_of(job, RANKMAP_PROFILE="mesh:grid,size=2")
+    assert "profile 'nope' not found" in fallback_of(job, job_request("mesh:nope"))
+    assert "unknown option 'size'" in fallback_of(job, job_request("mesh:grid,size=2"))
 
 
 def test_refused_request_falls_back_with_its_reason(job):
     req = decide(parse_config("", "t.toml"), spank("mesh:grid", "summa"), "debug")
-    reason = fallback_of(job, RANKMAP_PROFILE=req.profile, RANKMAP_ALGORITHM=req.algorithm,
-                         RANKMAP_REFUSAL=req.refusal)
+    reason = fallback_of(job, worker_request("42", req))
     assert "not a SUMMA partition" in reason
 
 
@@ -461,7 +460,7 @@ def test_feature_speeds_ask_slurm_for_the_features(job, monkeypatch):
     from slurm_plugin.slurm import cli_backend
 
     monkeypatch.setattr(cli_backend, "run_slurm", fake_run)
-    assert compute_into(job.env)["applied"]
+    assert compute_into(job.env, job.request)["applied"]
     assert asked == [["scontrol", "show", "node", "-o", "n1,n2,n3,n4"]]
     record = json.loads((job.dir / "report.json").read_text())
     assert record["mesh"]["speeds"]["nodes"] == {"1": "n[2-4]", "2": "n1"}

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from mapper import CommGraph
 from slurm_plugin.machine.distribution import Distribution, parse_distribution, slurm_placement
 from slurm_plugin.machine.layout import SHARED_CORE_SHARE, build_layout
-from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate
 from slurm_plugin.slurm.allocation import Allocation
 from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf

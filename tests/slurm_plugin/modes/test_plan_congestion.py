@@ -8,7 +8,7 @@ import numpy as np
 from mapper.congestion import raised_uplink, uplink_loads
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout
-from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate
 from slurm_plugin.slurm.allocation import Allocation
 from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf

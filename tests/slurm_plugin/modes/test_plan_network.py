@@ -12,7 +12,7 @@ from mapper import CommGraph
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout
 from slurm_plugin.machine.network_source import hop_machine, load_network
-from slurm_plugin.modes.plan import hop_algorithm, make_plan
+from slurm_plugin.modes.graph_job import hop_algorithm, make_plan
 from slurm_plugin.profiles.generators import generate
 from slurm_plugin.site.config import parse_config
 from slurm_plugin.slurm.allocation import Allocation

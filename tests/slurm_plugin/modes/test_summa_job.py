@@ -47,7 +47,7 @@ from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 from tests.helpers.fake_pyslurm import fake_pyslurm
 from tests.helpers.paths import REPO
 from tests.helpers.spank_harness import needs_cc, spank_checker
-from tests.helpers.worker_harness import compute_into, in_process_worker
+from tests.helpers.worker_harness import compute_into, in_process_worker, job_request
 
 ROOT = REPO
 SPANK_C = ROOT / "slurm_plugin/spank/rankmap_spank.c"
@@ -335,7 +335,7 @@ def test_heterogeneous_two_switch_layout_gets_cheaper():
     lay = layout_of(4, 4, TWO_SWITCHES)
     speeds = np.r_[np.full(8, 1.0), np.full(8, 3.0)][np.random.default_rng(3).permutation(16)]
     plan = plan_summa(lay, SummaInput(speeds, 4096, "f"))
-    assert plan.arrangement.reduction > 0.10, plan.report_text
+    assert plan.result.reduction > 0.10, plan.report_text
     assert "below the partitioner's original layout" in plan.summary
 
 
@@ -368,14 +368,14 @@ def job(tmp_path, monkeypatch):
     speeds.write_text("# two kinds of node\n" + "".join(f"{1 + 2 * (r % 3 == 0)}\n"
                                                          for r in range(16)))
     env = {"RANKMAP_CONFIG": str(config), "RANKMAP_JOB_DIR": str(out / "job.42"),
-           "SLURM_JOB_ID": "42", "RANKMAP_PROFILE": f"summa-fpm:{speeds},size=512",
-           "RANKMAP_ALGORITHM": "summa", "RANKMAP_TIME_LIMIT": "5", "PATH": "/nonexistent"}
+           "SLURM_JOB_ID": "42", "PATH": "/nonexistent"}
     return types.SimpleNamespace(tmp=tmp_path, out=out, dir=out / "job.42", env=env,
+                                 request=job_request(f"summa-fpm:{speeds},size=512", "summa"),
                                  speeds=speeds, config=config)
 
 
 def test_worker_writes_arrangement_rankfile_and_report(job, tmp_path):
-    result = compute_into(job.env)
+    result = compute_into(job.env, job.request)
     assert result["applied"] and result["n"] == 16 and result["reason"] is None
     names = sorted(os.listdir(job.dir))
     assert names == sorted(["arrangement", "rankfile", "hostfile", "machinefile",
@@ -396,7 +396,7 @@ def test_worker_writes_arrangement_rankfile_and_report(job, tmp_path):
 
 
 def test_task_prolog_exports_the_arrangement(job):
-    compute_into(job.env)
+    compute_into(job.env, job.request)
     env = {"SLURM_JOB_ID": "42", "RANKMAP_CONFIG": str(job.config)}
     lines = exports(env)
     assert f"export RANKMAP_ARRANGEMENT={job.dir / 'arrangement'}" in lines
@@ -406,8 +406,8 @@ def test_task_prolog_exports_the_arrangement(job):
     assert FILE_NAMES["arrangement"] == "arrangement"
 
 
-def fallback_of(job, **env):
-    result = compute_into({**job.env, **env})
+def fallback_of(job, request=None):
+    result = compute_into(job.env, request or job.request)
     assert not result["applied"] and result["reason"]
     assert sorted(os.listdir(job.dir)) == ["report.json", "report.txt"]
     record = json.loads((job.dir / "report.json").read_text())
@@ -437,14 +437,13 @@ def test_user_file_without_site_permission_falls_back(job):
 
 def test_summa_mode_with_a_graph_profile_falls_back(job):
     req = decide(cfg_with(), spank("stencil3d", "summa"), "debug")
-    reason = fallback_of(job, RANKMAP_PROFILE=req.profile, RANKMAP_ALGORITHM=req.algorithm,
-                         RANKMAP_REFUSAL=req.refusal)
+    reason = fallback_of(job, prolog.worker_request("42", req))
     assert "--rankmap=summa needs --comm-profile=summa-fpm" in reason
 
 
 def test_store_speeds_file_by_name(job):
     shutil.copy(job.speeds, job.tmp / "mixed.speeds")
-    result = compute_into({**job.env, "RANKMAP_PROFILE": "summa-fpm:mixed"})
+    result = compute_into(job.env, job_request("summa-fpm:mixed", "summa"))
     assert result["applied"]
     record = json.loads((job.dir / "report.json").read_text())
     assert record["summa"]["size"] == DEFAULT_SIZE

@@ -14,7 +14,7 @@ import pytest
 from mapper import Hierarchy, evaluate
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import Layout, Slot
-from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.outputs.render import (
     render_hostfile,
     render_machinefile,

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from slurm_plugin.machine.layout import build_layout
-from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.outputs.report import human
 from slurm_plugin.profiles.generators import generate
 from slurm_plugin.slurm.allocation import Allocation

@@ -20,6 +20,7 @@ import pytest
 import scipy.sparse as sp
 
 from mapper.graph_io import GraphFormatError, read_graph
+from slurm_plugin.lifecycle.worker_protocol import WorkerRequest
 from slurm_plugin.profiles.store import ProfileError, ProfileStore, resolve_profile
 from tests.helpers.paths import REPO
 
@@ -266,9 +267,11 @@ def test_fewer_ranks_than_the_job_keeps_the_store_message(tmp_path):
 # --- the worker's own limits ----------------------------------------------------------
 
 LIMITS_CHILD = r"""
-import json, resource
+import json, resource, sys
 from slurm_plugin.lifecycle.limits import apply_worker_limits
-applied = apply_worker_limits()
+from slurm_plugin.lifecycle.worker_protocol import read_request
+request = read_request(sys.stdin.buffer)   # as job_worker.run starts
+applied = apply_worker_limits(request.memory_bytes, request.cpu_seconds)
 out = {"applied": applied, "as": resource.getrlimit(resource.RLIMIT_AS),
        "cpu": resource.getrlimit(resource.RLIMIT_CPU)}
 try:
@@ -280,16 +283,22 @@ print(json.dumps(out))
 """
 
 
-def run_limits_child(extra_env: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO),
-           **extra_env}
+def worker_request(**limits) -> dict:
+    """A worker request (as JSON fields) with ``limits`` in place of its defaults."""
+    request = WorkerRequest(job_id="1", profile="ring", mode="graph", algorithm="topdown",
+                            time_limit=5.0)
+    return {**json.loads(request.to_bytes()), **limits}
+
+
+def run_limits_child(limits: dict) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-c", LIMITS_CHILD], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=30, check=False)
+                          input=json.dumps(worker_request(**limits)), capture_output=True,
+                          text=True, timeout=30, check=False)
 
 
 def test_worker_limits_really_limit():
-    proc = run_limits_child({"RANKMAP_WORKER_MEMORY": str(512 * MIB),
-                             "RANKMAP_WORKER_CPU_SECONDS": "77"})
+    proc = run_limits_child({"memory_bytes": 512 * MIB, "cpu_seconds": 77})
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["as"] == [512 * MIB, 512 * MIB] and out["cpu"] == [77, 77]
@@ -301,26 +310,29 @@ def test_worker_limit_defaults_and_bad_values():
     out = json.loads(run_limits_child({}).stdout)
     assert out["as"] == [4 << 30, 4 << 30]
     assert out["applied"]["cpu_seconds"] is None or out["cpu"][0] == out["applied"]["cpu_seconds"]
-    out = json.loads(run_limits_child({"RANKMAP_WORKER_MEMORY": "unlimited"}).stdout)
+    out = json.loads(run_limits_child({"memory_bytes": 0}).stdout)   # no limit
     assert out["applied"]["memory"] is None and out["allocated"] == 1 << 30
-    proc = run_limits_child({"RANKMAP_WORKER_MEMORY": "4G"})
-    assert proc.returncode != 0 and "RANKMAP_WORKER_MEMORY='4G'" in proc.stderr
+    proc = run_limits_child({"memory_bytes": "4G"})
+    assert proc.returncode != 0 and "'memory_bytes' must be a whole number" in proc.stderr
+    assert "'4G'" in proc.stderr
 
 
 def test_worker_main_applies_limits_first_and_reports_memory_error(monkeypatch):
     from slurm_plugin.lifecycle import job_worker
 
     calls = []
-    monkeypatch.setattr(job_worker, "apply_worker_limits", lambda env: calls.append("limits"))
+    monkeypatch.setattr(job_worker, "apply_worker_limits",
+                        lambda *limits: calls.append(("limits", *limits)))
 
-    def compute(env):
+    def compute(request, env):
         calls.append("compute")
         raise MemoryError
 
     monkeypatch.setattr(job_worker, "compute", compute)
     stream = io.BytesIO()
-    job_worker.run(stream, {})
-    assert calls == ["limits", "compute"]
+    request = worker_request(memory_bytes=512 * MIB, cpu_seconds=77)
+    job_worker.run(io.BytesIO(json.dumps(request).encode()), stream, {})
+    assert calls == [("limits", 512 * MIB, 77), "compute"]
     # the stream's last record is the status (slurm_plugin.lifecycle.worker_protocol)
     status = json.loads(stream.getvalue().rsplit(b"\nstatus ", 1)[1].split(b"\n", 1)[1])
     assert status["applied"] is False and "MemoryError" in status["reason"]

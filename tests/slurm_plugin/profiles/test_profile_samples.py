@@ -13,7 +13,7 @@ from mapper.objective import evaluate
 from slurm_plugin.commands.profile_cli import add_profile_commands
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout
-from slurm_plugin.modes.plan import make_plan
+from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.samples import SampledGraph, check_samples, common_traffic, with_samples
 from slurm_plugin.profiles.store import ProfileError, ProfileStore, resolve_profile
 from slurm_plugin.slurm.allocation import Allocation

@@ -1,16 +1,23 @@
-"""From a job's layout and communication graph to the files launchers read.
+"""The graph mode: a communication graph mapped onto the job's machine.
 
-``make_plan`` is the one computation the prolog and ``rankmap plan`` share: it maps
-the ranks with the solver inside a time budget, decides whether the result can be
-used, and renders the launcher files and the report.  It reads and writes nothing;
-the callers do the I/O.
+The default mode (a store name, a generator spec or ``file:PATH`` as
+``--comm-profile``).  :class:`GraphMode` is its :class:`~slurm_plugin.modes.base.JobMode`:
+``load`` reads the profile (:func:`~slurm_plugin.profiles.store.resolve_profile`, checked
+against the job's task count, errors naming file:line), ``machine`` the site's
+``[network]`` hop matrix (None without one), and ``plan`` is :func:`make_plan` plus, when
+rankmap's placement is applied, the rank reordering files for launchers that place the
+ranks themselves (:mod:`slurm_plugin.modes.reorder_job`).
+
+``make_plan`` is the computation itself: it maps the ranks with the solver inside a time
+budget, decides whether the result can be used, and renders the launcher files and the
+report.  It reads and writes nothing; ``rankmap simulate`` calls it too.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,48 +26,67 @@ from mapper.names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from mapper.objective import evaluate
 from mapper.result import PHASES
 
+from ..common.names import GRAPH_MODE
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
-from ..machine.network_source import HopNetwork, NetworkError, hop_machine
-from ..outputs import render, report
+from ..machine.network_source import HopNetwork, NetworkError, hop_machine, load_network
+from ..outputs import report
 from ..profiles.samples import SampledGraph, SampleVerdict, check_samples
-
-#: Launcher files by name, with the renderer that produces each.
-RENDERERS = {
-    "rankfile": render.render_rankfile,
-    "hostfile": render.render_hostfile,
-    "machinefile": render.render_machinefile,
-    "slurm_hostfile": render.render_slurm_hostfile,
-    "bindings": render.render_bindfile,
-    "hydra_hostfile": render.render_hydra_hostfile,
-}
-
-#: Share of the time budget given to the solver; the rest absorbs the overshoot of its
-#: own stop check, so a result that arrives is within the budget.
-SOLVER_SHARE = 0.9
+from ..profiles.store import ProfileError, ProfileStore, resolve_profile
+from .base import RENDERERS, SOLVER_SHARE, Job, JobPlan
+from .reorder_job import reorder_files
 
 
-@dataclass
-class JobPlan:
-    """What the prolog writes for one job."""
+@dataclass(frozen=True, eq=False)
+class GraphInput:
+    """The job's communication graph and the unit of its volumes (``bytes``,
+    ``messages``: the store entry's ``units``)."""
 
-    files: dict[str, str]
-    report_text: str
-    report_json: str
-    result: MappingResult | None = None
-    fallback_reason: str | None = None
-    notes: list[str] = field(default_factory=list)
-    kept_default: bool = False  # the solver found nothing better than Slurm's default
-    summary: str = ""
-    #: wall seconds by phase: ``default_placements``, the solver's
-    #: (:data:`mapper.result.PHASES`, its ``other`` as ``solver_other``), ``render``
-    #: (the launcher files), ``report`` (evaluating the placements and writing it)
-    phases: dict[str, float] = field(default_factory=dict)
+    graph: CommGraph
+    units: str = "bytes"
 
-    @property
-    def applied(self) -> bool:
-        """True when rankmap's placement is used (launcher files rendered)."""
-        return self.fallback_reason is None and not self.kept_default
+
+class GraphMode:
+    """The graph mode's :class:`~slurm_plugin.modes.base.JobMode` (module docstring)."""
+
+    name = GRAPH_MODE
+
+    def load(self, job: Job) -> GraphInput:
+        graph = resolve_profile(job.profile, job.layout.n, job.stores, job.allow_user_files,
+                                job.max_file_bytes)
+        return GraphInput(graph, profile_units(job.profile, job.stores, job.max_file_bytes))
+
+    def machine(self, job: Job) -> HopNetwork | None:
+        return load_network(job.cfg)
+
+    def plan(self, job: Job, data: GraphInput | None, machine: HopNetwork | None,
+             reason: str | None) -> JobPlan[MappingResult]:
+        graph = data.graph if data is not None else None
+        plan = make_plan(job.layout, graph, algorithm=job.algorithm,
+                         time_limit=job.time_limit, seed=job.cfg.get("solver", "seed"),
+                         files=job.render_files, job_id=job.job_id, profile=job.profile,
+                         fallback_reason=reason, templates_dir=job.templates_dir,
+                         progress=job.progress, distribution=job.slurm_distribution,
+                         distribution_assumed=job.distribution_assumed,
+                         units=data.units if data is not None else "bytes", network=machine)
+        if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
+            plan.files.update(reorder_files(job.layout, plan.result.mapping, graph))
+        return plan
+
+
+GRAPH = GraphMode()
+
+
+def profile_units(spec: str, stores: Sequence[str], max_bytes: int | None) -> str:
+    """The unit of a store profile's volumes (its TOML's ``units``); ``bytes`` for
+    generators and ``file:`` profiles, which do not say.  Called after the profile
+    resolved, so a lookup failure here means the name was a generator's."""
+    if spec.startswith("file:") or ":" in spec:
+        return "bytes"
+    try:
+        return ProfileStore(stores, max_bytes).find(spec.strip()).units
+    except ProfileError:
+        return "bytes"
 
 
 def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
@@ -70,7 +96,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               progress: Callable[[str], None] | None = None,
               distribution: Distribution = DEFAULT,
               distribution_assumed: bool = True, units: str = "bytes",
-              network: HopNetwork | None = None) -> JobPlan:
+              network: HopNetwork | None = None) -> JobPlan[MappingResult]:
     """Map, compare with Slurm's default, render; any reason not to apply becomes a fallback.
 
     ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
@@ -153,8 +179,12 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     text, record = report.render_report_text(rep, templates_dir=templates_dir), \
         report.report_json(rep)
     phases["report"] = time.perf_counter() - clock
-    return JobPlan(rendered, text, record, result, fallback_reason,
-                   list(layout.notes) + notes, kept_default, rep.summary, phases)
+    return JobPlan(files=rendered, report_text=text, report_json=record,
+                   fallback_reason=fallback_reason, kept_default=kept_default,
+                   summary=rep.summary, objective=result.objective if result else None,
+                   seconds=result.seconds if result else None,
+                   notes=list(layout.notes) + notes, status_notes=tuple(layout.notes),
+                   phases=phases, result=result)
 
 
 def _solver_phase(name: str) -> str:
