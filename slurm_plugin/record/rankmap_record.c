@@ -41,10 +41,15 @@
  *     arguments when it gathers in place, and so on).  A communicator is written once
  *     as its members' world ranks (communicators of equal membership share one record),
  *     so the merge expands each collective over its real members.  Collectives on
- *     inter-communicators are not recorded, only counted (the "dropped" line).
+ *     inter-communicators are not recorded, only counted (the "dropped" line);
+ *   - the MPI-4 large-count forms (MPI_Send_c, ..., MPI_Bcast_c, ..., which mpi4py 4
+ *     calls) of all the above but the v-collectives.  An MPI-3 library has none, but a
+ *     caller that looks them up at run time (mpi4py's weak references) finds this
+ *     library's: they then call the int-count function (a count beyond INT_MAX aborts).
  * Not recorded: one-sided (MPI_Put/Get/Accumulate), neighborhood collectives,
- * Alltoallw, MPI-4 persistent collectives and partitioned communication, receives
- * (every message is counted once, by its sender).
+ * Alltoallw, the large-count v-collectives (MPI_Alltoallv_c, ...), MPI_Isendrecv(_replace),
+ * MPI-4 persistent collectives and partitioned communication, receives (every message
+ * is counted once, by its sender).
  *
  * Everything lives in fixed-size structures set up at MPI_Init: no allocation per
  * message (an arena, mapped once, holds the member lists and the v-collective rows; a
@@ -503,11 +508,11 @@ static void add_p2p(long w, int64_t bytes)
     hash[k].msgs++;
 }
 
-static void count_send(int count, H dt, int dest, H comm)
+static void count_send(int64_t count, H dt, int dest, H comm)
 {
     if (dest < 0 || count < 0 || !active()) /* MPI_PROC_NULL is negative */
         return;
-    int64_t bytes = (int64_t)count * type_size(dt);
+    int64_t bytes = count * type_size(dt);
     lock();
     add_p2p(world_dest(comm, dest), bytes);
     unlock();
@@ -619,11 +624,11 @@ static void preq_forget(H req)
     }
 }
 
-static void preq_remember(H req, int count, H dt, int dest, H comm)
+static void preq_remember(H req, int64_t count, H dt, int dest, H comm)
 {
     if (dest < 0 || !active())
         return;
-    int64_t bytes = (int64_t)(count > 0 ? count : 0) * type_size(dt);
+    int64_t bytes = (count > 0 ? count : 0) * type_size(dt);
     lock();
     preq_forget(req);
     long w = world_dest(comm, dest);
@@ -989,13 +994,13 @@ A2A(MPI_Allgather, MPI_Iallgather, OP_ALLGATHER)
  * scatter: the root's send block (the others receive it) */
 typedef int (*gather_fn)(const void *, int, H, void *, int, H, int, H);
 typedef int (*igather_fn)(const void *, int, H, void *, int, H, int, H, void *);
-static int64_t gather_block(int sn, H st, int rn, H rt, int root, H c)
+static int64_t gather_block(int64_t sn, H st, int64_t rn, H rt, int root, H c)
 {
-    return comm_rank(c) == root ? (int64_t)rn * type_size(rt) : (int64_t)sn * type_size(st);
+    return comm_rank(c) == root ? rn * type_size(rt) : sn * type_size(st);
 }
-static int64_t scatter_block(int sn, H st, int rn, H rt, int root, H c)
+static int64_t scatter_block(int64_t sn, H st, int64_t rn, H rt, int root, H c)
 {
-    return comm_rank(c) == root ? (int64_t)sn * type_size(st) : (int64_t)rn * type_size(rt);
+    return comm_rank(c) == root ? sn * type_size(st) : rn * type_size(rt);
 }
 #define ROOTED(NAME, INAME, OP, BLOCK)                                                     \
     WRAP(gather_fn, NAME,                                                                  \
@@ -1102,3 +1107,181 @@ typedef int (*ibarrier_fn)(H, void *);
 WRAP(barrier_fn, MPI_Barrier, (H c), GUARDED(record_coll(OP_BARRIER, c, -1, 0), real(c)))
 WRAP(ibarrier_fn, MPI_Ibarrier, (H c, void *rq),
      GUARDED(record_coll(OP_BARRIER, c, -1, 0), real(c, rq)))
+
+/* ---- MPI-4 large-count forms (MPI_Count counts), as mpi4py 4 calls them ---- */
+
+typedef long long C; /* MPI_Count: 64 bits in every ABI here */
+
+/* The MPI's NAME (an _c function), or, when this MPI has none (an MPI-3 library, whose
+ * callers may still see this library's definition: mpi4py tests weak symbols), its
+ * int-count form, which the wrapper then calls with the count converted. */
+static void resolve_c(const char *name, void *self, void **real, void **alt)
+{
+    if (*real || *alt)
+        return;
+    *real = find(name, self);
+    if (!*real) {
+        char plain[64];
+        snprintf(plain, sizeof plain, "%.*s", (int)strlen(name) - 2, name);
+        *alt = next(plain, NULL);
+    }
+}
+
+static int fits(C n)
+{
+    if (n > 2147483647LL || n < -2147483647LL - 1) {
+        fprintf(stderr, "rankmap-record: a count of %lld for an MPI without large-count "
+                        "functions\n", n);
+        abort();
+    }
+    return (int)n;
+}
+
+#define WRAPC(TYPE, ITYPE, NAME, PARAMS, BODY)                                             \
+    int NAME PARAMS                                                                        \
+    {                                                                                      \
+        static TYPE real;                                                                  \
+        static ITYPE alt;                                                                  \
+        resolve_c(#NAME, (void *)NAME, (void **)&real, (void **)&alt);                     \
+        BODY                                                                               \
+    }                                                                                      \
+    int P##NAME PARAMS                                                                     \
+    {                                                                                      \
+        static TYPE real;                                                                  \
+        static ITYPE alt;                                                                  \
+        resolve_c("P" #NAME, (void *)P##NAME, (void **)&real, (void **)&alt);              \
+        BODY                                                                               \
+    }
+
+typedef int (*send_c_fn)(const void *, C, H, int, int, H);
+typedef int (*isend_c_fn)(const void *, C, H, int, int, H, void *);
+#define SEND_C(NAME)                                                                       \
+    WRAPC(send_c_fn, send_fn, NAME, (const void *b, C n, H t, int d, int g, H c),          \
+          GUARDED(count_send(n, t, d, c),                                                  \
+                  real ? real(b, n, t, d, g, c) : alt(b, fits(n), t, d, g, c)))
+#define ISEND_C(NAME)                                                                      \
+    WRAPC(isend_c_fn, isend_fn, NAME, (const void *b, C n, H t, int d, int g, H c, void *rq), \
+          GUARDED(count_send(n, t, d, c),                                                  \
+                  real ? real(b, n, t, d, g, c, rq) : alt(b, fits(n), t, d, g, c, rq)))
+SEND_C(MPI_Send_c)
+SEND_C(MPI_Ssend_c)
+SEND_C(MPI_Bsend_c)
+SEND_C(MPI_Rsend_c)
+ISEND_C(MPI_Isend_c)
+ISEND_C(MPI_Issend_c)
+ISEND_C(MPI_Ibsend_c)
+ISEND_C(MPI_Irsend_c)
+
+typedef int (*sendrecv_c_fn)(const void *, C, H, int, int, void *, C, H, int, int, H,
+                             void *);
+WRAPC(sendrecv_c_fn, sendrecv_fn, MPI_Sendrecv_c,
+      (const void *sb, C sn, H st, int d, int sg, void *rb, C rn, H rt, int s, int rg, H c,
+       void *status),
+      GUARDED(count_send(sn, st, d, c),
+              real ? real(sb, sn, st, d, sg, rb, rn, rt, s, rg, c, status)
+                   : alt(sb, fits(sn), st, d, sg, rb, fits(rn), rt, s, rg, c, status)))
+
+typedef int (*sendrecv_replace_c_fn)(void *, C, H, int, int, int, int, H, void *);
+WRAPC(sendrecv_replace_c_fn, sendrecv_replace_fn, MPI_Sendrecv_replace_c,
+      (void *b, C n, H t, int d, int sg, int s, int rg, H c, void *status),
+      GUARDED(count_send(n, t, d, c), real ? real(b, n, t, d, sg, s, rg, c, status)
+                                           : alt(b, fits(n), t, d, sg, s, rg, c, status)))
+
+#define SEND_INIT_C(NAME)                                                                  \
+    WRAPC(isend_c_fn, isend_fn, NAME, (const void *b, C n, H t, int d, int g, H c, void *rq), { \
+        int outer = depth++ == 0;                                                          \
+        int rc = real ? real(b, n, t, d, g, c, rq) : alt(b, fits(n), t, d, g, c, rq);      \
+        depth--;                                                                           \
+        if (outer && rc == 0)                                                              \
+            preq_remember(handle_at(rq, 0), n, t, d, c);                                   \
+        return rc;                                                                         \
+    })
+SEND_INIT_C(MPI_Send_init_c)
+SEND_INIT_C(MPI_Ssend_init_c)
+SEND_INIT_C(MPI_Bsend_init_c)
+SEND_INIT_C(MPI_Rsend_init_c)
+
+WRAPC(isend_c_fn, isend_fn, MPI_Recv_init_c, (void *b, C n, H t, int s, int g, H c, void *rq), {
+    int outer = depth++ == 0;
+    int rc = real ? real(b, n, t, s, g, c, rq) : alt(b, fits(n), t, s, g, c, rq);
+    depth--;
+    if (outer && rc == 0)
+        preq_forget_locked(handle_at(rq, 0));
+    return rc;
+})
+
+typedef int (*bcast_c_fn)(void *, C, H, int, H);
+typedef int (*ibcast_c_fn)(void *, C, H, int, H, void *);
+WRAPC(bcast_c_fn, bcast_fn, MPI_Bcast_c, (void *b, C n, H t, int root, H c),
+      GUARDED(record_coll(OP_BCAST, c, root, CB(n, t)),
+              real ? real(b, n, t, root, c) : alt(b, fits(n), t, root, c)))
+WRAPC(ibcast_c_fn, ibcast_fn, MPI_Ibcast_c, (void *b, C n, H t, int root, H c, void *rq),
+      GUARDED(record_coll(OP_BCAST, c, root, CB(n, t)),
+              real ? real(b, n, t, root, c, rq) : alt(b, fits(n), t, root, c, rq)))
+
+typedef int (*reduce_c_fn)(const void *, void *, C, H, H, int, H);
+typedef int (*ireduce_c_fn)(const void *, void *, C, H, H, int, H, void *);
+WRAPC(reduce_c_fn, reduce_fn, MPI_Reduce_c,
+      (const void *s, void *r, C n, H t, H o, int root, H c),
+      GUARDED(record_coll(OP_REDUCE, c, root, CB(n, t)),
+              real ? real(s, r, n, t, o, root, c) : alt(s, r, fits(n), t, o, root, c)))
+WRAPC(ireduce_c_fn, ireduce_fn, MPI_Ireduce_c,
+      (const void *s, void *r, C n, H t, H o, int root, H c, void *rq),
+      GUARDED(record_coll(OP_REDUCE, c, root, CB(n, t)),
+              real ? real(s, r, n, t, o, root, c, rq) : alt(s, r, fits(n), t, o, root, c, rq)))
+
+typedef int (*allreduce_c_fn)(const void *, void *, C, H, H, H);
+typedef int (*iallreduce_c_fn)(const void *, void *, C, H, H, H, void *);
+#define ALLREDUCE_C(NAME, INAME, OP)                                                       \
+    WRAPC(allreduce_c_fn, allreduce_fn, NAME, (const void *s, void *r, C n, H t, H o, H c), \
+          GUARDED(record_coll(OP, c, -1, CB(n, t)),                                        \
+                  real ? real(s, r, n, t, o, c) : alt(s, r, fits(n), t, o, c)))            \
+    WRAPC(iallreduce_c_fn, iallreduce_fn, INAME,                                           \
+          (const void *s, void *r, C n, H t, H o, H c, void *rq),                          \
+          GUARDED(record_coll(OP, c, -1, CB(n, t)),                                        \
+                  real ? real(s, r, n, t, o, c, rq) : alt(s, r, fits(n), t, o, c, rq)))
+ALLREDUCE_C(MPI_Allreduce_c, MPI_Iallreduce_c, OP_ALLREDUCE)
+ALLREDUCE_C(MPI_Scan_c, MPI_Iscan_c, OP_SCAN)
+ALLREDUCE_C(MPI_Exscan_c, MPI_Iexscan_c, OP_EXSCAN)
+
+typedef int (*a2a_c_fn)(const void *, C, H, void *, C, H, H);
+typedef int (*ia2a_c_fn)(const void *, C, H, void *, C, H, H, void *);
+#define A2A_C(NAME, INAME, OP)                                                             \
+    WRAPC(a2a_c_fn, a2a_fn, NAME, (const void *s, C sn, H st, void *r, C rn, H rt, H c),   \
+          GUARDED(record_coll(OP, c, -1, CB(rn, rt)),                                      \
+                  real ? real(s, sn, st, r, rn, rt, c)                                     \
+                       : alt(s, fits(sn), st, r, fits(rn), rt, c)))                        \
+    WRAPC(ia2a_c_fn, ia2a_fn, INAME,                                                       \
+          (const void *s, C sn, H st, void *r, C rn, H rt, H c, void *rq),                 \
+          GUARDED(record_coll(OP, c, -1, CB(rn, rt)),                                      \
+                  real ? real(s, sn, st, r, rn, rt, c, rq)                                 \
+                       : alt(s, fits(sn), st, r, fits(rn), rt, c, rq)))
+A2A_C(MPI_Alltoall_c, MPI_Ialltoall_c, OP_ALLTOALL)
+A2A_C(MPI_Allgather_c, MPI_Iallgather_c, OP_ALLGATHER)
+
+typedef int (*gather_c_fn)(const void *, C, H, void *, C, H, int, H);
+typedef int (*igather_c_fn)(const void *, C, H, void *, C, H, int, H, void *);
+#define ROOTED_C(NAME, INAME, OP, BLOCK)                                                   \
+    WRAPC(gather_c_fn, gather_fn, NAME,                                                    \
+          (const void *s, C sn, H st, void *r, C rn, H rt, int root, H c),                 \
+          GUARDED(if (active()) record_coll(OP, c, root, BLOCK(sn, st, rn, rt, root, c)),  \
+                  real ? real(s, sn, st, r, rn, rt, root, c)                               \
+                       : alt(s, fits(sn), st, r, fits(rn), rt, root, c)))                  \
+    WRAPC(igather_c_fn, igather_fn, INAME,                                                 \
+          (const void *s, C sn, H st, void *r, C rn, H rt, int root, H c, void *rq),       \
+          GUARDED(if (active()) record_coll(OP, c, root, BLOCK(sn, st, rn, rt, root, c)),  \
+                  real ? real(s, sn, st, r, rn, rt, root, c, rq)                           \
+                       : alt(s, fits(sn), st, r, fits(rn), rt, root, c, rq)))
+ROOTED_C(MPI_Gather_c, MPI_Igather_c, OP_GATHER, gather_block)
+ROOTED_C(MPI_Scatter_c, MPI_Iscatter_c, OP_SCATTER, scatter_block)
+
+typedef int (*rsb_c_fn)(const void *, void *, C, H, H, H);
+typedef int (*irsb_c_fn)(const void *, void *, C, H, H, H, void *);
+WRAPC(rsb_c_fn, rsb_fn, MPI_Reduce_scatter_block_c,
+      (const void *s, void *r, C n, H t, H o, H c),
+      GUARDED(record_coll(OP_REDUCE_SCATTER_BLOCK, c, -1, CB(n, t)),
+              real ? real(s, r, n, t, o, c) : alt(s, r, fits(n), t, o, c)))
+WRAPC(irsb_c_fn, irsb_fn, MPI_Ireduce_scatter_block_c,
+      (const void *s, void *r, C n, H t, H o, H c, void *rq),
+      GUARDED(record_coll(OP_REDUCE_SCATTER_BLOCK, c, -1, CB(n, t)),
+              real ? real(s, r, n, t, o, c, rq) : alt(s, r, fits(n), t, o, c, rq)))

@@ -20,6 +20,7 @@ MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objectiv
            "slurm_plugin.slurm.slurm_commands", "slurm_plugin.machine.distribution",
            "slurm_plugin.profiles.store", "slurm_plugin.profiles.generators",
            "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti",
+           "slurm_plugin.profiles.collectives", "slurm_plugin.profiles.recording",
            "slurm_plugin.machine.layout", "slurm_plugin.machine.speeds", "mapper.mesh.mesh",
            "mapper.mesh.mesh_io", "mapper.mesh.architecture", "mapper.mesh.result",
            "mapper.mesh.balance", "mapper.mesh.archaware"]

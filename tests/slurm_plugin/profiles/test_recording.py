@@ -436,3 +436,60 @@ def test_one_table_two_users(tmp_path, monkeypatch):
     assert np.array_equal(read_recording(d).collective.toarray(), want)
     assert np.array_equal(ti_matrix("".join(f"{r} bcast 10 0 6\n" for r in range(3)),
                                     tmp_path, "t.ti"), np.triu(want + want.T, 1))
+
+
+MPI4PY_RING = """
+from mpi4py import MPI
+w = MPI.COMM_WORLD
+r, n = w.Get_rank(), w.Get_size()
+buf = bytearray(100)
+for _ in range(2):
+    w.Sendrecv(buf, dest=(r + 1) % n, recvbuf=bytearray(100), source=(r - 1) % n)
+rev = w.Split(0, n - 1 - r)
+rev.Bcast(bytearray(8), root=0)
+rev.Free()
+"""
+
+
+def test_an_mpi_loaded_privately_by_mpi4py_is_found(library, tmp_path):
+    """mpi4py dlopens libmpi RTLD_LOCAL, out of RTLD_NEXT's sight: the recorder finds
+    the MPI's functions among the loaded objects (MPICH's lane has mpi4py)."""
+    python = LANE_DIR / "mpich/bin/python"
+    if not lane_ready("mpich") or subprocess.run(
+            [str(python), "-c", "import mpi4py"], capture_output=True).returncode:
+        pytest.skip("no mpi4py in MPICH's lane")
+    (tmp_path / "ring.py").write_text(MPI4PY_RING)
+    out = tmp_path / "rec"
+    out.mkdir()
+    run("mpich", python, str(library), 3, tmp_path, [str(tmp_path / "ring.py")],
+        RANKMAP_RECORD_DIR=str(out))
+    rec = read_recording(out)
+    want = np.zeros((3, 3))
+    for r in range(3):
+        want[r, (r + 1) % 3] = 200
+    assert np.array_equal(rec.p2p.toarray(), want)
+    # REV's bcast from local 0 = world 2: binomial over 3 (local 0 -> 1, 0 -> 2)
+    want = np.zeros((3, 3))
+    want[2, 1] = want[2, 0] = 8
+    assert np.array_equal(rec.collective.toarray(), want)
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+def test_large_count_functions_are_recorded_and_emulated_where_missing(lane, library,
+                                                                       tmp_path):
+    """MPI_Send_c and MPI_Bcast_c are recorded; under an MPI-3 library (Open MPI 4.1)
+    the recorder's definitions call the int-count functions."""
+    if not lane_ready(lane):
+        pytest.skip(f"no {lane} here")
+    bin_dir, _, env = LANES[lane]
+    program = tmp_path / "largecount"
+    subprocess.run([str(bin_dir / "mpicc"), "-o", str(program),
+                    str(TEST_DATA / "mpi/largecount.c")], check=True,
+                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    out = tmp_path / "rec"
+    out.mkdir()
+    proc = run(lane, program, str(library), 2, tmp_path, [], RANKMAP_RECORD_DIR=str(out))
+    assert "large-count: done" in proc.stdout
+    rec = read_recording(out)
+    assert rec.p2p.toarray().tolist() == [[0, 33], [0, 0]]
+    assert rec.collective.toarray().tolist() == [[0, 20], [0, 0]]
