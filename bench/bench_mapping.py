@@ -37,7 +37,7 @@ from scipy.spatial import Delaunay, cKDTree
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mapper import CommGraph, Hierarchy, map_processes, objective  # noqa: E402
-from mapper.graph_io import write_metis  # noqa: E402
+from mapper.io.metis_file import write_metis  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "bench-graphs"
 
@@ -60,7 +60,7 @@ def delaunay(n: int, seed: int = 0) -> sp.csr_matrix:
 
 
 def metis_file(path: Path) -> sp.csr_matrix:
-    from mapper.graph_io import read_graph
+    from mapper.io.graph_file import read_graph
 
     return read_graph(path).to_csr()
 

@@ -12,11 +12,11 @@ Partitioners compared inside the same Top-Down loop (Schulz, Träff & von Kirchb
 ``map_processes(..., "topdown+n10")`` does:
 
 * ``metis``      — today: pymetis recursive bisection + size repair + swap refinement
-  (:func:`mapper.partition.balanced_partition`);
+  (:func:`mapper.partitioners.metis.balanced_partition`);
 * ``metis-best3`` / ``metis-best5`` — the same with seeds s, s+1, … (3 or 5 of them) at
   every split, the lowest cut kept;
 * ``kaffpa-fast`` / ``-eco`` / ``-strong`` — KaHIP's KaFFPa with a small ε, then the same
-  repair and refinement (:func:`mapper.partition_kahip.kahip_partition`).  Top-Down with
+  repair and refinement (:func:`mapper.partitioners.kahip.kahip_partition`).  Top-Down with
   KaFFPa at every level is SharedMap's hierarchical multisection run serially (SharedMap
   itself, PyPI chszlablib, ``process_map``, is the reference column ``SM eco``).
 
@@ -51,8 +51,9 @@ import bench_mapping as bm  # noqa: E402
 
 from mapper import CommGraph, Hierarchy, objective  # noqa: E402
 from mapper.construction import topdown as td  # noqa: E402
-from mapper.partition import balanced_partition, cut_weight  # noqa: E402
-from mapper.partition_kahip import kahip_available, kahip_partition  # noqa: E402
+from mapper.partitioners.exact_sizes import cut_weight  # noqa: E402
+from mapper.partitioners.kahip import kahip_available, kahip_partition  # noqa: E402
+from mapper.partitioners.metis import balanced_partition  # noqa: E402
 from mapper.search import communication_neighborhood  # noqa: E402
 from slurm_plugin.profiles.generators import generate  # noqa: E402
 
@@ -85,7 +86,8 @@ def kaffpa_perfect(adj, sizes, seed=0, time_limit=None):
     then the same repair (a no-op when KaFFPa is exact) and refinement."""
     import kahip
 
-    from mapper.partition import metis_weights, refine_cut, repair_sizes
+    from mapper.partitioners.exact_sizes import refine_cut, repair_sizes
+    from mapper.partitioners.weights import metis_weights
 
     assert np.all(sizes == sizes[0])
     _, parts = kahip.kaffpa(np.ones(adj.shape[0], np.int32), adj.indptr.astype(np.int32),

@@ -27,7 +27,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from mapper import CommGraph, Hierarchy  # noqa: E402
 from mapper.construction import bottom_up, top_down  # noqa: E402
-from mapper.partition import _metis, cut_weight, refine_cut, repair_sizes  # noqa: E402
+from mapper.partitioners.exact_sizes import cut_weight, refine_cut, repair_sizes  # noqa: E402
+from mapper.partitioners.metis import _metis  # noqa: E402
 from mapper.search import communication_neighborhood  # noqa: E402
 from tests.helpers import grid_tilings as gt  # noqa: E402
 

@@ -32,16 +32,12 @@ DISTANCES = [1.0, 10.0, 100.0, 1000.0]
 
 def run_case(name: str, conf: str, nodes: list[str], sockets: int, cores: int,
              profile: str, algorithm: str) -> dict:
+    from slurm_plugin.machine.layout import build_layout
+    from slurm_plugin.modes.graph_job import make_plan
     from slurm_plugin.profiles.generators import is_generator_spec
     from slurm_plugin.slurm.allocation import Allocation
     from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
     from tests.helpers import independent_eval as ie
-
-    try:
-        from slurm_plugin.machine.layout import build_layout
-    except ImportError:  # checkouts before the layout module had it
-        from slurm_plugin.slurm.topology import build_layout
-    from slurm_plugin.modes.graph_job import make_plan
 
     ntasks = sockets * cores
     alloc = Allocation("1", tuple(nodes), (ntasks,) * len(nodes))

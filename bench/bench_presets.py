@@ -48,8 +48,8 @@ from bench_mapping import (  # noqa: E402
 )
 
 from mapper import CommGraph, Hierarchy  # noqa: E402
+from mapper.algorithm_names import PRESETS  # noqa: E402
 from mapper.api import map_processes  # noqa: E402
-from mapper.names import PRESETS  # noqa: E402
 from slurm_plugin.profiles.generators import generate  # noqa: E402
 
 

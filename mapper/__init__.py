@@ -7,7 +7,7 @@ Tiny public API over one module per strategy::
                            algorithm="topdown+n10", seed=0, time_limit=5.0)
     result.mapping, result.objective, result.traffic
 
-Names are imported on first use (PEP 562), so that ``mapper.names`` (the algorithm
+Names are imported on first use (PEP 562), so that ``mapper.algorithm_names`` (the algorithm
 grammar, standard library only) can be read without loading numpy and the compiled
 kernels — the Slurm TaskProlog validates its configuration with it once per task.
 
@@ -27,7 +27,7 @@ import sys
 import types
 
 _EXPORTS = {
-    "ALGORITHMS": "names", "NEIGHBORHOODS": "names", "map_processes": "api",
+    "ALGORITHMS": "algorithm_names", "NEIGHBORHOODS": "algorithm_names", "map_processes": "api",
     "CommGraph": "graph", "GraphError": "graph",
     "DistanceMatrix": "machine", "Hierarchy": "machine", "Machine": "machine",
     "MachineError": "machine",

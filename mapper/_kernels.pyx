@@ -22,7 +22,7 @@ inner loops fast:
 * ``local_search`` -- :mod:`mapper.search.swap` (the gain formula), used by the three
   neighbourhoods :mod:`mapper.search.communication` (N_C^d),
   :mod:`mapper.search.pruned` (N_p) and :mod:`mapper.search.quadratic` (N^2), and by
-  the cut refinement of :mod:`mapper.partition`;
+  the cut refinement of :mod:`mapper.partitioners.exact_sizes`;
 * ``greedy_construct`` -- :mod:`mapper.construction.greedy` (Müller-Merbach,
   GreedyAllC);
 * ``ohtma_greedy``, ``ohtma_exchange`` -- :mod:`mapper.construction.ohtma` (Li et al.'s
@@ -30,10 +30,10 @@ inner loops fast:
 * ``swap_delta`` -- the same gain, exposed for the tests (and ``visit_order``, the
   order of N_C^d's first pass on a renumbered graph);
 * ``induced_rows`` -- :func:`mapper.construction.topdown.induced_subgraph`;
-* ``cut_of`` -- :func:`mapper.partition.cut_weight`;
-* ``scaled_weights`` -- :func:`mapper.partition.metis_weights`;
-* ``repair_proposals`` -- :func:`mapper.partition.repair_sizes`;
-* ``grow_halves``, ``within_blocks`` -- :func:`mapper.partition.split_blocks_in_two`;
+* ``cut_of`` -- :func:`mapper.partitioners.exact_sizes.cut_weight`;
+* ``scaled_weights`` -- :func:`mapper.partitioners.weights.metis_weights`;
+* ``repair_proposals`` -- :func:`mapper.partitioners.exact_sizes.repair_sizes`;
+* ``grow_halves``, ``within_blocks`` -- :func:`mapper.partitioners.exact_sizes.split_blocks_in_two`;
 * ``renumbered_csr`` -- the PE-order renumbering of :func:`mapper.search.swap.run`;
 * ``between_groups`` -- :func:`mapper.construction.regroup.quotient_graph`;
 * ``level_volumes``, ``group_cuts`` -- :func:`mapper.objective.evaluate` and
@@ -751,7 +751,7 @@ def repair_proposals(const index_t[::1] indptr, const index_t[::1] indices,
                      int64_t fallback):
     """Per candidate vertex: its connection to its own block, its best underfull target
     (largest connection, ties to the lowest block id; ``fallback`` without an edge into
-    one) and that connection -- one round of :func:`mapper.partition.repair_sizes`
+    one) and that connection -- one round of :func:`mapper.partitioners.exact_sizes.repair_sizes`
     (scipy's per-call cost made its 256 small calls at 2^20 ranks take 0.3 s)."""
     cdef Py_ssize_t c = cand.shape[0], k = excess.shape[0], i, e, t, nt
     own_a = np.zeros(c, dtype=np.float64)
@@ -794,7 +794,7 @@ def repair_proposals(const index_t[::1] indptr, const index_t[::1] indices,
 def cut_of(const index_t[::1] indptr, const index_t[::1] indices, const double[::1] data,
            const int64_t[::1] part):
     """Weight of the arcs between blocks, each undirected edge once -- the loop of
-    :func:`mapper.partition.cut_weight`."""
+    :func:`mapper.partitioners.exact_sizes.cut_weight`."""
     cdef Py_ssize_t n = part.shape[0], u, e
     cdef double total = 0.0
     for u in range(n):
@@ -806,7 +806,7 @@ def cut_of(const index_t[::1] indptr, const index_t[::1] indices, const double[:
 
 def scaled_weights(const double[::1] data, double scale):
     """max(1, rint(w * scale)) as int64 for every w -- the loop of
-    :func:`mapper.partition.metis_weights` (numpy's four passes and temporaries cost
+    :func:`mapper.partitioners.weights.metis_weights` (numpy's four passes and temporaries cost
     0.25 s over Top-Down's splits at 2^20 ranks); ``rint`` rounds half to even, as
     ``np.rint`` does."""
     cdef Py_ssize_t n = data.shape[0], i
@@ -994,7 +994,7 @@ def grow_halves(const index_t[::1] indptr, const index_t[::1] indices,
     """Part ``2 b`` or ``2 b + 1`` of every vertex: block ``b`` of ``block`` split in
     two, part ``2 b`` holding ``first[b]`` of its vertices, grown greedily from a
     pseudo-peripheral vertex, the lowest cut of ``tries`` starts -- the loops of
-    :func:`mapper.partition.split_blocks_in_two` (documented there).  Edges between
+    :func:`mapper.partitioners.exact_sizes.split_blocks_in_two` (documented there).  Edges between
     blocks are ignored."""
     cdef Py_ssize_t n = block.shape[0], k = first.shape[0], i, e, j, p
     cdef int64_t b, x, w, size, target, best, head, tail, nfront, scan, grown, t
@@ -1114,7 +1114,7 @@ def grow_halves(const index_t[::1] indptr, const index_t[::1] indices,
 def within_blocks(const index_t[::1] indptr, const index_t[::1] indices,
                   const double[::1] data, const int64_t[::1] block):
     """CSR arrays of the graph without its edges between different blocks of
-    ``block`` (for :func:`mapper.partition.split_blocks_in_two`'s refinement)."""
+    ``block`` (for :func:`mapper.partitioners.exact_sizes.split_blocks_in_two`'s refinement)."""
     cdef Py_ssize_t n = block.shape[0], i, e, total = 0
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] out_ptr = np.empty(n + 1, dtype=np.int64)
     cdef cnp.ndarray[int32_t, ndim=1, mode="c"] out_idx = np.empty(indices.shape[0],

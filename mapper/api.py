@@ -26,15 +26,15 @@ from functools import partial
 import numpy as np
 
 from . import construction, presets, search
+from .algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from .congestion import raised_uplink, uplink_loads
 from .construction.ohtma import ohtma_greedy
 from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
 from .errors import RankmapError
 from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
-from .names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from .objective import check_mapping, evaluate
-from .partition import balanced_partition
+from .partitioners.metis import balanced_partition
 from .result import PHASES, MappingResult
 from .search.cycles import cycle_search
 

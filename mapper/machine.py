@@ -164,21 +164,27 @@ class Hierarchy:
         return cls(tuple(bounds), np.asarray(distances, dtype=np.float64), names)
 
     @classmethod
-    def parse(cls, hierarchy: str, distances: str) -> Hierarchy:
-        """Parse ``"4:16:8"`` and ``"1:10:100"`` as the paper and its code do."""
+    def parse(cls, hierarchy: str, distances: str, *,
+              names: tuple[str, str] = ("hierarchy", "distances")) -> Hierarchy:
+        """Parse ``"4:16:8"`` and ``"1:10:100"`` as the paper and its code do.
+
+        ``names`` are what the errors call the two strings: a command line passes its
+        options (``--hierarchy``, ``--distances``), a configuration reader its keys.
+        """
+        what_fan, what_dist = names
         try:
             fan = [int(x) for x in hierarchy.split(":")]
         except ValueError:
-            raise MachineError(f"--hierarchy {hierarchy!r}: expected integers separated by ':'"
-                               ) from None
+            raise MachineError(f"{what_fan} {hierarchy!r}: expected integers separated by ':'",
+                               source=what_fan) from None
         try:
             dist = [float(x) for x in distances.split(":")]
         except ValueError:
-            raise MachineError(f"--distances {distances!r}: expected numbers separated by ':'"
-                               ) from None
+            raise MachineError(f"{what_dist} {distances!r}: expected numbers separated by ':'",
+                               source=what_dist) from None
         if len(fan) != len(dist):
-            raise MachineError(f"--hierarchy {hierarchy!r} has {len(fan)} levels but "
-                               f"--distances {distances!r} has {len(dist)}")
+            raise MachineError(f"{what_fan} {hierarchy!r} has {len(fan)} levels but "
+                               f"{what_dist} {distances!r} has {len(dist)}", source=what_dist)
         return cls.homogeneous(fan, dist)
 
     @classmethod

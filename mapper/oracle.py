@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .machine import DistanceMatrix, Hierarchy, Machine
-from .networks.machine import NodeHopMachine
+from .networks.node_hop_machine import NodeHopMachine
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .names import PRESETS
+from .algorithm_names import PRESETS
 
 ECO_STARTS = 1
 ECO_PARTITION_TRIES = 3
@@ -114,7 +114,7 @@ class Preset:
     #: work bound of the 3-cycle and ejection-chain passes, in units per element of
     #: the graph (mapper.search.cycles)
     cycle_work: float = 0.0
-    #: swap-refine every split's blocks (mapper.partition.refine_cut); without it the
+    #: swap-refine every split's blocks (mapper.partitioners.exact_sizes.refine_cut); without it the
     #: N_C^10 search after Top-Down does that work (see ``fast`` in the module docstring)
     refine_splits: bool = True
 

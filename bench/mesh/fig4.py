@@ -64,7 +64,7 @@ from mapper.objective import objective  # noqa: E402
 KPRIMES = (1, 2, 3, 4, 5, 7, 8, 11, 13, 16)
 DISTANCES = (1, 10, 100)
 EPSILON = 0.03
-MM = "greedy"      # Müller-Merbach's construction in mapper.names
+MM = "greedy"      # Müller-Merbach's construction in mapper.algorithm_names
 #: improvement columns (over Müller-Merbach on RB), the paper's five first
 COLUMNS = ("Identity RB", "Identity RMS", "TopDown RB", "TopDown RMS", "TopDown RMS+N10",
            "TopDown RB+N10", "best(Id,TD+N10) RMS")

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from scipy.spatial import Delaunay, cKDTree
 
 from mapper.graph import CommGraph
-from mapper.graph_io import read_graph
+from mapper.io.graph_file import read_graph
 from mapper.mesh import Mesh, mesh_from_graph
 
 BENCH_GRAPHS = Path("/work/shared/bench-graphs")

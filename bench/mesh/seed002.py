@@ -20,7 +20,7 @@ grid3d 32×32×32 (7-point) (``meshes.py``).
 Methods (ε = 0.03, partitioner seed from ``--seeds``): kvmetis with speed targets
 (:func:`mapper.mesh.archaware.kvmetis_partition`), VolNS, VolS, ElTNS, ElTS
 (:func:`mapper.mesh.archaware.archaware_partition`, defaults otherwise).  Metrics by
-:func:`mapper.mesh.metrics.evaluate`: MaxElTime, SumElTime, edge cut, total volume,
+:func:`mapper.mesh.metrics.evaluate_partition`: MaxElTime, SumElTime, edge cut, total volume,
 imbalance against the speed targets.
 
 Prints (markdown): per machine the metrics averaged over meshes and seeds, as ratios to
@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import meshes  # noqa: E402
 
-from mapper.mesh import Mesh, evaluate  # noqa: E402
+from mapper.mesh import Mesh, evaluate_partition  # noqa: E402
 from mapper.mesh.archaware import archaware_partition, kvmetis_partition  # noqa: E402
 from mapper.mesh.architecture import FIG2_MACHINES  # noqa: E402
 
@@ -89,7 +89,7 @@ def run(mesh: Mesh, arch, seed: int) -> dict[str, dict]:
             p = archaware_partition(mesh, arch, objective=obj, sparse=sparse,
                                     epsilon=EPSILON, seed=seed)
         sec = time.perf_counter() - t
-        ev = evaluate(mesh, p.part, arch)
+        ev = evaluate_partition(mesh, p.part, arch)
         out[method] = {m: float(getattr(ev, m)) for m in METRICS}
         out[method].update(imbalance=float(ev.imbalance), max_volume=float(ev.max_volume),
                            seconds=sec)

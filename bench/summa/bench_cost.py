@@ -6,7 +6,7 @@ Run by hand (not a test; a few seconds):
     .venv/bin/python bench/summa/bench_cost.py [--size N] [--seed S]
 
 For each platform below, per-rank speeds are partitioned with Beaumont et al.'s
-column-based algorithm (mapper.summa.partition); "original" is that layout as the
+column-based algorithm (mapper.summa.tiling); "original" is that layout as the
 partitioner gives it (columns and rectangles in sorted-speed order, slowest first) with
 ranks grouped as Slurm's block distribution places them (consecutive ranks on the same
 cluster/node); the heuristic is Malik et al.'s group permutation; exhaustive search
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mapper.summa.arrange import exhaustive, heuristic, search_space  # noqa: E402
 from mapper.summa.cost import Grouping, two_level_lower_bound  # noqa: E402
-from mapper.summa.partition import partition  # noqa: E402
+from mapper.summa.tiling import partition  # noqa: E402
 
 #: (name, [(cluster nodes, [(generation speed, nodes), ...]), ...])
 PLATFORMS = [

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from ..graph import CommGraph
 from ..machine import Hierarchy
-from ..partition import balanced_partition
+from ..partitioners.metis import balanced_partition
 from .topdown import Partitioner, partition_view
 
 

@@ -12,7 +12,7 @@ Complexity: one balanced partition per inner tree node; with METIS that is
 O(m log n) per tree level in practice, O(m · k) memory traffic for the subgraphs.
 On whole-machine jobs the nodes' two-way splits (sockets), each a single METIS
 bisection there, are made for all nodes of a switch at once by greedy growing and
-swap refinement (:func:`_node_halves`, :func:`mapper.partition.split_blocks_in_two`),
+swap refinement (:func:`_node_halves`, :func:`mapper.partitioners.exact_sizes.split_blocks_in_two`),
 O(m) per switch instead of one METIS call per node (8192 at 2^20 ranks).
 
 Dense graphs and budgets.  The partitions see :func:`mapper.dense.sparsify`'s view of
@@ -44,10 +44,11 @@ import scipy.sparse as sp
 from ..dense import PARTITION_DEGREE, sparsify
 from ..graph import CommGraph
 from ..machine import Hierarchy
-from ..partition import balanced_partition, csr_arrays, metis_effort, split_blocks_in_two
+from ..partitioners.exact_sizes import csr_arrays, split_blocks_in_two
+from ..partitioners.metis import balanced_partition, metis_effort
 
 #: ``partitioner(adj, sizes, seed, time_limit=...) -> block of every vertex``: the
-#: signature of :func:`mapper.partition.balanced_partition`, which any replacement
+#: signature of :func:`mapper.partitioners.metis.balanced_partition`, which any replacement
 #: (e.g. a KaHIP binding) must keep: blocks of exactly ``sizes`` vertices.
 Partitioner = Callable[..., np.ndarray]
 
@@ -142,10 +143,10 @@ def _node_halves(machine: Hierarchy, level: int, lo: int, hi: int, k: int,
                 sub: sp.csr_matrix, whole: int) -> np.ndarray | None:
     """Bounds of the innermost groups under the level-2 group ``[lo, hi)`` when each
     of its ``k`` nodes has exactly two innermost groups (sockets) and METIS would make
-    a node's split with a single bisection (:func:`mapper.partition.metis_effort` at
+    a node's split with a single bisection (:func:`mapper.partitioners.metis.metis_effort` at
     the graph's size: only large jobs); else None.  Top-Down then splits the group
     into its nodes with the partitioner and every node into its two groups with
-    :func:`mapper.partition.split_blocks_in_two`, one call for all k nodes.
+    :func:`mapper.partitioners.exact_sizes.split_blocks_in_two`, one call for all k nodes.
 
     Why: METIS's recursive bisection has a fixed cost per bisection that dominates
     on small blocks: at 2^20 ranks (256 leaf switches of 32 two-socket nodes of 128

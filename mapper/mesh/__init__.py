@@ -3,23 +3,24 @@
 Scheduler independent (never imports ``slurm_plugin``).  One module per job:
 
 * :mod:`.mesh` — :class:`Mesh` (graph + work w(v) + communication size c(v)).
-* :mod:`.mesh_io` — :func:`read_mesh`: METIS files with vertex weights/sizes, other
-  graph formats plus a ``w [c]`` weights file; :func:`write_mesh_metis`.
 * :mod:`.metrics` — edge cut, volume, CompCost/CommCost/ElapseTime, SumElTime,
-  MaxElTime, imbalance, the quotient graph and its J; :func:`evaluate`.
+  MaxElTime, imbalance, the quotient graph and its J; :func:`evaluate_partition`.
 * :mod:`.architecture` — the architecture graph: PE speeds, link costs e*, QPL.
 * :mod:`.result` — the :class:`Partition` every partitioner returns.
-* :mod:`.names` — the partitioning method names.
-* :mod:`.backends`, :mod:`.balance` — METIS/KaHIP splits and their balance repair.
+* :mod:`.method_names` — the partitioning method and backend names.
+* :mod:`.balance` — a METIS/KaHIP split (:mod:`mapper.partitioners`) and its
+  balance repair.
 * :mod:`.rb`, :mod:`.rms` — recursive bisection and hierarchical multisection.
 * :mod:`.archaware` — VolS, VolNS, ElTS, ElTNS (Moulitsas & Karypis).
 
-This package re-exports the names of :mod:`.mesh`, :mod:`.mesh_io` and :mod:`.metrics`;
-import the other modules directly.
+Mesh files (METIS with vertex weights/sizes, other graph formats plus a ``w [c]``
+weights file) are read and written by :mod:`mapper.io.mesh_file`.
+
+This package re-exports the names of :mod:`.mesh` and :mod:`.metrics`; import the other
+modules directly.
 """
 
 from .mesh import Mesh, MeshError, mesh_from_graph
-from .mesh_io import read_mesh, read_weights_text, write_mesh_metis
 from .metrics import (
     PartitionMetrics,
     check_partition,
@@ -27,7 +28,7 @@ from .metrics import (
     comp_cost,
     edge_cut,
     elapse_time,
-    evaluate,
+    evaluate_partition,
     imbalance,
     max_el_time,
     max_volume,
@@ -41,8 +42,7 @@ from .metrics import (
 
 __all__ = [
     "Mesh", "MeshError", "PartitionMetrics", "check_partition", "comm_cost", "comp_cost",
-    "edge_cut", "elapse_time", "evaluate", "imbalance", "max_el_time", "max_volume",
+    "edge_cut", "elapse_time", "evaluate_partition", "imbalance", "max_el_time", "max_volume",
     "mesh_from_graph", "part_volumes", "part_weights", "quotient_graph",
-    "quotient_objective", "read_mesh", "read_weights_text", "sum_el_time", "total_volume",
-    "write_mesh_metis",
+    "quotient_objective", "sum_el_time", "total_volume",
 ]

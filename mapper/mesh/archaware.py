@@ -111,11 +111,12 @@ from dataclasses import dataclass
 import numpy as np
 import pymetis
 
-from . import names
+from ..partitioners.errors import PartitionError
+from ..partitioners.weights import integer_vertex_weights
+from . import method_names
 from ._archaware import init_state, refine_pass
-from .backends import integer_vertex_weights
 from .metrics import quotient_graph
-from .result import Partition, PartitionError
+from .result import Partition
 
 #: ElTS / ElTNS keep every part below (1 + max(epsilon, this)) x its target (memory bound)
 ELT_LOAD_SLACK = 0.5
@@ -147,8 +148,10 @@ PASS_SECONDS_PER_ARC = 4e-7
 _RTOL = 1e-12
 _METIS_OBJTYPE_VOL = 1
 
-_METHODS = {("vol", True): names.ARCHAWARE_VOL_SPARSE, ("vol", False): names.ARCHAWARE_VOL_DENSE,
-            ("elt", True): names.ARCHAWARE_ELT_SPARSE, ("elt", False): names.ARCHAWARE_ELT_DENSE}
+_METHODS = {("vol", True): method_names.ARCHAWARE_VOL_SPARSE,
+            ("vol", False): method_names.ARCHAWARE_VOL_DENSE,
+            ("elt", True): method_names.ARCHAWARE_ELT_SPARSE,
+            ("elt", False): method_names.ARCHAWARE_ELT_DENSE}
 
 
 def speed_targets(total_weight: float, speeds: np.ndarray) -> np.ndarray:

@@ -1,20 +1,21 @@
 """One multisection step with a balance guarantee: backend split, then repair.
 
-Both recursive partitioners (:mod:`mapper.mesh.rb`, :mod:`mapper.mesh.rms`) cut a
-vertex set into m sides with target weights T_i and upper bounds L_i.  The backend
-(METIS or KaHIP) is asked for the split; partitioners overshoot their tolerance now and
-then (METIS's ``ufactor`` is a goal, KaHIP's bound refers to the average block), so the
-result is repaired: while a side is above its bound, vertices of overloaded sides move
-to a side that can take them, largest cut gain first (gain = edge weight into the new
-side minus edge weight into the old one, as in Fiduccia & Mattheyses' vertex moves); a
-side accepts a vertex while it stays within its bound, or while it is still below its
-target and the move lowers the largest overload.  Then sides below their lower bound
-(the same slack below the target, :func:`step_floor`) are filled: vertices next to such
-a side move into it from neighbouring sides that stay at or above their own lower bound,
-largest cut gain first (with a small target next to a large one, the backends' upper
-tolerance of the large side alone can swallow the small side: METIS and KaHIP left a
-1 % target empty, and the large side was still "within its bound").  Finally every side
-gets at least as many vertices as it has blocks to make (so no block ends empty).
+Both recursive partitioners (:mod:`mapper.mesh.rb`, :mod:`mapper.mesh.rms`) cut a vertex
+set into m sides with target weights T_i and upper bounds L_i.  The backend (METIS or
+KaHIP: :func:`backend_split`, :mod:`mapper.partitioners`) is asked for the split;
+partitioners overshoot their tolerance now and then (METIS's ``ufactor`` is a goal,
+KaHIP's bound refers to the average block), so the result is repaired: while a side is
+above its bound, vertices of overloaded sides move to a side that can take them, largest
+cut gain first (gain = edge weight into the new side minus edge weight into the old one,
+as in Fiduccia & Mattheyses' vertex moves); a side accepts a vertex while it stays
+within its bound, or while it is still below its target and the move lowers the largest
+overload.  Then sides below their lower bound (the same slack below the target,
+:func:`step_floor`) are filled: vertices next to such a side move into it from
+neighbouring sides that stay at or above their own lower bound, largest cut gain first
+(with a small target next to a large one, the backends' upper tolerance of the large
+side alone can swallow the small side: METIS and KaHIP left a 1 % target empty, and the
+large side was still "within its bound").  Finally every side gets at least as many
+vertices as it has blocks to make (so no block ends empty).
 
 Complexity per repair round: O(Σ deg) over the vertices of overloaded sides plus a
 sort of them, per fill round the same over the short sides' members and their
@@ -35,8 +36,10 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from .backends import backend_split
-from .result import PartitionError
+from ..partitioners.errors import PartitionError
+from ..partitioners.kahip import kahip_split
+from ..partitioners.metis import metis_split
+from .method_names import KAHIP, METIS
 
 _MAX_ROUNDS = 100_000   # each round moves at least one vertex
 
@@ -240,6 +243,20 @@ def _ensure_counts(adj: sp.csr_matrix, part: np.ndarray, min_counts: np.ndarray)
         count[dst] += 1
 
 
+def backend_split(backend: str, adj: sp.csr_matrix, vweights: np.ndarray,
+                  fractions: np.ndarray, *, imbalance: float, seed: int,
+                  recursive: bool = True, kahip_mode: str = "fast") -> np.ndarray:
+    """Dispatch to :func:`metis_split` or :func:`kahip_split` by name."""
+    if backend == METIS:
+        return metis_split(adj, vweights, fractions, imbalance=imbalance, seed=seed,
+                           recursive=recursive)
+    if backend == KAHIP:
+        return kahip_split(adj, vweights, fractions, imbalance=imbalance, seed=seed,
+                           mode=kahip_mode)
+    raise PartitionError(f"unknown partitioning backend {backend!r}: expected "
+                         f"{METIS!r} or {KAHIP!r}")
+
+
 def split_step(adj: sp.csr_matrix, w: np.ndarray, wi: np.ndarray, targets: np.ndarray,
                bounds: np.ndarray, min_counts: np.ndarray, delta: float, *, backend: str,
                seed: int, recursive: bool, kahip_mode: str,
@@ -283,7 +300,7 @@ def step_floor(epsilon: float, scale: float, depth: int) -> float:
 def mesh_arrays(mesh) -> tuple[sp.csr_matrix, np.ndarray]:
     """The mesh's adjacency with integer edge weights ≥ 1 (proportions kept, for the
     backends) and its vertex weights as float64."""
-    from ..partition import metis_weights
+    from ..partitioners.weights import metis_weights
 
     g = mesh.graph
     adj = sp.csr_matrix((metis_weights(np.asarray(g.weights, dtype=np.float64)),
@@ -294,7 +311,7 @@ def mesh_arrays(mesh) -> tuple[sp.csr_matrix, np.ndarray]:
 
 def check_common(n: int, k: int, epsilon: float, backend: str) -> None:
     """Arguments every recursive partitioner checks, with the messages users see."""
-    from .names import BACKENDS
+    from .method_names import BACKENDS
 
     if backend not in BACKENDS:
         raise PartitionError(f"unknown partitioning backend {backend!r}: expected one of "

@@ -36,7 +36,7 @@ processor network of n PEs", with the partitioners of both seeds:
    identity mapping ... is also a possible option").
 
 4. **evaluate** the PE-level partition ``placement[part]`` on the architecture
-   (:func:`mapper.mesh.metrics.evaluate`, Moulitsas & Karypis §2-3: edge cut, volume,
+   (:func:`mapper.mesh.metrics.evaluate_partition`, Moulitsas & Karypis §2-3: edge cut, volume,
    CompCost/CommCost/ElapseTime, imbalance against the speed targets, and J of the
    quotient graph on the hierarchy; O(m + b log b)).
 
@@ -67,24 +67,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..algorithm_names import is_preset
 from ..api import AlgorithmSpec, map_processes
 from ..machine import Hierarchy
-from ..names import is_preset
-from . import names
+from ..partitioners.errors import PartitionError
+from . import method_names
 from .archaware import archaware_partition
-from .metrics import PartitionMetrics, evaluate, quotient_graph
-from .names import DEFAULT_BACKEND
+from .method_names import DEFAULT_BACKEND
+from .metrics import PartitionMetrics, evaluate_partition, quotient_graph
 from .rb import rb_partition
-from .result import Partition, PartitionError
+from .result import Partition
 from .rms import rms_partition
 
 #: "no mapping": the blocks keep their ids as PEs
 IDENTITY = "identity"
 
-_ARCHAWARE = {names.ARCHAWARE_VOL_SPARSE: ("vol", True),
-              names.ARCHAWARE_VOL_DENSE: ("vol", False),
-              names.ARCHAWARE_ELT_SPARSE: ("elt", True),
-              names.ARCHAWARE_ELT_DENSE: ("elt", False)}
+_ARCHAWARE = {method_names.ARCHAWARE_VOL_SPARSE: ("vol", True),
+              method_names.ARCHAWARE_VOL_DENSE: ("vol", False),
+              method_names.ARCHAWARE_ELT_SPARSE: ("elt", True),
+              method_names.ARCHAWARE_ELT_DENSE: ("elt", False)}
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class Decomposition:
         PE of every rank (length P, a permutation): the ``rankmap map`` format, the
         rankfile's mapping.  The PE-level partition is ``placement[part]``.
     method:
-        Partitioning method (:mod:`mapper.mesh.names`).
+        Partitioning method (:mod:`mapper.mesh.method_names`).
     map_algorithm:
         What mapped the quotient graph: the algorithm name, ``"identity"`` (no mapping),
         or ``"identity+<neighbourhood>"`` when the identity polished by local search
@@ -124,7 +125,7 @@ class Decomposition:
     partition_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
+def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = method_names.RMS,
               epsilon: float = 0.03, map_algorithm: str = "topdown+n10", seed: int = 0,
               time_limit: float | None = None, backend: str = DEFAULT_BACKEND,
               keep_identity: bool = True) -> Decomposition:
@@ -132,18 +133,18 @@ def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
 
     ``arch`` (:class:`mapper.mesh.architecture.Architecture`) must have one PE per PE of
     ``hierarchy`` (same numbering); its speeds set the block targets, its link costs the
-    cost model.  ``method`` is one of :data:`mapper.mesh.names.PARTITION_METHODS`;
+    cost model.  ``method`` is one of :data:`mapper.mesh.method_names.PARTITION_METHODS`;
     ``backend`` (``metis``/``kahip``) is used by ``rb`` and ``rms``.  The phases, their
     complexity and the rules are in the module docstring.  Raises
-    :class:`mapper.mesh.result.PartitionError` (a ``RankmapError``) for an unknown
+    :class:`mapper.partitioners.errors.PartitionError` (a ``RankmapError``) for an unknown
     method, a machine/architecture mismatch or a mesh with fewer vertices than PEs, and
     ``AlgorithmError`` for an unknown ``map_algorithm``.
     """
     start = time.perf_counter()
     P = hierarchy.n  # noqa: N806 - the papers' name
-    if method not in names.PARTITION_METHODS:
+    if method not in method_names.PARTITION_METHODS:
         raise PartitionError(f"unknown partitioning method {method!r}: expected one of "
-                             f"{', '.join(names.PARTITION_METHODS)}")
+                             f"{', '.join(method_names.PARTITION_METHODS)}")
     if int(arch.P) != P:
         raise PartitionError(f"the architecture has {arch.P} PEs but the hierarchy has {P}")
     if time_limit is not None and not time_limit > 0:
@@ -200,7 +201,7 @@ def decompose(mesh, hierarchy: Hierarchy, arch, *, method: str = names.RMS,
             notes.append(f"{map_algorithm} stopped at the time limit")
 
     t0 = time.perf_counter()
-    metrics = evaluate(mesh, placement[part], arch, hierarchy=hierarchy)
+    metrics = evaluate_partition(mesh, placement[part], arch, hierarchy=hierarchy)
     seconds["evaluate"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - start
     return Decomposition(part=part, placement=placement, method=method, map_algorithm=used,
@@ -227,10 +228,10 @@ def kvmetis_estimate(mesh, P: int) -> float:  # noqa: N803 - the papers' name
 def _partition(mesh, hierarchy: Hierarchy, arch, method: str, epsilon: float, seed: int,
                time_limit: float | None, backend: str, notes: list[str]) -> Partition:
     speeds = np.asarray(arch.speeds, dtype=np.float64)
-    if method == names.RB:
+    if method == method_names.RB:
         # block b is PE b's until a mapping moves it (only with equal speeds)
         return rb_partition(mesh, speeds, epsilon=epsilon, seed=seed, backend=backend)
-    if method == names.RMS:
+    if method == method_names.RMS:
         return rms_partition(mesh, hierarchy, speeds=speeds, epsilon=epsilon, seed=seed,
                              backend=backend)
     objective, sparse = _ARCHAWARE[method]

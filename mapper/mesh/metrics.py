@@ -257,9 +257,9 @@ class PartitionMetrics:
         return out
 
 
-def evaluate(mesh: Mesh, part, arch: ArchitectureLike | None = None, *,
-             hierarchy: Machine | None = None, placement=None,
-             targets=None) -> PartitionMetrics:
+def evaluate_partition(mesh: Mesh, part, arch: ArchitectureLike | None = None, *,
+                       hierarchy: Machine | None = None, placement=None,
+                       targets=None) -> PartitionMetrics:
     """Every metric of ``part`` in one pass over the boundary.
 
     Block b runs on PE ``placement[b]`` (identity when None; a bijection onto the PEs

@@ -38,10 +38,11 @@ import time
 import numpy as np
 
 from ..construction.topdown import induced_subgraph as induced
-from .backends import integer_vertex_weights
+from ..partitioners.errors import PartitionError
+from ..partitioners.weights import integer_vertex_weights
 from .balance import check_common, mesh_arrays, split_step, step_delta, step_floor
-from .names import DEFAULT_BACKEND, RB
-from .result import Partition, PartitionError
+from .method_names import DEFAULT_BACKEND, RB
+from .result import Partition
 
 
 def rb_partition(mesh, targets: np.ndarray, *, epsilon: float = 0.03, seed: int = 0,

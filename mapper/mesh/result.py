@@ -1,20 +1,11 @@
-"""The result every mesh partitioner returns, and the error for bad partition requests."""
+"""The result every mesh partitioner returns (bad requests raise
+:class:`mapper.partitioners.errors.PartitionError`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ..errors import RankmapError
-
-
-class PartitionError(RankmapError, ValueError):
-    """A partition request that cannot be met (k > n, bad targets, unknown backend…)."""
-
-
-class BackendUnavailable(RankmapError, RuntimeError):
-    """The requested partitioning backend is not installed."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +19,7 @@ class Partition:
     k:
         Number of blocks (for ``rms`` the number of PEs; block id = PE id).
     method:
-        Name of the method that produced it (:mod:`mapper.mesh.names`), e.g. ``"rb"``.
+        Name of the method that produced it (:mod:`mapper.mesh.method_names`), e.g. ``"rb"``.
     seconds:
         Wall time per phase, e.g. ``{"partition": 3.1, "repair": 0.2, "total": 3.4}``.
     """

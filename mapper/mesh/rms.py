@@ -34,7 +34,7 @@ from about 8000 vertices per child down the two are within a few per cent either
 and below 2000 recursive bisection wins by up to 2.4x.  So a group whose smallest
 child targets at least ``KWAY_MIN_CHILD`` vertices is multisected by k-way.
 KaHIP uses kaffpa's k-way when a group's children have equal targets, else bisection
-(see :mod:`mapper.mesh.backends`).
+(see :func:`mapper.partitioners.kahip.kahip_split`).
 
 Complexity: one backend call per group with more than one child, on disjoint vertex
 sets per level: O(m · levels) in practice plus the repairs; memory O(n + m).
@@ -55,11 +55,12 @@ import numpy as np
 
 from ..construction.topdown import induced_subgraph as induced
 from ..machine import Hierarchy
-from ..partition import KWAY_MIN_BLOCK
-from .backends import integer_vertex_weights
+from ..partitioners.errors import PartitionError
+from ..partitioners.metis import KWAY_MIN_BLOCK
+from ..partitioners.weights import integer_vertex_weights
 from .balance import check_common, mesh_arrays, split_step, step_delta, step_floor
-from .names import DEFAULT_BACKEND, RMS
-from .result import Partition, PartitionError
+from .method_names import DEFAULT_BACKEND, RMS
+from .result import Partition
 
 #: Vertices per child from which a multisection uses METIS's k-way instead of its
 #: recursive bisection (measured: module docstring); the same rule as Top-Down's splits.

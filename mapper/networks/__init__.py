@@ -4,7 +4,7 @@
 * :mod:`.tianhe3` — the Tianhe-3 prototype layout (nodes in chips, chips in rows and
   columns);
 * :mod:`.dragonfly` — dragonfly with minimal routing;
-* :mod:`.machine` — :class:`NodeHopMachine`: PEs = nodes × cores, distance = the node's
+* :mod:`.node_hop_machine` — :class:`NodeHopMachine`: PEs = nodes × cores, distance = the node's
   own socket/core hierarchy inside a node, ``base + per_hop × hops`` between nodes,
   stored in O(nodes² + PEs · levels) memory;
 * :mod:`.order` — which hop-matrix slot each allocated node occupies.
@@ -15,7 +15,7 @@ between node slots a and b (symmetric, zero diagonal).
 
 from .dragonfly import dragonfly_hops
 from .grids import mesh_hops, torus_hops
-from .machine import NodeHopMachine
+from .node_hop_machine import NodeHopMachine
 from .order import restrict_hops
 from .tianhe3 import TIANHE3_DEFAULT_HOPS, tianhe3_hops
 

@@ -12,7 +12,7 @@ starts from two splits and keeps the better one:
    ties to the lowest index), FastMap's pivot choice; the nodes sorted by
    ``hops[x, a] - hops[x, b]`` (stable), the ``ceil(s/2)`` nearest a form the first
    half.  On a torus this cuts balls around a and b.
-2. *Near-pairs split* — a balanced METIS bisection (:func:`mapper.partition.
+2. *Near-pairs split* — a balanced METIS bisection (:func:`mapper.partitioners.metis.
    balanced_partition`) of the graph of the pairs within t hops, t the smallest hop
    count whose pairs connect the group, weighted ``t + 1 - hops``: a torus's or mesh's
    links (t = 1), Tianhe-3's chip and row/column pairs (t = 2, its 1-hop pairs are
@@ -81,7 +81,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from ..machine import Hierarchy, MachineError
-from ..partition import balanced_partition
+from ..partitioners.metis import balanced_partition
 
 #: Default bound on the pair swaps of one bisection (see the module docstring).
 DEFAULT_MAX_SWAPS = 64

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..errors import RankmapError
 from .cost import Cost, Grouping, cost, pair_cost_a, pair_cost_b
-from .partition import ColumnLayout
+from .tiling import ColumnLayout
 
 #: default cap of :func:`exhaustive` (arrangements evaluated)
 EXHAUSTIVE_LIMIT = 2_000_000

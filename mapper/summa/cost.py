@@ -52,7 +52,7 @@ import numpy as np
 
 from ..errors import RankmapError
 from ..machine import Hierarchy
-from .partition import ColumnLayout
+from .tiling import ColumnLayout
 
 
 class GroupingError(RankmapError, ValueError):

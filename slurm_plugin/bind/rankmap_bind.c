@@ -18,7 +18,8 @@
  *   - the launcher was given rankmap's hosts (hosts_given: a rankfile, a Hydra host
  *     file, srun's arbitrary distribution), so it did not place the ranks itself;
  *   - the rank and world size come from the launcher's environment: Open MPI's
- *     OMPI_COMM_WORLD_RANK/_SIZE, Hydra's (MPICH, Intel MPI) PMI_RANK/PMI_SIZE, or
+ *     OMPI_COMM_WORLD_RANK/_SIZE, Hydra's (MPICH, Intel MPI) PMI_RANK/PMI_SIZE (with
+ *     MPI_LOCALNRANKS, which srun's pmi2 tasks lack), or
  *     srun's SLURM_PROCID with SLURM_STEP_NUM_TASKS (else SLURM_NTASKS), first found
  *     (families openmpi, hydra, srun);
  *   - the world size equals the job's rank count (a step of another size gets the
@@ -115,14 +116,17 @@ static long env_number(const char *name)
 /* The rank and world size the launcher gave this process; 0 when none did. */
 static int launcher_rank(long *rank, long *size, const char **who, const char **family)
 {
-    static const char *pairs[][4] = {
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL, "openmpi"},
-        {"PMI_RANK", "PMI_SIZE", NULL, "hydra"},
-        {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "srun"},
+    /* rank, size, size if the first is unset, a variable the family always sets */
+    static const char *pairs[][5] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL, NULL, "openmpi"},
+        /* Hydra's proxies set MPI_LOCALNRANKS; srun's pmi2 plugin sets PMI_RANK too,
+         * but not that: its tasks are srun's (their SLURM_PROCID is the rank) */
+        {"PMI_RANK", "PMI_SIZE", NULL, "MPI_LOCALNRANKS", "hydra"},
+        {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", NULL, "srun"},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         long r = env_number(pairs[i][0]);
-        if (r < 0)
+        if (r < 0 || (pairs[i][3] && !getenv(pairs[i][3])))
             continue;
         long s = env_number(pairs[i][1]);
         if (s < 0 && pairs[i][2])
@@ -130,7 +134,7 @@ static int launcher_rank(long *rank, long *size, const char **who, const char **
         *rank = r;
         *size = s;
         *who = pairs[i][0];
-        *family = pairs[i][3];
+        *family = pairs[i][4];
         return 1;
     }
     return 0;

@@ -1,10 +1,9 @@
-"""What the ``rankmap`` subcommands share: the user-facing error and argparse types.
+"""What the ``rankmap`` subcommands share: the user-facing error, argparse types and
+option parsers, the progress lines.
 
 :class:`CliError` is printed as one line with exit status 2 by
 :func:`slurm_plugin.commands.cli.main` (like every
-:class:`~mapper.errors.RankmapError`).  The solver's own ``map``/``evaluate``
-subcommands (:mod:`mapper.cli`) keep their own copies: mapper never imports
-slurm_plugin.
+:class:`~mapper.errors.RankmapError`).
 """
 
 from __future__ import annotations
@@ -12,13 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
-
+from mapper.algorithm_names import PRESETS
 from mapper.errors import RankmapError
-from mapper.names import PRESETS
-from mapper.text_lines import content_lines
+from mapper.machine import Hierarchy
 
 
 class CliError(RankmapError, ValueError):
@@ -57,19 +53,9 @@ def add_algorithm_arguments(p: argparse.ArgumentParser, algorithm_help: str) -> 
                              "Presets")
 
 
-def read_mapping(path: str) -> np.ndarray:
-    """Read a mapping file (one PE index per line); errors name the line."""
-    try:
-        lines = Path(path).read_text()
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read mapping: {exc.strerror}") from None
-    values = []
-    for no, text in content_lines(lines):
-        try:
-            values.append(int(text))
-        except ValueError:
-            raise CliError(f"{path}:{no}: expected a PE index, got {text!r}") from None
-    return np.asarray(values, dtype=np.int64)
+def parse_hierarchy_options(hierarchy: str, distances: str) -> Hierarchy:
+    """The machine of ``--hierarchy`` and ``--distances``; errors name the options."""
+    return Hierarchy.parse(hierarchy, distances, names=("--hierarchy", "--distances"))
 
 
 def terminal_progress():

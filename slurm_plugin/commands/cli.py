@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mapper.cli import add_commands as add_mapper_commands
 from mapper.errors import RankmapError
 
 from ..common.safe_text import escape_controls
 from .config_cli import add_config_commands
 from .hwinfo_cli import add_hwinfo_command
-from .partition_cli import add_evaluate_partition_command, add_partition_command
+from .map_cli import add_map_commands
+from .mesh_cli import add_evaluate_partition_command, add_partition_command
 from .plan_cli import add_plan_command
 from .profile_cli import add_profile_commands
 from .report_cli import add_report_command
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rankmap", description="Topology-aware MPI rank placement for Slurm.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_mapper_commands(sub)
+    add_map_commands(sub)
     add_plan_command(sub)
     add_simulate_command(sub)
     add_profile_commands(sub)

@@ -1,6 +1,6 @@
 """``rankmap hwinfo``: write the seed's hardware information file.
 
-The file (:mod:`mapper.arity_file`, Sudhakar, Adhikari & Ramesh §IV.A.2) lists the
+The file (:mod:`mapper.io.arity_file`, Sudhakar, Adhikari & Ramesh §IV.A.2) lists the
 arity of every tree level, root first.  The node's part comes from hwloc (``--xml``
 FILE, ``-`` for stdin, or ``lstopo --of xml`` run here when neither source is given):
 packages, then the cache/die groups inside a package when there are several
@@ -19,8 +19,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from mapper.arity_file import format_arity_file
 from mapper.errors import RankmapError
+from mapper.io.arity_file import format_arity_file
 
 from ..machine.hwloc import CoreGroups, parse_hwloc_xml
 from ..slurm.topology import parse_node_shape

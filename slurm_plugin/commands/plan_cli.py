@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mapper import CommGraph, MappingResult
-from mapper.graph_io import GRAPH_SUFFIXES
+from mapper.io.graph_file import GRAPH_SUFFIXES
 
 from ..common.files import write_files
 from ..common.hostlist import expand_counts, expand_hostlist
-from ..common.names import GRAPH_MODE
+from ..common.job_conventions import GRAPH_MODE
 from ..lifecycle.job_worker import compute_job
 from ..machine.hwloc import parse_hwloc_xml
 from ..machine.layout import Layout, build_layout

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from mapper.graph_io import read_graph, write_mtx
+from mapper.io.graph_file import read_graph
+from mapper.io.mtx_file import write_mtx
 
 from ..profiles.generators import generate
 from ..profiles.ompi_monitoring import import_monitoring

@@ -36,11 +36,11 @@ import scipy.sparse as sp
 
 from mapper.errors import RankmapError
 from mapper.graph import GraphError
-from mapper.graph_io import read_graph
-from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.graph_file import read_graph
+from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 
 from ..common.hostlist import expand_hostlist
-from ..common.names import FILE_NAMES
+from ..common.job_conventions import FILE_NAMES
 from ..common.safe_text import escape_controls, safe_text
 from ..profiles.store import resolve_profile
 from ..site.config import load_config

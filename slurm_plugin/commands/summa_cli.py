@@ -1,14 +1,14 @@
 """``rankmap summa``: arrange a heterogeneous SUMMA's column-based partition, offline.
 
 The layout comes from per-rank relative speeds (``--speeds``: the N x N matrix is
-partitioned by Beaumont et al.'s column-based algorithm, :mod:`mapper.summa.partition`)
+partitioned by Beaumont et al.'s column-based algorithm, :mod:`mapper.summa.tiling`)
 or is given as it is (``--layout``: an arrangement file, e.g. the layout a code already
 uses or the slides' worked example).  The ranks are grouped (a groups file, or a
 homogeneous hierarchy with ranks in Slurm's block order) and the rectangles arranged to
 cut inter-group traffic (:mod:`mapper.summa.arrange`), or, with ``--arranged``, a given
 rearrangement of the layout is evaluated instead of searched for.  Prints cost_A,
 cost_B and the norm of the original and of the arranged layout, and writes the
-arrangement file (format: :mod:`slurm_plugin.modes.summa_io`).
+arrangement file (format: :mod:`mapper.io.summa_files`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from mapper.machine import Hierarchy
+from mapper.io.summa_files import read_arrangement, read_groups, read_speeds, write_arrangement
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping, cost
-from mapper.summa.partition import partition
+from mapper.summa.tiling import partition
 
-from ..modes.summa_io import read_arrangement, read_groups, read_speeds, write_arrangement
-from .args import CliError, positive_int
+from .args import CliError, parse_hierarchy_options, positive_int
 
 
 def add_summa_command(sub: argparse._SubParsersAction) -> None:
@@ -86,7 +85,7 @@ def _grouping(args: argparse.Namespace, n: int) -> tuple[Grouping, str]:
     if not args.level:
         raise CliError("--hierarchy needs --level L (the level whose groups stay together)")
     distances = args.distances or ":".join("1" for _ in args.hierarchy.split(":"))
-    hierarchy = Hierarchy.parse(args.hierarchy, distances)  # checks both strings
+    hierarchy = parse_hierarchy_options(args.hierarchy, distances)  # checks both strings
     if args.level >= hierarchy.levels:
         raise CliError(f"--level {args.level}: the hierarchy {args.hierarchy} has group levels "
                        f"1..{hierarchy.levels - 1} (level {hierarchy.levels} is the whole "

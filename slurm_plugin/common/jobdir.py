@@ -14,7 +14,7 @@ opening (type, owner, the inode that was listed).  Removal is iterative and boun
 later calls, a bounded amount each (:func:`sweep_stale`).  See "Threat model" in the
 README.
 
-Standard library (and mapper.errors, mapper.regular_file) only: the prolog and the
+Standard library (and mapper.errors, mapper.io.regular_file) only: the prolog and the
 TaskProlog import this.
 """
 
@@ -29,10 +29,10 @@ import stat
 from pathlib import Path
 
 from mapper.errors import RankmapError
-from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 
 from .files import create_file_at, write_files_at
-from .names import COMPUTED_FILES, FILE_NAMES, JOB_DIR_PREFIX, valid_job_id
+from .job_conventions import COMPUTED_FILES, FILE_NAMES, JOB_DIR_PREFIX, valid_job_id
 
 
 class JobDirError(RankmapError, OSError):

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from .names import GROUP_GRAPH_FILE, REORDER_FILE_BY_METHOD
-from .names import REORDER_FILES as NAMED_REORDER_FILES
+from .job_conventions import GROUP_GRAPH_FILE, REORDER_FILE_BY_METHOD
+from .job_conventions import REORDER_FILES as NAMED_REORDER_FILES
 
 #: the variable librankmap and rankmap_mpi read (deploy/librankmap/rankmap.h)
 ENV = "RANKMAP_REORDER"

@@ -13,6 +13,7 @@ the time budget from outside by ending this process and everything it started.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -26,12 +27,19 @@ from typing import BinaryIO
 from mapper.errors import RankmapError
 
 from ..common.hostlist import expand_hostlist
+from ..common.launcher_support import (
+    default_bind_library,
+    hydra_srun_path,
+    launcher_sentences,
+    planned_offer,
+    prterun_wrapper_path,
+)
 from ..machine.hwloc import CoreGroups, parse_hwloc_xml
 from ..machine.layout import build_layout
 from ..modes.base import Job, JobPlan
 from ..modes.registry import job_mode
 from ..profiles.store import bundled_store
-from ..site.config import load_config
+from ..site.config import Config, load_config
 from ..slurm.backends import (
     read_allocation,
     read_node_features,
@@ -145,7 +153,8 @@ def compute_job(job: Job, mode: str, refusal: str | None = None, *,
     after reading Slurm, ``rankmap plan`` after building the layout from its options,
     so both read the profile the same way and write the same files.
 
-    One path for every mode (``mode``: the request's, :data:`~slurm_plugin.common.names.JOB_MODES`):
+    One path for every mode (``mode``: the request's,
+    :data:`~slurm_plugin.common.job_conventions.JOB_MODES`):
     the mode (:func:`slurm_plugin.modes.registry.job_mode`) loads its input and what the
     site adds to the machine, unless ``refusal`` (why the request may not be mapped:
     the prolog's) is set; an input error (the profile, a mesh, a speeds file,
@@ -168,6 +177,8 @@ def compute_job(job: Job, mode: str, refusal: str | None = None, *,
             reason = str(exc)
     read = time.perf_counter() - clock
     plan = handler.plan(job, data, machine, reason)
+    if plan.applied:
+        plan = with_launchers(plan, job.cfg)
     result = WorkerStatus(applied=plan.applied,
                           reason=plan.fallback_reason or (plan.summary if plan.kept_default
                                                           else None),
@@ -176,6 +187,26 @@ def compute_job(job: Job, mode: str, refusal: str | None = None, *,
     return WorkerOutput(result, {**plan.files, "report": plan.report_text,
                                  "record": plan.report_json},
                         plan, {"profile": read, **plan.phases})
+
+
+def with_launchers(plan: JobPlan, cfg: Config) -> JobPlan:
+    """The plan with its report saying what each launcher family the site supports gets
+    (``Launchers:`` in report.txt, ``launchers`` in report.json), by the same rule as
+    the batch step's line (:mod:`slurm_plugin.common.launcher_support`)."""
+    supported = cfg.get("launchers", "supported")
+    if not supported:
+        return plan
+    offer = planned_offer(supported, plan.files,
+                          cfg.get("launchers", "bind_library") or default_bind_library(),
+                          prterun_wrapper_path(), hydra_srun_path(),
+                          cfg.get("render", "export_slurm_hostfile"))
+    sentences = launcher_sentences(offer)
+    record = json.loads(plan.report_json)
+    record["launchers"] = sentences
+    text = plan.report_text.rstrip("\n") + "\n\nLaunchers:\n" + "".join(
+        f"  {line}\n" for line in sentences)
+    return replace(plan, report_text=text,
+                   report_json=json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 def status(applied: bool, reason: str | None) -> WorkerStatus:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..common.hostlist import expand_hostlist
+from ..common.job_conventions import SPANK_PROFILE
 from ..common.jobdir import (
     JobDir,
     create_job_dir,
@@ -36,7 +37,6 @@ from ..common.jobdir import (
     sweep_stale,
     valid_job_id,
 )
-from ..common.names import SPANK_PROFILE
 from ..common.safe_text import escape_controls, safe_text
 from ..site.config import DEFAULTS, Config, ConfigError, load_config, parse_config
 from ..site.request import MappingRequest, decide, wants_rules

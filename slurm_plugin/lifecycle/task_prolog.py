@@ -36,8 +36,9 @@ from pathlib import Path
 
 
 def exports(env: dict[str, str]) -> list[str]:
+    from ..common.job_conventions import EXPORTS, FILE_NAMES, valid_job_id
     from ..common.jobdir import JobDirError, open_job_dir_for_task
-    from ..common.names import EXPORTS, FILE_NAMES, valid_job_id
+    from ..common.launcher_support import default_bind_library
     from ..common.reorder_steps import is_script_step, reorder_exports
     from ..common.safe_text import safe_text
     from ..site.config import DEFAULTS, ConfigError, load_config
@@ -95,11 +96,6 @@ def exports(env: dict[str, str]) -> list[str]:
     return lines
 
 
-def default_bind_library() -> str:
-    """Where deploy/install.sh puts librankmap_bind.so: PREFIX/lib of this installation."""
-    return str(Path(sys.prefix) / "lib" / "librankmap_bind.so")
-
-
 def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
                      supported: list[str], bind_library: str) -> list[str]:
     """What hands the placement to each supported launcher family (docs/users.md has
@@ -107,13 +103,23 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
     batch step (where mpirun runs; its daemons' step inherits them from mpirun, so a
     script that unsets them leaves no rankfile anywhere in the job), and in every step
     the binder (LD_PRELOAD, after the user's own preloads) with its bind file."""
-    from ..common.names import (
+    from ..common.job_conventions import (
         BIND_FILE_VAR,
         BIND_LAUNCHERS_VAR,
         FILE_NAMES,
-        HYDRA_HOSTFILE_VARS,
+        INTEL_HOSTFILE_VARS,
+        INTEL_LAUNCHER_EXEC_VAR,
+        INTEL_LAUNCHER_VARS,
+        MPICH_HOSTFILE_VARS,
+        MPICH_LAUNCHER_VAR,
         OMPI_PRTERUN_VAR,
         OMPI_RANKFILE_VARS,
+    )
+    from ..common.launcher_support import (
+        hydra_hosts,
+        hydra_srun_path,
+        one_line_per_host,
+        prterun_wrapper_path,
     )
 
     lines = []
@@ -121,13 +127,22 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
     if script_step and "openmpi" in supported and _is_file(rankfile):
         for var in OMPI_RANKFILE_VARS:
             lines.append(f"export {var}={rankfile}")
-        wrapper = Path(sys.prefix) / "bin" / "rankmap-prterun"
+        wrapper = Path(prterun_wrapper_path())
         if _is_file(wrapper):
             lines.append(f"export {OMPI_PRTERUN_VAR}={wrapper}")
     hydra = job_dir / FILE_NAMES["hydra_hostfile"]
-    if script_step and "hydra" in supported and _has_hosts(hydra):
-        for var in HYDRA_HOSTFILE_VARS:
-            lines.append(f"export {var}={hydra}")
+    launcher = Path(hydra_srun_path())
+    if script_step and "hydra" in supported and _is_file(launcher):
+        hosts = hydra_hosts(_head(hydra))
+        if hosts:
+            for var in MPICH_HOSTFILE_VARS:
+                lines.append(f"export {var}={hydra}")
+            lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
+        if one_line_per_host(hosts):
+            for var in INTEL_HOSTFILE_VARS:
+                lines.append(f"export {var}={hydra}")
+            lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
+            lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
     bindings = job_dir / FILE_NAMES["bindings"]
     if supported and _is_file(bindings) and bind_library and _is_file(Path(bind_library)):
         preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
@@ -148,19 +163,19 @@ def _offer_sentences(handed: list[str], supported: list[str]) -> list[str]:
     return launcher_sentences(LauncherOffer(
         supported=tuple(supported), rankfile=exported("OMPI_MCA_rmaps_rank_file_path"),
         prterun_wrapper=exported("OMPI_PRTERUN"), hydra_hostfile=exported("HYDRA_HOST_FILE"),
+        intel_hostfile=exported("I_MPI_HYDRA_HOST_FILE"),
         binder=exported("LD_PRELOAD"), slurm_hostfile_exported=exported("SLURM_HOSTFILE")))
 
 
-def _has_hosts(path: Path) -> bool:
-    """A Hydra host file with at least one host line (rankmap writes only a comment when
-    the placement interleaves hosts)."""
+def _head(path: Path, limit: int = 1 << 20) -> str:
+    """At most ``limit`` bytes of a regular file of the job directory ("" otherwise)."""
     if not _is_file(path):
-        return False
+        return ""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return any(line.strip() and not line.startswith("#") for line in f)
+            return f.read(limit)
     except OSError:
-        return False
+        return ""
 
 
 def _is_file(path: Path) -> bool:
@@ -175,7 +190,7 @@ def _is_file(path: Path) -> bool:
 def _asked_for_rankmap(env: dict[str, str]) -> bool:
     """The job gave a rankmap option (tasks see the SPANK options as SLURM_SPANK_*);
     a job that did not is not told about rankmap's configuration."""
-    from ..common.names import SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+    from ..common.job_conventions import SPANK_MODE, SPANK_PROFILE, SPANK_TIME
 
     return any(env.get(f"SLURM_{name}") for name in (SPANK_PROFILE, SPANK_MODE, SPANK_TIME))
 

@@ -39,7 +39,7 @@ from typing import BinaryIO
 
 from mapper.errors import RankmapError
 
-from ..common.names import FILE_NAMES, JOB_MODES, valid_job_id
+from ..common.job_conventions import FILE_NAMES, JOB_MODES, valid_job_id
 from .limits import DEFAULT_MEMORY
 
 MAGIC = b"rankmap-worker 1\n"
@@ -138,7 +138,7 @@ class WorkerRequest:
     """What the prolog asks its worker to compute for one job.
 
     ``job_id``: the Slurm job; ``profile``, ``mode`` (one of
-    :data:`~slurm_plugin.common.names.JOB_MODES`), ``algorithm``, ``time_limit``
+    :data:`~slurm_plugin.common.job_conventions.JOB_MODES`), ``algorithm``, ``time_limit``
     (seconds) and ``refusal`` (why the job may not be mapped: it gets its mode's
     fallback report) are the job's :class:`~slurm_plugin.site.request.MappingRequest`;
     ``memory_bytes`` (``RLIMIT_AS``) and ``cpu_seconds`` (``RLIMIT_CPU``) the worker's

@@ -3,7 +3,7 @@
 Slurm describes a node as sockets × cores; hwloc also knows the L3 caches (or dies,
 or groups) that share a socket.  For each core, in hwloc's logical order — which is
 Slurm's socket-major core numbering — this module finds the socket and the cache
-group within it, so that :func:`slurm_plugin.slurm.topology.build_layout` can add a level
+group within it, so that :func:`slurm_plugin.machine.layout.build_layout` can add a level
 between socket and core.
 """
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from mapper import Hierarchy
 from mapper.errors import RankmapError
+from mapper.io.text_lines import content_lines
 from mapper.machine import MachineError
 from mapper.networks import (
     NodeHopMachine,
@@ -40,7 +41,6 @@ from mapper.networks import (
     tianhe3_hops,
     torus_hops,
 )
-from mapper.text_lines import content_lines
 
 from ..common.hostlist import HostlistError, expand_hostlist, fold_hostlist
 from ..site.config import Config, NetworkConfig

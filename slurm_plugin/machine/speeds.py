@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from mapper.errors import RankmapError
-from mapper.text_lines import content_lines
+from mapper.io.text_lines import content_lines
 
 from ..common.hostlist import HostlistError, expand_hostlist
 from ..slurm.topology import SwitchTree, switch_cost_factors

@@ -149,7 +149,7 @@ class JobPlan(Generic[R]):
 class JobMode(Protocol):
     """One kind of job (module docstring): how it reads its input, how it plans.
 
-    ``name`` is the mode's name in requests (:data:`slurm_plugin.common.names.JOB_MODES`).
+    ``name`` is the mode's name in requests (:data:`slurm_plugin.common.job_conventions.JOB_MODES`).
     ``load(job)`` reads what the job's profile names (a communication graph, a mesh,
     per-rank speeds); ``machine(job)`` what the site's configuration adds to the
     layout (the ``[network]`` hop matrix, the ``[speeds]`` architecture; None when the

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper import CommGraph, MappingResult, map_processes
-from mapper.names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
+from mapper.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from mapper.objective import evaluate
 from mapper.result import PHASES
 
-from ..common.names import GRAPH_MODE
+from ..common.job_conventions import GRAPH_MODE
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
 from ..machine.network_source import HopNetwork, NetworkError, hop_machine, load_network

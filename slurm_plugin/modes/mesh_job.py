@@ -9,12 +9,12 @@ runs for a mesh request, calls, in this order:
 1. :func:`load_mesh_input` (the edge that reads files) — the spec and the mesh::
 
        mesh:NAME                      the store entry NAME (kind = "mesh")
-       mesh:NAME,method=rb            another partitioning method (mapper.mesh.names)
+       mesh:NAME,method=rb            another partitioning method (mapper.mesh.method_names)
        mesh:NAME,epsilon=0.05         balance tolerance (default 0.03)
 
    NAME is a profile store entry with ``kind = "mesh"`` (its TOML, the mesh file and an
    optional weights file: :mod:`slurm_plugin.profiles.store`), read with
-   :func:`mapper.mesh.mesh_io.read_mesh` under the size limits of profiles.  There are
+   :func:`mapper.io.mesh_file.read_mesh` under the size limits of profiles.  There are
    no user files: a mesh is a site-curated entry, like a named profile.
 
 2. :func:`job_architecture` (pure) — Moulitsas & Karypis' architecture graph of the job
@@ -70,15 +70,15 @@ from pathlib import Path
 import numpy as np
 
 from mapper.errors import RankmapError
-from mapper.mesh import names as mesh_names
+from mapper.mesh import method_names as mesh_names
 from mapper.mesh.archaware import kvmetis_partition
 from mapper.mesh.architecture import Architecture, architecture_from_hierarchy
 from mapper.mesh.decompose import Decomposition, decompose
 from mapper.mesh.mesh import Mesh
-from mapper.mesh.metrics import PartitionMetrics, evaluate
+from mapper.mesh.metrics import PartitionMetrics, evaluate_partition
 
 from ..common.hostlist import fold_hostlist
-from ..common.names import MESH_MODE, MESH_PREFIX, PARTITION_FILE
+from ..common.job_conventions import MESH_MODE, MESH_PREFIX, PARTITION_FILE
 from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout
@@ -305,7 +305,7 @@ def baseline(mesh: Mesh, layout: Layout, arch: Architecture, mapping: np.ndarray
     # only the speeds of this architecture are used: they set part r's target
     targets = architecture_from_hierarchy(h, h.distances, rank_speeds, name="targets")
     part = kvmetis_partition(mesh, targets, epsilon=epsilon, seed=seed).part
-    metrics = evaluate(mesh, mapping[part], arch, hierarchy=h)
+    metrics = evaluate_partition(mesh, mapping[part], arch, hierarchy=h)
     return (Candidate(BASELINE, part, np.asarray(mapping, dtype=np.int64), metrics,
                       "METIS k-way (speed targets), Slurm's placement"),
             time.perf_counter() - start)

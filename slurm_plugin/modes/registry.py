@@ -1,7 +1,7 @@
 """The job modes by name: where a request's ``mode`` becomes code.
 
 A request's mode is decided once, by :func:`slurm_plugin.site.request.request_for`, and
-travels as a name (:data:`slurm_plugin.common.names.JOB_MODES`); :func:`job_mode` gives
+travels as a name (:data:`slurm_plugin.common.job_conventions.JOB_MODES`); :func:`job_mode` gives
 the :class:`~slurm_plugin.modes.base.JobMode` of that name.  Each mode's module is
 imported when the mode is first asked for: the mesh mode pulls in scipy.sparse.csgraph
 and scipy.linalg (0.2-0.5 s), which a graph job's worker never needs.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..common.names import GRAPH_MODE, MESH_MODE, SUMMA_MODE
+from ..common.job_conventions import GRAPH_MODE, MESH_MODE, SUMMA_MODE
 from .base import JobMode
 
 

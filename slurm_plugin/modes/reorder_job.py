@@ -45,7 +45,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..common.names import DIST_GRAPH_FILE, GROUP_GRAPH_FILE
+from ..common.job_conventions import DIST_GRAPH_FILE, GROUP_GRAPH_FILE
 from ..common.reorder_steps import REORDER_FILES, socket_method
 
 if TYPE_CHECKING:  # numpy only when the worker calls in

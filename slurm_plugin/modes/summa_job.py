@@ -1,7 +1,7 @@
 """``--comm-profile=summa-fpm[:FILE] --rankmap=summa``: a SUMMA job's arrangement.
 
 A heterogeneous SUMMA does not need its ranks moved: it needs its column-based
-partition (:mod:`mapper.summa.partition`) arranged so that the ring broadcasts along
+partition (:mod:`mapper.summa.tiling`) arranged so that the ring broadcasts along
 the rows and down the columns cross few network boundaries (:mod:`mapper.summa.arrange`,
 Malik et al. 2014, doi:10.1109/IPDPSW.2014.10).  :class:`SummaMode`, the mode the
 prolog's worker (:mod:`slurm_plugin.lifecycle.job_worker`) runs for a SUMMA request, calls,
@@ -27,7 +27,7 @@ in this order:
    else the sockets (``level`` overrides: ``switch``, ``node``, ``socket``); the
    partition is arranged by the group-permutation heuristic for that two-level model
    (0 inside a group, 1 across; ``weighted`` uses the layout's level distances
-   instead).  The files: ``arrangement`` (slurm_plugin.modes.summa_io's format) and the
+   instead).  The files: ``arrangement`` (mapper.io.summa_files's format) and the
    launcher files of that same default placement written out explicitly (rank r on
    the PE the grouping assumed it on), and the report with cost_A, cost_B and the
    norm of the original and the arranged layout.
@@ -50,20 +50,20 @@ from pathlib import Path
 import numpy as np
 
 from mapper.errors import RankmapError
-from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.summa_files import format_arrangement, parse_speeds
 from mapper.summa.arrange import Arrangement, arrange
 from mapper.summa.cost import Grouping
-from mapper.summa.partition import ColumnLayout, partition
+from mapper.summa.tiling import ColumnLayout, partition
 
 from ..common.hostlist import fold_hostlist
-from ..common.names import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args
+from ..common.job_conventions import ARRANGEMENT_FILE, SUMMA_MODE, SUMMA_PROFILE, summa_args
 from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout
 from ..profiles.store import NAME, _inside
 from ..site.config import Config
 from .base import RENDERERS, Job, JobPlan
-from .summa_io import format_arrangement, parse_speeds
 
 #: the matrix size N when the spec does not give ``size=N``
 DEFAULT_SIZE = 4096
@@ -200,7 +200,7 @@ def speeds_path(source: str, stores: Sequence[str | Path], allow_user_files: boo
 def read_text_file(path: Path, max_bytes: int | None) -> str:
     """A regular file's text, at most ``max_bytes`` (None or 0: no limit); a FIFO or a
     device is refused before anything is read from it
-    (:func:`mapper.regular_file.read_regular_file`)."""
+    (:func:`mapper.io.regular_file.read_regular_file`)."""
     try:
         data = read_regular_file(path, max_bytes or None)
     except FileNotFoundError:
@@ -226,7 +226,7 @@ def load_summa_input(spec: str, ntasks: int, stores: Sequence[str | Path],
 
     The file is read up to ``max_bytes``, and its lines only up to the first speed
     beyond ``ntasks`` (refused at its line): the job can use no more, and counting them
-    all cost gigabytes (:func:`slurm_plugin.modes.summa_io.parse_speeds`).
+    all cost gigabytes (:func:`mapper.io.summa_files.parse_speeds`).
     """
     parsed = parse_summa_spec(spec)
     if parsed.source is None:

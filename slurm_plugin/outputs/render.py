@@ -164,18 +164,14 @@ def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
 def render_hydra_hostfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
     """Hydra's host file (``HYDRA_HOST_FILE``, Intel MPI's ``I_MPI_HYDRA_HOST_FILE``):
     ``host:n`` per run of consecutive ranks on one host, in rank order; Hydra deals the
-    ranks to the lines in order.  Under Slurm, Hydra starts one proxy per line with
-    ``srun --nodelist`` of the lines' hosts, which srun refuses for a host listed twice:
-    when a host's ranks are not consecutive the file holds only a comment saying so,
-    and the TaskProlog exports nothing for Hydra.  O(n)."""
+    ranks to the lines in order, one proxy per line.  A placement that interleaves hosts
+    lists a host on several lines (never on two consecutive ones: runs are maximal);
+    under Slurm only ``rankmap-hydra-srun`` starts such proxies where the lines say
+    (slurm_plugin.lifecycle.hydra_srun).  O(n)."""
     node = layout.pe_node[np.asarray(mapping, dtype=np.int64)]
     if len(node) == 0:
-        return "# rankmap: no ranks\n"
+        return ""
     starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
-    runs = node[starts]
-    if len(np.unique(runs)) != len(runs):
-        return ("# rankmap: the placement interleaves hosts (a host's ranks are not "
-                "consecutive), which Hydra cannot launch under Slurm\n")
     counts = np.diff(np.r_[starts, len(node)])
-    return "".join(f"{layout.nodes[h]}:{c}\n" for h, c in zip(runs.tolist(),
+    return "".join(f"{layout.nodes[h]}:{c}\n" for h, c in zip(node[starts].tolist(),
                                                               counts.tolist(), strict=True))

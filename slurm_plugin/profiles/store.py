@@ -27,7 +27,7 @@ job partitions onto its ranks, so it has no ``ranks``::
     file = "plate.graph"          # METIS fmt 10/11/100/110/111 carries w(v) and c(v)
     weights = "plate.weights"     # optional, for a file without them: 'w [c]' per vertex
 
-It is read by :func:`mapper.mesh.mesh_io.read_mesh` under the size limit of profiles
+It is read by :func:`mapper.io.mesh_file.read_mesh` under the size limit of profiles
 (``[profiles] max_file_bytes`` per file, at most a vertex per 8 bytes); a METIS file
 with its own vertex weights and a ``weights`` file together are refused.  ``kind`` is
 ``"graph"`` (the default: a communication profile of ``ranks`` ranks) or ``"mesh"``;
@@ -52,11 +52,11 @@ import tomllib
 
 from mapper import CommGraph, GraphError
 from mapper.errors import RankmapError
-from mapper.graph_io import read_graph
+from mapper.io.graph_file import read_graph
+from mapper.io.mesh_file import read_mesh
+from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.text_lines import text_pieces
 from mapper.mesh.mesh import Mesh
-from mapper.mesh.mesh_io import read_mesh
-from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
-from mapper.text_lines import text_pieces
 
 from .generators import GeneratorError, generate, is_generator_spec
 from .samples import with_samples
@@ -284,7 +284,7 @@ class ProfileStore:
 
     def load_mesh(self, name: str) -> tuple[Mesh, ProfileInfo]:
         """The mesh of entry ``name`` (``kind = "mesh"``) and the entry; errors name the
-        entry, or the file and line (:func:`mapper.mesh.mesh_io.read_mesh`).  O(file
+        entry, or the file and line (:func:`mapper.io.mesh_file.read_mesh`).  O(file
         sizes)."""
         info = self.find(name)
         if not info.is_mesh:

@@ -18,10 +18,10 @@ from typing import Any
 
 import tomllib
 
+from mapper.algorithm_names import PRESETS, normalize_algorithm
 from mapper.errors import RankmapError
-from mapper.names import PRESETS, normalize_algorithm
 
-from ..common.names import LAUNCHER_FAMILIES, LAUNCHER_FILES
+from ..common.job_conventions import LAUNCHER_FAMILIES, LAUNCHER_FILES
 
 DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
 #: a site configuration is a few KiB; anything far larger is not one

@@ -3,7 +3,8 @@
 Pure: takes the config, the scheduler's view of the job and the SPANK variables, and
 returns a :class:`MappingRequest` or None when rankmap should leave the job alone.
 
-The job's mode (``graph``, ``mesh`` or ``summa``: :data:`~slurm_plugin.common.names.JOB_MODES`)
+The job's mode (``graph``, ``mesh`` or ``summa``:
+:data:`~slurm_plugin.common.job_conventions.JOB_MODES`)
 is decided here, once, from what the user typed: a ``mesh:NAME`` profile is a mesh job, a
 ``--rankmap=summa`` job (or a ``summa-fpm`` profile under ``auto``) a SUMMA job, anything
 else a graph job (:func:`request_for`).  Everything downstream reads
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..common.names import (
+from ..common.job_conventions import (
     GRAPH_MODE,
     MESH_MODE,
     MESH_PREFIX,

@@ -39,9 +39,9 @@ def mesh_store(slurm_cluster):
     """A 40 x 40 grid mesh (METIS, vertex weights 1-3) and the same grid as .mtx with a
     weights file broken on line 5, both kind = "mesh" entries of the cluster's store."""
     from mapper import CommGraph
-    from mapper.graph_io import write_mtx
+    from mapper.io.mesh_file import write_mesh_metis
+    from mapper.io.mtx_file import write_mtx
     from mapper.mesh.mesh import mesh_from_graph
-    from mapper.mesh.mesh_io import write_mesh_metis
 
     idx = np.arange(ROWS * COLS).reshape(ROWS, COLS)
     u = np.r_[idx[:, :-1].ravel(), idx[:-1, :].ravel()]

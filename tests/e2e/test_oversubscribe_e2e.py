@@ -32,7 +32,7 @@ def crowded_profile(slurm_cluster):
     import numpy as np
 
     from mapper import CommGraph
-    from mapper.graph_io import write_mtx
+    from mapper.io.mtx_file import write_mtx
     from slurm_plugin.profiles.generators import generate
 
     store = slurm_cluster.state / "profiles"

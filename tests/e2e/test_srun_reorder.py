@@ -78,7 +78,7 @@ def reorder_setup(slurm_cluster):
     """The program, built against the installed librankmap, and a profile numbered at
     random (Slurm's block and cyclic are poor for it: rankmap's placement is applied)."""
     from mapper import CommGraph
-    from mapper.graph_io import write_mtx
+    from mapper.io.mtx_file import write_mtx
     from slurm_plugin.profiles.generators import generate
 
     state = slurm_cluster.state

@@ -161,7 +161,7 @@ def test_uniform_note_reaches_the_cli_and_the_report(tmp_path, capsys):
     report = (tmp_path / "plan" / "report.txt").read_text()
     assert "every placement has the same J (uniform all-to-all)" in report
     graph = tmp_path / "a2a.mtx"
-    from mapper.graph_io import write_mtx
+    from mapper.io.mtx_file import write_mtx
     from slurm_plugin.profiles.generators import generate
 
     write_mtx(generate("alltoall", 16), graph)

@@ -16,7 +16,7 @@ import pytest
 
 from mapper import CommGraph, Hierarchy, map_processes
 from mapper.construction import top_down
-from mapper.partition import balanced_partition
+from mapper.partitioners.metis import balanced_partition
 from mapper.search import communication_neighborhood
 from tests.helpers.grid_tilings import box_tiling, grid_edges, group_ids, objective
 

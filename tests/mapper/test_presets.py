@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph, DistanceMatrix, Hierarchy
+from mapper.algorithm_names import PRESETS, normalize_algorithm
 from mapper.api import map_processes
-from mapper.names import PRESETS, normalize_algorithm
 from mapper.networks import NodeHopMachine
 from mapper.search import communication_neighborhood, iterated_local_search
 from slurm_plugin.commands.cli import main as mapper_main
@@ -308,10 +308,11 @@ def test_only_the_presets_after_fast_swap_refine_their_splits(monkeypatch, name)
     """``fast`` leaves each Top-Down split as METIS + repair made it (its N_C^10 does
     the swaps, with the machine's distances); ``eco`` refines its own starts' splits and
     runs ``fast``'s start as well, so it is never worse than ``fast``."""
-    import mapper.partition
+    import mapper.partitioners.metis
 
     graph, machine, result, calls = _preset_run_spying(
-        monkeypatch, mapper.partition, "refine_cut", name, lambda args, kwargs: len(args[1]))
+        monkeypatch, mapper.partitioners.metis, "refine_cut", name,
+        lambda args, kwargs: len(args[1]))
     assert sorted(result.mapping.tolist()) == list(range(256))
     assert (len(calls) > 0) == (name != "fast")
     fast = map_processes(graph, machine, "fast", seed=1)

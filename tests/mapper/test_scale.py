@@ -187,7 +187,7 @@ def test_divisors_and_near_factors():
 def test_cut_weight_equals_the_cut_counted_from_the_edge_list(n):
     """The compiled cut (Top-Down compares two candidates per split with it) against
     the edges' own sum, on int32 and int64 CSR arrays."""
-    from mapper.partition import cut_weight
+    from mapper.partitioners.exact_sizes import cut_weight
 
     rng = np.random.default_rng(n)
     a = sp.random(n, n, density=min(1.0, 6 / n), random_state=n, format="csr")

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mapper.mesh.mesh_io import write_mesh_metis
-from slurm_plugin.common.names import (
+from mapper.io.mesh_file import write_mesh_metis
+from slurm_plugin.common.job_conventions import (
     MESH_MODE,
     MESH_PREFIX,
     SPANK_MODE,

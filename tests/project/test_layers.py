@@ -79,7 +79,7 @@ def test_import_contracts_are_kept():
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter not installed")
 @pytest.mark.parametrize("module, line, contract", [
     # a common module reaching up into the machine layer
-    ("common/names.py", "from ..machine import layout", "slurm_plugin layers import"),
+    ("common/job_conventions.py", "from ..machine import layout", "slurm_plugin layers import"),
     # the Slurm readers reaching into the site configuration (independent siblings)
     ("slurm/allocation.py", "from ..site import config", "slurm_plugin layers import"),
     # the TaskProlog pulling in a computing mode (and with it numpy)

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
+from mapper.algorithm_names import ALGORITHMS, normalize_algorithm
 from mapper.api import AlgorithmSpec
-from mapper.names import ALGORITHMS, normalize_algorithm
-from slurm_plugin.common.names import valid_job_id
+from slurm_plugin.common.job_conventions import valid_job_id
 from slurm_plugin.site.config import ConfigError, parse_config
 from tests.helpers.paths import REPO
 
@@ -44,10 +44,10 @@ def test_job_id_rule(job_id, ok):
 
 
 def test_one_definition_of_each_name():
-    """The shared names are defined in names.py only (other modules import them)."""
+    """The shared names are defined in job_conventions.py only (other modules import them)."""
     root = REPO / "slurm_plugin"
     for path in root.rglob("*.py"):
-        if path.name == "names.py":
+        if path.name == "job_conventions.py":
             continue
         text = path.read_text()
         assert not re.search(r'^\s*(FILE_NAMES|LAUNCHER_FILES|SPANK_PROFILE)\s*=', text, re.M), \
@@ -60,7 +60,7 @@ def test_grammar_loads_without_the_solver_and_objective_stays_a_function():
     import subprocess
     import sys
 
-    code = ("import sys, mapper.names, slurm_plugin.site.config, "
+    code = ("import sys, mapper.algorithm_names, slurm_plugin.site.config, "
             "slurm_plugin.lifecycle.task_prolog\n"
             "assert 'numpy' not in sys.modules, 'numpy loaded'\n"
             "from mapper.objective import evaluate\n"

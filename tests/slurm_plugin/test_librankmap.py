@@ -279,7 +279,7 @@ def test_dist_graph_neighbours_follow_the_jobs_file(dg_program, tmp_path):
     nodes of two sockets of two cores), through rankmap_dist_graph, 8 processes."""
     from mapper.construction.matching import matching
     from mapper.graph import CommGraph
-    from slurm_plugin.common.names import GROUP_GRAPH_FILE
+    from slurm_plugin.common.job_conventions import GROUP_GRAPH_FILE
     from slurm_plugin.machine.layout import build_layout
     from slurm_plugin.modes.reorder_job import reorder_files
     from slurm_plugin.slurm.allocation import Allocation

@@ -1,6 +1,8 @@
 /* Prints one line per rank: "rank R host H cpu C", C being the CPU the rank runs on.
  * With --ring BYTES it first passes BYTES to the next rank in a ring (for the
- * Open MPI monitoring importer's tests). */
+ * Open MPI monitoring importer's tests).  With --affinity the line ends in
+ * " allowed LIST", the CPUs the rank may run on after MPI_Init (sched_getaffinity,
+ * e.g. "1" or "0-1"): whether it was bound, not only where it happened to run. */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <sched.h>
@@ -9,22 +11,52 @@
 #include <string.h>
 #include <unistd.h>
 
+static void cpu_list(char *out, size_t len)
+{
+    cpu_set_t set;
+    size_t used = 0;
+    out[0] = '\0';
+    if (sched_getaffinity(0, sizeof set, &set) != 0) {
+        snprintf(out, len, "?");
+        return;
+    }
+    for (int c = 0; c < CPU_SETSIZE && used < len; c++) {
+        if (!CPU_ISSET(c, &set))
+            continue;
+        int last = c;
+        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set))
+            last++;
+        used += (size_t)snprintf(out + used, len - used, used ? ",%d" : "%d", c);
+        if (last > c && used < len)
+            used += (size_t)snprintf(out + used, len - used, "-%d", last);
+        c = last;
+    }
+}
+
 int main(int argc, char **argv)
 {
-    int rank, size;
-    char host[256];
+    int rank, size, affinity = 0;
+    char host[256], allowed[1024] = "";
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc > 2 && strcmp(argv[1], "--ring") == 0 && size > 1) {
-        int bytes = atoi(argv[2]);
-        char *buf = calloc((size_t)bytes, 1);
-        MPI_Sendrecv_replace(buf, bytes, MPI_BYTE, (rank + 1) % size, 0,
-                             (rank + size - 1) % size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        free(buf);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--ring") == 0 && i + 1 < argc && size > 1) {
+            int bytes = atoi(argv[++i]);
+            char *buf = calloc((size_t)bytes, 1);
+            MPI_Sendrecv_replace(buf, bytes, MPI_BYTE, (rank + 1) % size, 0,
+                                 (rank + size - 1) % size, 0, MPI_COMM_WORLD,
+                                 MPI_STATUS_IGNORE);
+            free(buf);
+        } else if (strcmp(argv[i], "--affinity") == 0) {
+            affinity = 1;
+        }
     }
     gethostname(host, sizeof host);
-    printf("rank %d host %s cpu %d\n", rank, host, sched_getcpu());
+    if (affinity)
+        cpu_list(allowed, sizeof allowed);
+    printf("rank %d host %s cpu %d%s%s\n", rank, host, sched_getcpu(),
+           affinity ? " allowed " : "", allowed);
     MPI_Finalize();
     return 0;
 }

@@ -130,7 +130,7 @@ def test_reachable_through_map_processes(algorithm):
 
 
 def test_cli_with_a_distance_matrix(tmp_path, capsys):
-    from mapper.graph_io import write_metis
+    from mapper.io.metis_file import write_metis
     from slurm_plugin.profiles.generators import generate
 
     graph = tmp_path / "s.graph"

@@ -22,7 +22,7 @@ from mapper.mesh.architecture import (
     fig2_metacomputer,
 )
 from mapper.mesh.mesh import mesh_from_graph
-from mapper.mesh.result import PartitionError
+from mapper.partitioners.errors import PartitionError
 
 VARIANTS = [("vol", True), ("vol", False), ("elt", True), ("elt", False)]
 

@@ -9,10 +9,10 @@ from mapper.api import map_processes
 from mapper.errors import RankmapError
 from mapper.graph import CommGraph
 from mapper.machine import Hierarchy
-from mapper.mesh import edge_cut, evaluate, mesh_from_graph, quotient_graph
+from mapper.mesh import edge_cut, evaluate_partition, mesh_from_graph, quotient_graph
 from mapper.mesh.architecture import architecture_from_hierarchy
 from mapper.mesh.decompose import decompose
-from mapper.mesh.names import PARTITION_METHODS
+from mapper.mesh.method_names import PARTITION_METHODS
 from mapper.mesh.rms import rms_partition
 from mapper.objective import objective
 
@@ -53,7 +53,7 @@ def test_every_vertex_has_a_rank_and_metrics_recompute(method):
     assert d.part.shape == (mesh.n,) and d.part.min() >= 0 and d.part.max() < h.n
     assert np.all(np.bincount(d.part, minlength=h.n) > 0)          # no empty rank
     assert sorted(d.placement.tolist()) == list(range(h.n))        # a permutation
-    ref = evaluate(mesh, d.placement[d.part], arch, hierarchy=h)
+    ref = evaluate_partition(mesh, d.placement[d.part], arch, hierarchy=h)
     assert d.metrics.to_dict(per_part=True) == ref.to_dict(per_part=True)
     # J: the quotient graph of the rank partition on the placement, two ways
     q = quotient_graph(mesh, d.part, h.n)

@@ -15,7 +15,7 @@ from mapper.mesh import (
     comp_cost,
     edge_cut,
     elapse_time,
-    evaluate,
+    evaluate_partition,
     imbalance,
     max_el_time,
     max_volume,
@@ -107,7 +107,7 @@ def test_costs_by_hand():
     assert edge_cut(mesh, part) == 4
     # targets proportional to speed: 21 * [1/4, 1/2, 1/4]; P2 holds 11 of 5.25
     assert imbalance(mesh, part, [5.25, 10.5, 5.25]) == pytest.approx(11 / 5.25 - 1)
-    m = evaluate(mesh, part, arch)
+    m = evaluate_partition(mesh, part, arch)
     assert m.max_el_time == 34 and m.sum_el_time == 71.5 and m.total_volume == 11
     assert m.imbalance == pytest.approx(11 / 5.25 - 1)
     d = m.to_dict(per_part=True)
@@ -118,18 +118,18 @@ def test_placement_moves_the_cost_model_and_j():
     mesh, part, arch = three_pe_example()
     # the blocks run on PEs 2, 0, 1: the cost model sees the PE of every vertex
     placement = np.array([2, 0, 1])
-    m = evaluate(mesh, part, arch, placement=placement)
-    same = evaluate(mesh, placement[part], arch)
+    m = evaluate_partition(mesh, part, arch, placement=placement)
+    same = evaluate_partition(mesh, placement[part], arch)
     assert m.comm_cost.tolist() == same.comm_cost.tolist()
     assert m.comp_cost.tolist() == same.comp_cost.tolist()
     assert m.total_volume == same.total_volume == 11
     # J: quotient edges {0,1}: 3+1, {0,2}: 2+1, {1,2}: 3+1 on PEs {0, 1} | {2}, 1 and 10
     machine = Hierarchy.from_tree([2, 1], [1, 10])
     assert quotient_objective(mesh, part, machine) == 4 * 1 + 3 * 10 + 4 * 10
-    assert evaluate(mesh, part, hierarchy=machine).objective == 74
+    assert evaluate_partition(mesh, part, hierarchy=machine).objective == 74
     # blocks 0, 1, 2 on PEs 1, 2, 0: {0,1} -> {1,2}, {0,2} -> {1,0}, {1,2} -> {2,0}
     assert quotient_objective(mesh, part, machine, [1, 2, 0]) == 4 * 10 + 3 * 1 + 4 * 10
-    assert evaluate(mesh, part, hierarchy=machine, placement=[1, 2, 0]).objective == 83
+    assert evaluate_partition(mesh, part, hierarchy=machine, placement=[1, 2, 0]).objective == 83
 
 
 def test_bad_partitions_are_refused_by_name():
@@ -217,7 +217,8 @@ def test_every_metric_against_brute_force(seed):
     j = sum(x * float(dist(np.array([placement[a]]), np.array([placement[b]]))[0])
             for (a, b), x in pair.items())
     assert quotient_objective(mesh, part, machine, placement) == pytest.approx(j)
-    m = evaluate(mesh, part, arch, hierarchy=machine, placement=placement, targets=targets)
+    m = evaluate_partition(mesh, part, arch, hierarchy=machine, placement=placement,
+                           targets=targets)
     assert m.objective == pytest.approx(j)
     on_pe = placement[part]
     _, _, _, comm_pe, comp_pe, _ = reference(mesh, on_pe, k, arch)
@@ -238,6 +239,6 @@ def test_a_3d_grid_is_vectorized():
     # cut planes: (b - 1) per axis, a^2 edges each; every cut edge moves 2 vertices
     assert edge_cut(mesh, part) == 3 * (b - 1) * a * a
     assert total_volume(mesh, part) == 2 * 3 * (b - 1) * a * a
-    m = evaluate(mesh, part, StandInArch(np.ones(b ** 3), 1 - np.eye(b ** 3)))
+    m = evaluate_partition(mesh, part, StandInArch(np.ones(b ** 3), 1 - np.eye(b ** 3)))
     # an inner cube: 6 faces of 25 vertices sent and 6 x 25 received
     assert m.max_volume == 2 * 6 * s * s and m.imbalance == 0

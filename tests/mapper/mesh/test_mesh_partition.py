@@ -14,10 +14,12 @@ from mapper.errors import RankmapError
 from mapper.graph import CommGraph
 from mapper.machine import Hierarchy
 from mapper.mesh import balance, rb, rms
-from mapper.mesh.backends import integer_vertex_weights, kahip_split, metis_split
 from mapper.mesh.rb import rb_partition
-from mapper.mesh.result import BackendUnavailable, PartitionError
 from mapper.mesh.rms import rms_partition
+from mapper.partitioners.errors import KahipMissing, PartitionError
+from mapper.partitioners.kahip import kahip_split
+from mapper.partitioners.metis import metis_split
+from mapper.partitioners.weights import integer_vertex_weights
 
 try:
     import kahip  # noqa: F401
@@ -340,7 +342,7 @@ def test_bad_arguments_raise_partition_errors():
 def test_missing_kahip_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "kahip", None)     # import kahip -> ImportError
     mesh = make_mesh(grid_graph(8, 8))
-    with pytest.raises(BackendUnavailable, match="pip install kahip"):
+    with pytest.raises(KahipMissing, match="pip install kahip"):
         rb_partition(mesh, np.ones(4), backend="kahip")
 
 

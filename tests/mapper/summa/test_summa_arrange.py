@@ -18,7 +18,7 @@ from mapper.summa.arrange import (
     search_space,
 )
 from mapper.summa.cost import Grouping, cost
-from mapper.summa.partition import partition
+from mapper.summa.tiling import partition
 from tests.mapper.summa.test_summa_cost import EXAMPLE_GROUPS, example_layout
 
 

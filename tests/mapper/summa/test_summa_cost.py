@@ -18,7 +18,7 @@ from mapper.summa.cost import (
     pair_cost_a,
     row_overlaps,
 )
-from mapper.summa.partition import build_layout, partition
+from mapper.summa.tiling import build_column_layout, partition
 
 # The slides' worked example, reconstructed: the text gives the overlap heights and
 # their h (worst: 2 x (11+3+3+3+4+2+6); optimum: 1 x (6+8) + 2 x (1+9+2+6)) and the
@@ -36,7 +36,7 @@ def example_layout():
     heights = np.array(sum(EXAMPLE_HEIGHTS, []))
     bounds = np.cumsum([0] + [len(c) for c in EXAMPLE_HEIGHTS])
     cols = [np.arange(bounds[j], bounds[j + 1]) for j in range(3)]
-    return build_layout(cols, heights, np.array(EXAMPLE_WIDTHS), 33)
+    return build_column_layout(cols, heights, np.array(EXAMPLE_WIDTHS), 33)
 
 
 def test_worked_example_worst_case():

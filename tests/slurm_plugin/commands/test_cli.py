@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from mapper import Hierarchy, objective
-from mapper.graph_io import read_graph, write_metis
+from mapper.io.graph_file import read_graph
+from mapper.io.metis_file import write_metis
 from slurm_plugin.commands.cli import main
 from slurm_plugin.profiles.generators import generate
 from tests.helpers.paths import TEST_DATA

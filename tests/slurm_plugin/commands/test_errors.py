@@ -12,8 +12,9 @@ import tomllib
 from mapper.errors import RankmapError
 from slurm_plugin.commands.cli import main
 
-MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objective",
-           "mapper.api", "mapper.cli", "slurm_plugin.commands.args", "slurm_plugin.site.config",
+MODULES = ["mapper.graph", "mapper.io.graph_format", "mapper.machine", "mapper.objective",
+           "mapper.api", "mapper.io.mapping_file", "mapper.io.distance_matrix_file",
+           "slurm_plugin.commands.args", "slurm_plugin.site.config",
            "slurm_plugin.slurm.allocation", "slurm_plugin.slurm.backends",
            "slurm_plugin.slurm.topology", "slurm_plugin.common.hostlist",
            "slurm_plugin.machine.hwloc", "slurm_plugin.common.jobdir",
@@ -22,8 +23,9 @@ MODULES = ["mapper.graph", "mapper.graph_io", "mapper.machine", "mapper.objectiv
            "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti",
            "slurm_plugin.profiles.collectives", "slurm_plugin.profiles.recording",
            "slurm_plugin.machine.layout", "slurm_plugin.machine.speeds", "mapper.mesh.mesh",
-           "mapper.mesh.mesh_io", "mapper.mesh.architecture", "mapper.mesh.result",
-           "mapper.mesh.balance", "mapper.mesh.archaware"]
+           "mapper.io.mesh_file", "mapper.mesh.architecture", "mapper.mesh.result",
+           "mapper.mesh.balance", "mapper.mesh.archaware", "mapper.io.arity_file",
+           "mapper.io.summa_files", "mapper.partitioners.errors"]
 
 
 def test_every_error_class_is_a_rankmap_error():
@@ -68,15 +70,15 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
 def test_metis_failure_is_logged_not_silent(monkeypatch, caplog):
     import scipy.sparse as sp
 
-    import mapper.partition as partition
+    from mapper.partitioners import metis
 
     def refuse(*a, **k):
         raise RuntimeError("METIS_ERROR_INPUT")
 
-    monkeypatch.setattr(partition.pymetis, "part_graph", refuse)
+    monkeypatch.setattr(metis.pymetis, "part_graph", refuse)
     adj = sp.csr_matrix(np.ones((6, 6)) - np.eye(6))
     with caplog.at_level(logging.WARNING, logger="rankmap.mapper"):
-        parts = partition._metis(adj, np.array([3, 3]), 0, True)
+        parts = metis._metis(adj, np.array([3, 3]), 0, True)
     assert sorted(np.bincount(parts).tolist()) == [3, 3]
     assert "METIS failed" in caplog.text and "METIS_ERROR_INPUT" in caplog.text
 

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from mapper.arity_file import parse_arity_file
 from mapper.errors import RankmapError
+from mapper.io.arity_file import parse_arity_file
 from slurm_plugin.commands.hwinfo_cli import (
     HwinfoError,
     add_hwinfo_command,

@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph
-from mapper.graph_io import write_mtx
-from mapper.mesh.mesh_io import write_mesh_metis
+from mapper.io.mesh_file import write_mesh_metis
+from mapper.io.mtx_file import write_mtx
 from slurm_plugin.commands.cli import main
 from slurm_plugin.commands.plan_cli import job_profile, profile_path
 from slurm_plugin.profiles.generators import generate

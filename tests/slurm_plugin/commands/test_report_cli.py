@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mapper.graph import CommGraph
-from mapper.graph_io import write_mtx
+from mapper.io.mtx_file import write_mtx
 from slurm_plugin.commands import cli, report_cli
 from slurm_plugin.commands.report_cli import USER_PATH_NOTE, picture_record, placement_order
 from slurm_plugin.outputs import report_png

@@ -12,10 +12,7 @@ import numpy as np
 import pytest
 
 from mapper.errors import RankmapError
-from mapper.summa.cost import Grouping, cost
-from mapper.summa.partition import partition
-from slurm_plugin.commands.summa_cli import add_summa_command
-from slurm_plugin.modes.summa_io import (
+from mapper.io.summa_files import (
     SummaFileError,
     format_arrangement,
     parse_speeds,
@@ -24,6 +21,9 @@ from slurm_plugin.modes.summa_io import (
     read_speeds,
     write_arrangement,
 )
+from mapper.summa.cost import Grouping, cost
+from mapper.summa.tiling import partition
+from slurm_plugin.commands.summa_cli import add_summa_command
 
 SPEEDS = [1.0, 2.0, 1.5, 3.0, 1.0, 1.2, 2.2, 1.7, 0.8, 2.5, 1.1, 1.9]
 GROUPS = ["a", "b", "c"] * 4  # interleaved: the rank-order layout mixes the groups

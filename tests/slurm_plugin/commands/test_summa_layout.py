@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 
 from mapper.errors import RankmapError
-from mapper.summa.cost import Grouping, cost
-from mapper.summa.partition import build_layout, partition
-from slurm_plugin.commands.cli import main
-from slurm_plugin.modes.summa_io import (
+from mapper.io.summa_files import (
     SummaFileError,
     format_arrangement,
     parse_arrangement,
     read_arrangement,
     read_groups,
 )
+from mapper.summa.cost import Grouping, cost
+from mapper.summa.tiling import build_column_layout, partition
+from slurm_plugin.commands.cli import main
 from tests.helpers.paths import REPO
 from tests.mapper.summa.test_summa_cost import EXAMPLE_GROUPS, EXAMPLE_OPTIMUM, example_layout
 
@@ -274,9 +274,9 @@ def test_an_arranged_file_must_restack_the_same_rectangles(bad):
     bad(replaced(8, "5 1 2 32 12 1 11"), r"lay\.arr:8: rank 5: width 11, the layout's is 12",
         like=layout)
     # the same rectangles in two columns of equal width, but other ranks share a column
-    square = build_layout([np.array([0, 1]), np.array([2, 3])], np.full(4, 5),
+    square = build_column_layout([np.array([0, 1]), np.array([2, 3])], np.full(4, 5),
                           np.array([5, 5]), 10)
-    mixed = build_layout([np.array([0, 2]), np.array([1, 3])], np.full(4, 5),
+    mixed = build_column_layout([np.array([0, 2]), np.array([1, 3])], np.full(4, 5),
                          np.array([5, 5]), 10)
     with pytest.raises(SummaFileError, match=r"^m:4: rank 1 is in column 1 and rank 0 in "
                                              r"column 0, but they share column 0 in the "

@@ -22,13 +22,13 @@ import pytest
 
 from slurm_plugin.common import jobdir
 from slurm_plugin.common.files import write_files
+from slurm_plugin.common.job_conventions import LAUNCHER_FILES
 from slurm_plugin.common.jobdir import (
     JobDirError,
     create_job_dir,
     ensure_output_dir,
     remove_job_dir,
 )
-from slurm_plugin.common.names import LAUNCHER_FILES
 from slurm_plugin.lifecycle import prolog
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.lifecycle.worker_protocol import WorkerStatus
@@ -146,7 +146,7 @@ def test_job_dir_operations_go_through_the_descriptor(tmp_path):
 
 def test_removing_launcher_files_removes_every_computed_file(tmp_path):
     """A failed computation leaves no launcher file and no SUMMA arrangement behind."""
-    from slurm_plugin.common.names import ARRANGEMENT_FILE, COMPUTED_FILES
+    from slurm_plugin.common.job_conventions import ARRANGEMENT_FILE, COMPUTED_FILES
 
     out = tmp_path / "out"
     out.mkdir()

@@ -40,10 +40,9 @@ def test_hydra_host_file_lists_runs_of_consecutive_ranks():
     assert render_hydra_hostfile(lay, np.array([4, 5, 0, 1, 2, 3])) == "n3:2\nn1:2\nn2:2\n"
 
 
-def test_hydra_host_file_of_interleaved_hosts_is_only_a_comment():
+def test_hydra_host_file_of_interleaved_hosts_repeats_a_host_on_separate_lines():
     lay = layout(["n1", "n1", "n2", "n2"])
-    text = render_hydra_hostfile(lay, np.array([0, 2, 1, 3]))  # n1 n2 n1 n2
-    assert all(line.startswith("#") for line in text.splitlines()), text
+    assert render_hydra_hostfile(lay, np.array([0, 2, 1, 3])) == "n1:1\nn2:1\nn1:1\nn2:1\n"
 
 
 @pytest.fixture
@@ -80,8 +79,12 @@ def test_every_supported_family_gets_its_variables(job):
     env = make('["openmpi", "hydra", "srun"]')
     lines = as_user(USER, lambda: exports(env))
     assert f"export OMPI_MCA_rmaps_rank_file_path={job_dir / 'rankfile'}" in lines
-    assert f"export HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in lines
-    assert f"export I_MPI_HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in lines
+    launcher = Path(sys.prefix) / "bin" / "rankmap-hydra-srun"
+    if launcher.is_file():
+        assert f"export HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in lines
+        assert f"export HYDRA_LAUNCHER_EXEC={launcher}" in lines
+        assert f"export I_MPI_HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in lines
+        assert f"export I_MPI_HYDRA_BOOTSTRAP_EXEC={launcher}" in lines
     assert f"export LD_PRELOAD=/usr/lib/libmine.so:{lib}" in lines
     assert f"export RANKMAP_BIND_FILE={job_dir / 'bindings'}" in lines
     assert "export RANKMAP_BIND_LAUNCHERS=openmpi,hydra,srun" in lines
@@ -102,11 +105,14 @@ def test_a_family_the_site_does_not_support_gets_nothing(job):
 
 
 @root_only
-def test_interleaved_hosts_give_hydra_no_host_file(job):
+@pytest.mark.skipif(not (Path(sys.prefix) / "bin" / "rankmap-hydra-srun").is_file(),
+                    reason="rankmap-hydra-srun not installed")
+def test_interleaved_hosts_reach_mpich_but_not_intel_mpi(job):
     _, _, make = job
-    env = make('["hydra"]', hydra="# interleaved\n")
+    env = make('["hydra"]', hydra="n1:1\nn2:1\nn1:1\n")
     lines = as_user(USER, lambda: exports(env))
-    assert not any("HYDRA_HOST_FILE" in line for line in lines), lines
+    assert any(line.startswith("export HYDRA_HOST_FILE=") for line in lines), lines
+    assert not any("I_MPI_" in line for line in lines), lines
 
 
 @pytest.mark.parametrize("args, added", [
@@ -147,11 +153,11 @@ def test_rankmap_prterun_finds_the_prterun_of_the_calling_open_mpi(tmp_path):
 @root_only
 def test_the_batch_step_says_what_each_launcher_gets(job):
     _, _, make = job
-    env = make('["openmpi", "hydra", "srun"]', hydra="# interleaved\n")
+    env = make('["openmpi", "hydra", "srun"]', hydra="n1:1\nn2:1\nn1:1\n")
     lines = as_user(USER, lambda: exports(env))
     said = [line for line in lines if line.startswith("print rankmap: launchers: ")]
     assert len(said) == 1, lines
-    assert "MPICH/Intel MPI mpiexec: nothing (the placement interleaves hosts" in said[0]
+    assert "Intel MPI mpirun: nothing (the placement interleaves hosts" in said[0]
     assert "srun: host and core with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun" in said[0]
     wrapper = (Path(sys.prefix) / "bin" / "rankmap-prterun").is_file()
     assert ("Open MPI mpirun (4.1 and 5): host and core" in said[0]) == wrapper
@@ -191,3 +197,64 @@ def test_rankmap_prterun_runs_the_real_prterun_with_or_without_the_rankfile(tmp_
         assert not any(c in given for c in "-:") and not os.path.lexists(given), out
         out = out.replace(given, "{rf}")
     assert out == expected, proc.stderr
+
+
+def test_the_report_says_what_each_supported_launcher_gets(tmp_path):
+    """report.txt's Launchers section and report.json's ``launchers`` follow the rule of
+    the batch step's line: here the binder library exists, Hydra's file is only a
+    comment (interleaved hosts), srun's host file is not exported."""
+    from slurm_plugin.lifecycle.job_worker import with_launchers
+    from slurm_plugin.modes.base import JobPlan
+    from slurm_plugin.site.config import parse_config
+
+    lib = tmp_path / "librankmap_bind.so"
+    lib.write_bytes(b"\x7fELF")
+    plan = JobPlan(files={"rankfile": "rank 0=n1 slot=0:0\n", "bindings": "x",
+                          "hydra_hostfile": "n1:1\nn2:1\nn1:1\n", "slurm_hostfile": "n1\n"},
+                   report_text="rankmap * topdown\n", report_json='{"applied": true}\n')
+    cfg = parse_config(f'[launchers]\nbind_library = "{lib}"\n', "rankmap.toml")
+    out = with_launchers(plan, cfg)
+    said = json.loads(out.report_json)["launchers"]
+    assert said[2] == ("Intel MPI mpirun: nothing (the placement interleaves hosts, which "
+                       "Intel MPI cannot launch)")
+    assert said[3] == "srun: host and core with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun ..."
+    assert said[0].startswith("Open MPI mpirun")
+    assert out.report_text.startswith("rankmap * topdown\n\nLaunchers:\n")
+    assert all(f"  {line}\n" in out.report_text for line in said)
+    none = with_launchers(plan, parse_config("[launchers]\nsupported = []\n", "r.toml"))
+    assert none == plan
+
+
+def test_rankmap_hydra_srun_starts_proxies_in_the_host_files_order():
+    """MPICH's and Intel MPI's srun lines (as their slurm bootstraps write them): the node
+    list becomes the arbitrary host list, repeats kept, -N goes, and every proxy gets
+    SLURM_NODEID = its task id; without a node list nothing changes."""
+    from slurm_plugin.lifecycle.hydra_srun import NODE_ID_SHIM, rewrite
+
+    mpich = ["--nodelist", "n3,n1,n3", "-N", "3", "-n", "3", "--input", "none",
+             "/opt/mpich/bin/hydra_pmi_proxy", "--control-port", "n1:4242", "--proxy-id", "-1"]
+    out, nodes = rewrite(mpich)
+    assert nodes == ["n3", "n1", "n3"]
+    assert out == ["-n", "3", "--input", "none", "/bin/sh", "-c", NODE_ID_SHIM,
+                   "/opt/mpich/bin/hydra_pmi_proxy", "--control-port", "n1:4242",
+                   "--proxy-id", "-1"]
+    intel = ["-N", "2", "-n", "2", "--ntasks-per-node", "1", "--nodelist=n2,n1", "--input",
+             "none", "hydra_bstrap_proxy", "--upstream-host", "n1"]
+    out, nodes = rewrite(intel)
+    assert nodes == ["n2", "n1"]
+    assert out[:6] == ["-n", "2", "--ntasks-per-node", "1", "--input", "none"]
+    assert out[6:9] == ["/bin/sh", "-c", NODE_ID_SHIM] and out[9] == "hydra_bstrap_proxy"
+    plain = ["-N", "2", "-n", "2", "--input", "none", "hydra_pmi_proxy", "-x"]
+    assert rewrite(plain) == (plain, None)
+
+
+def test_the_node_id_shim_hands_the_task_id_to_the_proxy():
+    import subprocess
+
+    from slurm_plugin.lifecycle.hydra_srun import NODE_ID_SHIM
+
+    proc = subprocess.run(["/bin/sh", "-c", NODE_ID_SHIM, "/bin/sh", "-c",
+                           'echo "$SLURM_NODEID $0"', "proxy"],
+                          env={"SLURM_PROCID": "3", "SLURM_NODEID": "0", "PATH": "/bin"},
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == "3 proxy\n"

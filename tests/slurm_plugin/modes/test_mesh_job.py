@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph
-from mapper.graph_io import write_mtx
-from mapper.mesh import names as mesh_names
+from mapper.io.mesh_file import write_mesh_metis
+from mapper.io.mtx_file import write_mtx
+from mapper.mesh import method_names as mesh_names
 from mapper.mesh.mesh import mesh_from_graph
-from mapper.mesh.mesh_io import write_mesh_metis
-from mapper.mesh.metrics import evaluate
-from slurm_plugin.common.names import COMPUTED_FILES, EXPORTS, FILE_NAMES, PARTITION_FILE
+from mapper.mesh.metrics import evaluate_partition
+from slurm_plugin.common.job_conventions import COMPUTED_FILES, EXPORTS, FILE_NAMES, PARTITION_FILE
 from slurm_plugin.lifecycle.prolog import worker_request
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.machine.distribution import parse_distribution, slurm_placement
@@ -262,7 +262,7 @@ def check_files(plan, lay, mesh, arch) -> np.ndarray:
     np.testing.assert_array_equal(pe_of_rank, plan.result.chosen.placement)
     applied = next(d for d in json.loads(plan.report_json)["mesh"]["decompositions"]
                    if d["applied"])
-    again = evaluate(mesh, pe_of_rank[part], arch, hierarchy=lay.hierarchy)
+    again = evaluate_partition(mesh, pe_of_rank[part], arch, hierarchy=lay.hierarchy)
     assert (again.max_el_time, again.objective) == pytest.approx(
         (applied["max_el_time"], applied["objective"]))
     return part
@@ -316,7 +316,7 @@ def test_the_baseline_wins_when_it_is_better(monkeypatch):
     def scrambled(mesh, hierarchy, arch, **kwargs):
         dec = real(mesh, hierarchy, arch, **kwargs)
         part = np.random.default_rng(0).permutation(dec.part)
-        metrics = evaluate(mesh, dec.placement[part], arch, hierarchy=hierarchy)
+        metrics = evaluate_partition(mesh, dec.placement[part], arch, hierarchy=hierarchy)
         return type(dec)(**{**dec.__dict__, "part": part, "metrics": metrics})
 
     monkeypatch.setattr(mesh_job, "decompose", scrambled)

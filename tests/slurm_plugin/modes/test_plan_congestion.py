@@ -83,7 +83,7 @@ def test_interleaved_cg_gets_its_nodes_regrouped_on_the_leaves():
 
 def test_interleaved_cg_topdown_keeps_the_node_groups_itself():
     # Top-Down's splits take the rank order's consecutive blocks when they cut less
-    # (mapper.partition): on NPB CG that is block's node groups, which Top-Down then
+    # (mapper.partitioners.metis): on NPB CG that is block's node groups, which Top-Down then
     # puts on leaves by their traffic -- as good as the regrouping, never refused
     layout = _layout(INTERLEAVED)
     graph = generate("npb-cg", 128)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 
 from mapper import MappingResult
-from mapper.graph_io import write_mtx
-from mapper.mesh.mesh_io import write_mesh_metis
+from mapper.io.mesh_file import write_mesh_metis
+from mapper.io.mtx_file import write_mtx
 from mapper.summa.arrange import Arrangement
-from slurm_plugin.common.names import (
+from slurm_plugin.common.job_conventions import (
     ARRANGEMENT_FILE,
     GRAPH_MODE,
     JOB_MODES,

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from mapper import CommGraph
 from mapper.reorder import parse_reorder
-from slurm_plugin.common import names
-from slurm_plugin.common.names import DIST_GRAPH_FILE, GROUP_GRAPH_FILE
+from slurm_plugin.common import job_conventions
+from slurm_plugin.common.job_conventions import DIST_GRAPH_FILE, GROUP_GRAPH_FILE
 from slurm_plugin.common.reorder_steps import (
     ALL_FILES,
     DIST_GRAPH_ENV,
@@ -286,8 +286,9 @@ def test_names_list_the_reorder_files():
     """The job directory knows every reorder file (so a failed computation removes
     them with the launcher files)."""
 
-    assert set(names.REORDER_FILES) == set(ALL_FILES)
-    assert set(ALL_FILES) <= set(names.FILE_NAMES) and set(ALL_FILES) <= set(names.COMPUTED_FILES)
+    assert set(job_conventions.REORDER_FILES) == set(ALL_FILES)
+    assert set(ALL_FILES) <= set(job_conventions.FILE_NAMES)
+    assert set(ALL_FILES) <= set(job_conventions.COMPUTED_FILES)
 
 
 def test_task_prolog_exports_the_rankfile_to_the_batch_step_only(tmp_path):
@@ -296,7 +297,7 @@ def test_task_prolog_exports_the_rankfile_to_the_batch_step_only(tmp_path):
     daemons with a rankfile when the script unset it to let mpirun place the ranks."""
     import json as _json
 
-    from slurm_plugin.common.names import OMPI_RANKFILE_VARS
+    from slurm_plugin.common.job_conventions import OMPI_RANKFILE_VARS
     from slurm_plugin.lifecycle.task_prolog import exports
 
     out = tmp_path / "out"

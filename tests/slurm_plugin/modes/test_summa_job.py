@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slurm_plugin.common.names import EXPORTS, FILE_NAMES, MODES, SUMMA_MODE
+from mapper.io.summa_files import SummaFileError, parse_speeds, read_arrangement
+from slurm_plugin.common.job_conventions import EXPORTS, FILE_NAMES, MODES, SUMMA_MODE
 from slurm_plugin.lifecycle import prolog
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.machine.distribution import parse_distribution
 from slurm_plugin.machine.layout import build_layout
-from slurm_plugin.modes.summa_io import SummaFileError, parse_speeds, read_arrangement
 from slurm_plugin.modes.summa_job import (
     DEFAULT_SIZE,
     SummaInput,
@@ -315,8 +315,8 @@ def test_arrangement_tiles_the_matrix_and_the_report_costs_are_the_files_costs(t
     arranged = brute_costs(owner_grid(text, tmp_path), groups)
     assert arranged == (record["summa"]["arranged"]["cost_A"],
                         record["summa"]["arranged"]["cost_B"])
-    from mapper.summa.partition import partition
-    from slurm_plugin.modes.summa_io import format_arrangement
+    from mapper.io.summa_files import format_arrangement
+    from mapper.summa.tiling import partition
 
     original = brute_costs(owner_grid(format_arrangement(partition(speeds, 96)), tmp_path),
                            groups)

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mapper.graph_io import GraphFormatError, read_graph
+from mapper.io.graph_file import read_graph
+from mapper.io.graph_format import GraphFormatError
 from slurm_plugin.lifecycle.worker_protocol import WorkerRequest
 from slurm_plugin.profiles.store import ProfileError, ProfileStore, resolve_profile
 from tests.helpers.paths import REPO
@@ -31,7 +32,7 @@ import json, resource, sys, time
 spec = json.loads(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 resource.setrlimit(resource.RLIMIT_CPU, (30, 30))
-from mapper.graph_io import read_graph
+from mapper.io.graph_file import read_graph
 from slurm_plugin.profiles.store import ProfileStore, resolve_profile
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 # CPU seconds: a stall of the shared machine is not the reader's; a read that blocks

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph
-from mapper.graph_io import write_mtx
+from mapper.io.mtx_file import write_mtx
 from mapper.objective import evaluate
 from slurm_plugin.commands.profile_cli import add_profile_commands
 from slurm_plugin.machine.distribution import default_placements

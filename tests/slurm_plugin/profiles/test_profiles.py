@@ -8,7 +8,10 @@ import pytest
 import scipy.sparse as sp
 
 from mapper import CommGraph, GraphError
-from mapper.graph_io import GraphFormatError, read_graph, write_metis, write_mtx
+from mapper.io.graph_file import read_graph
+from mapper.io.graph_format import GraphFormatError
+from mapper.io.metis_file import write_metis
+from mapper.io.mtx_file import write_mtx
 from slurm_plugin.profiles.generators import GeneratorError, generate, near_factors
 from slurm_plugin.profiles.ompi_monitoring import MonitoringError, import_monitoring
 from slurm_plugin.profiles.store import ProfileError, ProfileStore, resolve_profile

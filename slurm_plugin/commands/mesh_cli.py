@@ -1,6 +1,6 @@
 """``rankmap partition`` and ``rankmap evaluate-partition``: mesh mode from the command line.
 
-``partition`` reads a mesh (:func:`mapper.mesh.mesh_io.read_mesh`), builds the machine
+``partition`` reads a mesh (:func:`mapper.io.mesh_file.read_mesh`), builds the machine
 (a homogeneous hierarchy, PE speeds, link costs), decomposes the mesh onto it
 (:func:`mapper.mesh.decompose.decompose`) and writes
 
@@ -32,21 +32,22 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
-from mapper.graph_io import read_text_file
+from mapper.io.graph_file import read_input_text
+from mapper.io.mapping_file import read_mapping
+from mapper.io.mesh_file import read_mesh
+from mapper.io.partition_file import read_partition_file, write_lines
 from mapper.machine import Hierarchy
-from mapper.mesh import PartitionMetrics, evaluate, read_mesh
+from mapper.mesh import PartitionMetrics, evaluate_partition
 from mapper.mesh.architecture import Architecture, architecture_from_hierarchy
 from mapper.mesh.decompose import Decomposition, decompose
-from mapper.mesh.names import BACKENDS, DEFAULT_BACKEND, PARTITION_METHODS, RMS
+from mapper.mesh.method_names import BACKENDS, DEFAULT_BACKEND, PARTITION_METHODS, RMS
 from mapper.objective import check_mapping
-from mapper.text_lines import content_lines
 
 from ..machine.speeds import parse_pe_speeds
-from .args import CliError, positive_float, positive_int, read_mapping
+from .args import CliError, parse_hierarchy_options, positive_float, positive_int
 
 _LINK_HELP = (
     "cost per unit of data of a link at each level, innermost first (default: the "
@@ -147,7 +148,7 @@ def _levels(text: str, option: str) -> list[float]:
 def load_machine(args: argparse.Namespace) -> tuple[Hierarchy, Architecture]:
     """The hierarchy (for J and the mapping) and the architecture (speeds, link costs)
     the options describe."""
-    hierarchy = Hierarchy.parse(args.hierarchy, args.distances)
+    hierarchy = parse_hierarchy_options(args.hierarchy, args.distances)
     k = hierarchy.levels
     if args.link_costs is None:
         costs = list(hierarchy.distances)
@@ -164,54 +165,11 @@ def load_machine(args: argparse.Namespace) -> tuple[Hierarchy, Architecture]:
         node_level = args.node_level - 1
     speeds = None
     if args.speeds:
-        speeds = parse_pe_speeds(read_text_file(args.speeds, None, "a speeds file"),
+        speeds = parse_pe_speeds(read_input_text(args.speeds, None, "a speeds file"),
                                  args.speeds, hierarchy.n)
     arch = architecture_from_hierarchy(hierarchy, costs, speeds, node_level=node_level,
                                        name=f"--hierarchy {args.hierarchy}")
     return hierarchy, arch
-
-
-def read_partition_file(path: str, n: int, nranks: int) -> np.ndarray:
-    """The rank of each of ``n`` mesh vertices from a partition file; ranks in
-    0..nranks-1.  Errors name ``path:line``.  O(file size): one ``split`` per line,
-    the numbers converted and checked by numpy."""
-    lines = content_lines(read_text_file(path, None, "a partition file"))
-    if len(lines) != n:
-        where = lines[n][0] if len(lines) > n else (lines[-1][0] + 1 if lines else 1)
-        raise CliError(f"{path}:{where}: the mesh has {n} vertices but the partition file "
-                       f"has {len(lines)} lines", source=path, line=where)
-    lineno = np.fromiter((no for no, _ in lines), dtype=np.int64, count=n)
-    bodies = [body for _, body in lines]
-    try:
-        part = np.array(bodies, dtype=np.int64)
-    except (ValueError, OverflowError):
-        part = None
-    if part is None or part.shape != (n,):
-        for no, body in lines:  # the rare path: which line is it
-            if not _is_int(body):
-                raise CliError(f"{path}:{no}: expected one rank (a whole number), got "
-                               f"{body!r}", source=path, line=no) from None
-        raise CliError(f"{path}: cannot read the ranks", source=path)
-    bad = np.flatnonzero((part < 0) | (part >= nranks))
-    if len(bad):
-        i = int(bad[0])
-        raise CliError(f"{path}:{lineno[i]}: rank {part[i]} of vertex {i} is outside "
-                       f"0..{nranks - 1} (the machine has {nranks} PEs)",
-                       source=path, line=int(lineno[i]))
-    return part
-
-
-def _is_int(text: str) -> bool:
-    try:
-        value = int(text)
-    except ValueError:
-        return False
-    return -(2 ** 63) <= value < 2 ** 63
-
-
-def write_lines(path: str, values: np.ndarray) -> None:
-    """One integer per line (the partition file, the placement)."""
-    Path(path).write_text("\n".join(map(str, values.tolist())) + "\n" if len(values) else "")
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -258,7 +216,7 @@ def _cmd_evaluate_partition(args: argparse.Namespace) -> int:
             raise CliError(f"{args.placement}: {exc}", source=args.placement) from None
     else:
         placement = np.arange(hierarchy.n, dtype=np.int64)
-    metrics = evaluate(mesh, placement[part], arch, hierarchy=hierarchy)
+    metrics = evaluate_partition(mesh, placement[part], arch, hierarchy=hierarchy)
     if args.json:
         print(json.dumps({**metrics.to_dict(), "edges": mesh.graph.m, "mesh": args.mesh,
                           "partition": args.partfile, "placement": args.placement}))

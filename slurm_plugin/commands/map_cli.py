@@ -1,8 +1,9 @@
 """``rankmap map`` and ``rankmap evaluate``: the solver from the command line.
 
-I/O lives here; the computing functions stay pure.  Errors in inputs become one line on
-stderr and exit code 2 (the caller, :mod:`slurm_plugin.commands.cli`, turns ``CliError`` into
-that).
+The files are read and written by :mod:`mapper.io` (graphs, arity files, distance
+matrices, mapping files); the computing functions stay pure.  Errors in inputs become
+one line on stderr and exit code 2 (:mod:`slurm_plugin.commands.cli` turns every
+``RankmapError`` into that).
 """
 
 from __future__ import annotations
@@ -15,41 +16,25 @@ from pathlib import Path
 
 import numpy as np
 
-from .api import map_processes
-from .errors import RankmapError
-from .graph import CommGraph
-from .machine import DistanceMatrix, Hierarchy, Machine, MachineError
-from .names import PRESETS
-from .objective import evaluate
-from .text_lines import content_lines
+from mapper.api import map_processes
+from mapper.graph import CommGraph
+from mapper.io.arity_file import hierarchy_from_arities, parse_arity_file
+from mapper.io.distance_matrix_file import read_distance_matrix
+from mapper.io.graph_file import read_graph
+from mapper.io.mapping_file import format_mapping, read_mapping
+from mapper.machine import Hierarchy, Machine
+from mapper.objective import evaluate
+
+from .args import (
+    CliError,
+    add_algorithm_arguments,
+    parse_hierarchy_options,
+    positive_float,
+    terminal_progress,
+)
 
 
-class CliError(RankmapError, ValueError):
-    """A user-facing error: printed without a traceback, exit status 2."""
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (``--time-limit 0`` is refused by name)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
-def add_algorithm_arguments(p: argparse.ArgumentParser, algorithm_help: str) -> None:
-    """``--algorithm NAME`` or ``--preset fast|eco|strong`` (one of them)."""
-    chosen = p.add_mutually_exclusive_group()
-    chosen.add_argument("--algorithm", default=None, help=algorithm_help)
-    chosen.add_argument("--preset", choices=PRESETS, default=None,
-                        help="fast (topdown+n10), eco (better partitions) or strong (more "
-                             "starts, moves beyond 2-swaps, iterated local search); README: "
-                             "Presets")
-
-
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_map_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``map`` and ``evaluate`` on a subparsers object."""
     p = sub.add_parser("map", help="map a communication graph onto a hierarchy",
                        description="Map GRAPH's ranks onto the PEs of a homogeneous hierarchy "
@@ -90,36 +75,7 @@ def _machine_args(p: argparse.ArgumentParser) -> None:
                         "hwinfo' writes one); --distances optional, tree hops by default")
 
 
-def read_distance_matrix(path: str) -> DistanceMatrix:
-    """An explicit distance matrix from text (rows of numbers) or ``.npy``."""
-    try:
-        if path.endswith(".npy"):
-            matrix = np.load(path, allow_pickle=False)
-        else:
-            rows = []
-            for no, line in enumerate(Path(path).read_text().splitlines(), 1):
-                text = line.split("#", 1)[0].split()
-                if not text:
-                    continue
-                try:
-                    rows.append([float(x) for x in text])
-                except ValueError:
-                    raise CliError(f"{path}:{no}: expected numbers") from None
-                if len(rows[-1]) != len(rows[0]):
-                    raise CliError(f"{path}:{no}: {len(rows[-1])} entries, the first row "
-                                   f"has {len(rows[0])}")
-            matrix = np.array(rows)
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return DistanceMatrix(matrix)
-    except MachineError as exc:
-        raise CliError(f"{path}: {exc}") from None
-
-
 def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
-    from .graph_io import read_graph
-
     if args.arity_file:
         if args.hierarchy or args.distance_matrix:
             raise CliError("give either --arity-file or --hierarchy/--distance-matrix")
@@ -137,7 +93,7 @@ def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
         if not (args.hierarchy and args.distances):
             raise CliError("--hierarchy and --distances are required (or --distance-matrix, "
                            "--arity-file)")
-        machine = Hierarchy.parse(args.hierarchy, args.distances)
+        machine = parse_hierarchy_options(args.hierarchy, args.distances)
         what = f"--hierarchy {args.hierarchy}"
     if not args.arity_file:
         graph = read_graph(args.graph)
@@ -149,8 +105,6 @@ def _load(args: argparse.Namespace) -> tuple[CommGraph, Machine]:
 
 def _read_arity_file(path: str, distances: str | None,
                      max_pes: int | None = None) -> Hierarchy:
-    from .arity_file import hierarchy_from_arities, parse_arity_file
-
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -169,34 +123,8 @@ def _read_arity_file(path: str, distances: str | None,
     return hierarchy_from_arities(arities, dist)  # distances innermost first
 
 
-def read_mapping(path: str) -> np.ndarray:
-    """Read a mapping file (one PE index per line); errors name the line."""
-    try:
-        lines = Path(path).read_text()
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read mapping: {exc.strerror}") from None
-    values = []
-    for no, text in content_lines(lines):
-        try:
-            values.append(int(text))
-        except ValueError:
-            raise CliError(f"{path}:{no}: expected a PE index, got {text!r}") from None
-    return np.asarray(values, dtype=np.int64)
-
-
 def _traffic_json(traffic) -> list[dict]:
     return [t.as_dict() for t in traffic]
-
-
-def terminal_progress():
-    """Phase lines with elapsed time on stderr, when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return None
-    start = time.perf_counter()
-
-    def show(phase: str) -> None:
-        print(f"[{time.perf_counter() - start:7.2f} s] {phase}", file=sys.stderr, flush=True)
-    return show
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
@@ -211,7 +139,7 @@ def _cmd_map(args: argparse.Namespace) -> int:
     phases.update({("solver_other" if k == "other" else k): v
                    for k, v in result.phases.items()})
     clock = time.perf_counter()
-    Path(args.output).write_text("".join(f"{p}\n" for p in result.mapping.tolist()))
+    Path(args.output).write_text(format_mapping(result.mapping))
     phases["write"] = time.perf_counter() - clock
     summary = {
         "objective": result.objective,
@@ -244,7 +172,7 @@ def _cmd_map(args: argparse.Namespace) -> int:
 
 def _hop_bytes(graph: CommGraph, machine: Machine, mapping: np.ndarray):
     """Hop-bytes when the machine is a hop matrix (explicit matrix), else None."""
-    from .hop_bytes import has_hops, hop_bytes
+    from mapper.hop_bytes import has_hops, hop_bytes
 
     return hop_bytes(graph, machine, mapping) if has_hops(machine) else None
 

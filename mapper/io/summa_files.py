@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mapper.errors import RankmapError
-from mapper.summa.partition import ColumnLayout, PartitionError, build_layout
-from mapper.text_lines import iter_content_lines
+from ..errors import RankmapError
+from ..summa.tiling import ColumnLayout, TilingError, build_column_layout
+from .text_lines import iter_content_lines
 
 FIELDS = ("rank", "column", "position", "row_offset", "col_offset", "height", "width")
 
@@ -134,7 +134,7 @@ def parse_arrangement(text: str, source: str, expected: int | None = None,
 
     Tiling (every element of the N x N matrix in exactly one rectangle) is checked
     column by column, so that an overlap or a gap names the line of the rectangle where
-    it starts; :func:`mapper.summa.partition.build_layout` then builds the layout with
+    it starts; :func:`mapper.summa.tiling.build_column_layout` then builds the layout with
     its own check.  O(p log p) for p ranks.
     """
     if like is not None:
@@ -284,8 +284,8 @@ def _tiling(table: np.ndarray, size: int, rank_line: list[int], source) -> Colum
                           f"before the matrix's right edge: columns {x}..{size - 1} are "
                           f"uncovered")
     try:  # the library's own check (the above leaves nothing for it to find)
-        layout = build_layout(columns, height, widths, size)
-    except PartitionError as exc:
+        layout = build_column_layout(columns, height, widths, size)
+    except TilingError as exc:
         raise SummaFileError(f"{source}: the rectangles do not tile the {size} x {size} "
                              f"matrix: {exc}", source=str(source)) from None
     for k, name in ((3, "row_offset"), (4, "col_offset")):

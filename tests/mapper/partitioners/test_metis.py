@@ -1,5 +1,6 @@
-"""The partitioner's two steps after METIS (mapper.partition): the exact size repair and
-the size-keeping swap refinement, tested directly."""
+"""The partitioner's two steps after METIS (mapper.partitioners.exact_sizes, after
+mapper.partitioners.metis): the exact size repair and the size-keeping swap refinement,
+tested directly."""
 
 from functools import partial
 
@@ -7,15 +8,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mapper import partition
-from mapper.partition import (
-    balanced_partition,
+from mapper.partitioners import exact_sizes, metis
+from mapper.partitioners import weights as weight_scaling
+from mapper.partitioners.exact_sizes import (
     cut_weight,
-    metis_weights,
     refine_cut,
     repair_sizes,
     split_blocks_in_two,
 )
+from mapper.partitioners.metis import balanced_partition
+from mapper.partitioners.weights import metis_weights
 from slurm_plugin.profiles.generators import generate
 from tests.helpers.mapper_cases import random_graph
 
@@ -61,7 +63,7 @@ def test_metis_really_leaves_these_cases_off_their_targets():
     """The premise of the repair tests below: without the repair they would be wrong."""
     off = 0
     for spec, n, sizes in METIS_OFF:
-        raw = partition._metis(metis_case(spec, n), np.array(sizes), 0, recursive=True)
+        raw = metis._metis(metis_case(spec, n), np.array(sizes), 0, recursive=True)
         off += int(np.any(np.bincount(raw, minlength=len(sizes)) != sizes))
     assert off >= len(METIS_OFF) // 2  # most of them, whatever pymetis version
 
@@ -70,7 +72,7 @@ def test_metis_really_leaves_these_cases_off_their_targets():
 def test_repair_gives_exact_sizes_and_moves_only_surplus_vertices(spec, n, sizes):
     adj = metis_case(spec, n)
     sizes = np.array(sizes)
-    raw = partition._metis(adj, sizes, 0, recursive=True)
+    raw = metis._metis(adj, sizes, 0, recursive=True)
     fixed = repair_sizes(adj, raw, sizes)
     assert np.array_equal(np.bincount(fixed, minlength=len(sizes)), sizes)
     excess = np.bincount(raw, minlength=len(sizes)) - sizes
@@ -120,7 +122,7 @@ def test_repair_proposals_match_the_dense_connection_matrix():
         excess = rng.integers(-3, 4, k)
         cand = np.flatnonzero(excess[part] > 0)
         own, target, best = _kernels.repair_proposals(
-            *partition.csr_arrays(adj), part, cand, excess, 99)
+            *exact_sizes.csr_arrays(adj), part, cand, excess, 99)
         conn = adj.toarray() @ np.eye(k)[part]  # vertex x block connection
         for i, v in enumerate(cand):
             assert own[i] == pytest.approx(conn[v, part[v]])
@@ -185,12 +187,12 @@ def test_metis_effort_is_capped_per_level_of_a_large_graph():
     small job (the periodic stencils, where the extra bisections find the better
     planes) keep theirs."""
     node_split = (128, 768, 2)  # 128 ranks of a 3D stencil into 2 sockets
-    assert partition.metis_effort(*node_split) == (partition._MAX_NCUTS, 1)
-    assert partition.metis_effort(*node_split, whole=256 + 1536) == (partition._MAX_NCUTS, 1)
-    assert partition.metis_effort(*node_split, whole=(1 << 20) * 7) == (1, 1)
+    assert metis.metis_effort(*node_split) == (metis._MAX_NCUTS, 1)
+    assert metis.metis_effort(*node_split, whole=256 + 1536) == (metis._MAX_NCUTS, 1)
+    assert metis.metis_effort(*node_split, whole=(1 << 20) * 7) == (1, 1)
     # between: the level's work stays near _LEVEL_WORK arcs per bisection step
-    whole = 4 * partition._LEVEL_WORK // 10
-    assert partition.metis_effort(*node_split, whole=whole)[0] == 2
+    whole = 4 * metis._LEVEL_WORK // 10
+    assert metis.metis_effort(*node_split, whole=whole)[0] == 2
 
 
 def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
@@ -200,25 +202,25 @@ def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
     from mapper.api import map_processes
 
     seen = []
-    real = partition._metis
+    real = metis._metis
 
     def spy(adj, sizes, seed, recursive, ncuts=1):
         seen.append(ncuts)
         return real(adj, sizes, seed, recursive, ncuts)
 
-    monkeypatch.setattr(partition, "_metis", spy)
+    monkeypatch.setattr(metis, "_metis", spy)
     graph = generate("stencil3d", 512)
     machine = Hierarchy.homogeneous([8, 2, 8, 4], [1, 10, 100, 1000])
-    level_work = partition._LEVEL_WORK
+    level_work = metis._LEVEL_WORK
     for algorithm in ("topdown", "bottomup"):
         seen.clear()
         map_processes(graph, machine, algorithm)
         assert max(seen) > 1  # a small graph: several bisections where they pay
-        monkeypatch.setattr(partition, "_LEVEL_WORK", graph.n + len(graph.indices))
+        monkeypatch.setattr(metis, "_LEVEL_WORK", graph.n + len(graph.indices))
         seen.clear()
         map_processes(graph, machine, algorithm)
         assert seen and max(seen) == 1
-        monkeypatch.setattr(partition, "_LEVEL_WORK", level_work)
+        monkeypatch.setattr(metis, "_LEVEL_WORK", level_work)
 
 
 def test_large_blocks_run_metis_kway_and_bisection_while_affordable(monkeypatch):
@@ -228,7 +230,7 @@ def test_large_blocks_run_metis_kway_and_bisection_while_affordable(monkeypatch)
     coarsens once, not once per bisection level: bench/README.md).  Smaller blocks
     get the recursive bisection alone.  Every run gives the exact sizes."""
     calls, ncuts_seen = [], []
-    real = partition._metis
+    real = metis._metis
 
     def spy(adj, sizes, seed, recursive, ncuts=1):
         calls.append((tuple(sizes), seed, recursive))
@@ -236,10 +238,10 @@ def test_large_blocks_run_metis_kway_and_bisection_while_affordable(monkeypatch)
         return real(adj, sizes, seed, recursive, ncuts)
 
     def cut_of(part):
-        return partition.cut_weight(adj, part)
+        return exact_sizes.cut_weight(adj, part)
 
-    monkeypatch.setattr(partition, "_metis", spy)
-    monkeypatch.setattr(partition, "KWAY_MIN_BLOCK", 100)
+    monkeypatch.setattr(metis, "_metis", spy)
+    monkeypatch.setattr(metis, "KWAY_MIN_BLOCK", 100)
     adj = csr(generate("stencil3d", 1200))
     both = ([300, 300, 300, 300], [100, 300, 500, 300])
     for sizes in both + ([99, 301, 500, 300],):
@@ -248,14 +250,14 @@ def test_large_blocks_run_metis_kway_and_bisection_while_affordable(monkeypatch)
         assert np.bincount(part, minlength=4).tolist() == sizes
         if sizes in both:
             assert calls == [(tuple(sizes), 5, True), (tuple(sizes), 5, False)]
-            runs = [partition.repair_sizes(adj, real(adj, np.array(sizes), 5, r, c),
+            runs = [exact_sizes.repair_sizes(adj, real(adj, np.array(sizes), 5, r, c),
                                            np.array(sizes))
                     for r, c in zip((True, False), ncuts_seen[-2:], strict=True)]
             assert cut_of(part) == min(min(cut_of(p) for p in runs),
                                        cut_of(np.repeat(np.arange(4), sizes)))
         else:
             assert calls == [(tuple(sizes), 5, True)]
-    monkeypatch.setattr(partition, "_BOTH_MODES_WORK", adj.shape[0] + adj.nnz - 1)
+    monkeypatch.setattr(metis, "_BOTH_MODES_WORK", adj.shape[0] + adj.nnz - 1)
     calls.clear()
     balanced_partition(adj, np.array(both[0]), seed=5, refine=False)
     assert calls == [(tuple(both[0]), 5, False)]
@@ -365,7 +367,7 @@ def test_top_down_halves_nodes_only_where_they_are_single_bisections(monkeypatch
     calls.clear()
     as_is = top_down(graph, machine, 0, partitioner=spy, halve_nodes=True)
     assert 2 in calls and np.array_equal(as_is, separate)
-    monkeypatch.setattr(partition, "_LEVEL_WORK", graph.n + len(graph.indices))
+    monkeypatch.setattr(metis, "_LEVEL_WORK", graph.n + len(graph.indices))
     calls.clear()
     separate = top_down(graph, machine, 0, partitioner=spy)
     calls.clear()
@@ -403,7 +405,7 @@ def test_node_halves_on_odd_machines(monkeypatch, tree, halved):
     d = np.linalg.norm(pts[:, None] - pts[None], axis=2)
     u, v = np.nonzero(np.triu(d < np.sqrt(8 / (np.pi * machine.n)), 1))  # degree ~8
     graph = CommGraph.from_edges(u, v, rng.uniform(1, 10, len(u)), n=machine.n)
-    monkeypatch.setattr(partition, "_LEVEL_WORK", 1)
+    monkeypatch.setattr(metis, "_LEVEL_WORK", 1)
     calls = []
     real = topdown.split_blocks_in_two
 
@@ -436,12 +438,12 @@ def test_node_halves_on_odd_machines(monkeypatch, tree, halved):
 def test_metis_weights_are_the_scaled_rounded_volumes(weights):
     # the compiled loop against the formula it replaces, element by element
     w = weights.astype(np.float64)
-    scale = min(partition._METIS_WEIGHT_SCALE / w.max(),
-                partition._METIS_TOTAL_LIMIT / max(w.sum(), 1.0))
+    scale = min(weight_scaling._METIS_WEIGHT_SCALE / w.max(),
+                weight_scaling._METIS_TOTAL_LIMIT / max(w.sum(), 1.0))
     want = np.maximum(1, np.rint(w * scale)).astype(np.int64)
     got = metis_weights(weights)
     assert got.dtype == np.int64 and np.array_equal(got, want)
-    assert got.sum() <= partition._METIS_TOTAL_LIMIT + len(w)
+    assert got.sum() <= weight_scaling._METIS_TOTAL_LIMIT + len(w)
 
 
 @pytest.mark.parametrize("dim", [2, 3])
@@ -471,13 +473,13 @@ def test_top_down_on_large_uneven_switches_with_both_metis_modes(monkeypatch, di
 
     def top_cut(**patch):
         for name, value in patch.items():
-            monkeypatch.setattr(partition, name, value)
+            monkeypatch.setattr(metis, name, value)
         pe = topdown.top_down(graph, machine, 0, partitioner=partial(
             balanced_partition, refine=False))
         assert sorted(pe.tolist()) == list(range(machine.n))
         return cut_weight(adj, switch_of[pe])
 
-    assert adj.shape[0] + adj.nnz <= partition._BOTH_MODES_WORK
+    assert adj.shape[0] + adj.nnz <= metis._BOTH_MODES_WORK
     both = top_cut()
     kway_alone = top_cut(_BOTH_MODES_WORK=0)
     bisection_alone = top_cut(KWAY_MIN_BLOCK=1 << 40)

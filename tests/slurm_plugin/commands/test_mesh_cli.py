@@ -10,15 +10,12 @@ import pytest
 
 from mapper.errors import RankmapError
 from mapper.graph import CommGraph
+from mapper.io.mesh_file import read_mesh, write_mesh_metis
 from mapper.machine import Hierarchy
-from mapper.mesh import evaluate, mesh_from_graph, read_mesh, write_mesh_metis
+from mapper.mesh import evaluate_partition, mesh_from_graph
 from mapper.mesh.architecture import architecture_from_hierarchy
-from mapper.mesh.names import PARTITION_METHODS
-from slurm_plugin.commands.partition_cli import (
-    add_evaluate_partition_command,
-    add_partition_command,
-    read_partition_file,
-)
+from mapper.mesh.method_names import PARTITION_METHODS
+from slurm_plugin.commands.mesh_cli import add_evaluate_partition_command, add_partition_command
 
 MACHINE = ["--hierarchy", "4:3:2", "--distances", "1:10:100"]
 
@@ -70,7 +67,7 @@ def test_partition_end_to_end(method, mesh_file, tmp_path, capsys):
     mesh = read_mesh(mesh_file)
     h = Hierarchy.parse("4:3:2", "1:10:100")
     arch = architecture_from_hierarchy(h, [1, 10, 100])
-    ref = evaluate(mesh, np.array(pes)[np.array(ranks)], arch, hierarchy=h).to_dict()
+    ref = evaluate_partition(mesh, np.array(pes)[np.array(ranks)], arch, hierarchy=h).to_dict()
     assert {k: out[k] for k in ref} == ref
     # evaluate-partition prints the same numbers
     assert run(["evaluate-partition", str(mesh_file), str(part), "--placement", str(place),
@@ -119,13 +116,6 @@ def test_bad_partition_file(content, where, what, mesh_file, tmp_path, capsys):
     msg = capsys.readouterr().out.strip()
     assert msg.startswith(f"rankmap: error: {bad}{where}") and what in msg
     assert "\n" not in msg and "Traceback" not in msg
-
-
-def test_comments_and_blank_lines_in_partition_file(mesh_file, tmp_path):
-    ranks = np.arange(256) % 24
-    f = tmp_path / "c.part"
-    f.write_text("# made by hand\n\n" + "\n".join(f"{r}  # v" for r in ranks) + "\n")
-    assert np.array_equal(read_partition_file(str(f), 256, 24), ranks)
 
 
 def test_other_input_errors(mesh_file, tmp_path, capsys):

@@ -2,14 +2,14 @@
 
 * METIS ``.graph`` (fmt 10, 11, 100, 110, 111; ``ncon`` = 1): the vertex weights are
   w(v) and the vertex sizes (fmt 1xx) are c(v), read by the one METIS parser,
-  :func:`mapper.graph_io.parse_metis_text`.  A file with ``ncon`` > 1 is refused: rankmap
+  :func:`mapper.io.metis_file.parse_metis_text`.  A file with ``ncon`` > 1 is refused: rankmap
   balances one constraint.
-* Any other format :func:`mapper.graph_io.read_graph` knows (Matrix Market, CSV, npz),
+* Any other format :func:`mapper.io.graph_file.read_graph` knows (Matrix Market, CSV, npz),
   optionally with a **weights file**: one line per vertex, ``w`` or ``w c``; ``#`` starts
   a comment anywhere on a line, a line starting with ``%`` is a comment, blank lines
   are skipped.  w must be finite and > 0, c finite and >= 0.
 
-Missing values are 1.  Errors are :class:`mapper.graph_io.GraphFormatError` naming
+Missing values are 1.  Errors are :class:`mapper.io.graph_format.GraphFormatError` naming
 ``file:line``.  The size limit is :func:`read_graph`'s: ``max_bytes`` per file and,
 unless ``limit`` says otherwise, at most ``max_bytes // 8`` vertices.
 """
@@ -21,17 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..graph_io import (
-    GraphFormatError,
-    SizeLimit,
-    graph_kind,
-    parse_metis_text,
-    read_graph,
-    read_text_file,
-    size_limit,
-)
-from ..text_lines import iter_content_lines
-from .mesh import Mesh, mesh_from_graph
+from ..mesh.mesh import Mesh, mesh_from_graph
+from .graph_file import graph_kind, read_graph, read_input_text, size_limit
+from .graph_format import GraphFormatError, SizeLimit
+from .metis_file import parse_metis_text
+from .text_lines import iter_content_lines
 
 
 def read_mesh(path: str | os.PathLike, weights: str | os.PathLike | None = None,
@@ -49,7 +43,7 @@ def read_mesh(path: str | os.PathLike, weights: str | os.PathLike | None = None,
         limit = size_limit(max_bytes, None, unit="vertices")
     w = c = None
     if kind == "metis":
-        mg = parse_metis_text(read_text_file(p, max_bytes, "a mesh"), str(p), limit=limit)
+        mg = parse_metis_text(read_input_text(p, max_bytes, "a mesh"), str(p), limit=limit)
         graph = mg.graph
         if mg.vertex_weights is not None:
             if mg.ncon != 1:
@@ -66,7 +60,7 @@ def read_mesh(path: str | os.PathLike, weights: str | os.PathLike | None = None,
     else:
         graph = read_graph(p, kind, max_bytes, limit=limit)
     if weights is not None:
-        w, c = read_weights_text(read_text_file(weights, max_bytes, "a weights file"),
+        w, c = read_weights_text(read_input_text(weights, max_bytes, "a weights file"),
                                  str(weights), graph.n)
     return mesh_from_graph(graph, w, c, source=str(p))
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.summa.partition import (
-    PartitionError,
+from mapper.summa.tiling import (
+    TilingError,
     apportion,
-    build_layout,
+    build_column_layout,
     half_perimeter,
     optimal_columns,
     partition,
@@ -68,7 +68,7 @@ def test_apportion_exact_sum_and_rounding():
         if np.all(exact >= 1):  # no zero fix-up: within 1 of the exact share
             assert np.all(np.abs(out - exact) < 1)
     assert apportion(np.array([1.0, 1.0, 1.0]), 10).tolist() == [4, 3, 3]
-    with pytest.raises(PartitionError):
+    with pytest.raises(TilingError):
         apportion(np.ones(4), 3)
 
 
@@ -113,16 +113,16 @@ def test_with_columns_restacks_and_checks():
         assert np.array_equal(np.cumsum(flipped.height[c])[:-1], flipped.row_offset[c[1:]])
     swapped = layout.with_columns(cols, column_order=list(range(layout.ncolumns))[::-1])
     assert swapped.column_widths.tolist() == layout.column_widths.tolist()[::-1]
-    with pytest.raises(PartitionError):
+    with pytest.raises(TilingError):
         layout.with_columns([cols[0][:1]] + cols[1:])
 
 
 def test_errors():
-    with pytest.raises(PartitionError):
+    with pytest.raises(TilingError):
         partition([1, -1], 10)
-    with pytest.raises(PartitionError):
+    with pytest.raises(TilingError):
         partition([], 10)
-    with pytest.raises(PartitionError, match="smaller"):
+    with pytest.raises(TilingError, match="smaller"):
         partition([1] * 9, 2)
-    with pytest.raises(PartitionError, match="sum"):
-        build_layout([np.array([0]), np.array([1])], np.array([3, 3]), np.array([2, 2]), 3)
+    with pytest.raises(TilingError, match="sum"):
+        build_column_layout([np.array([0]), np.array([1])], np.array([3, 3]), np.array([2, 2]), 3)

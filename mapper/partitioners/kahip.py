@@ -1,9 +1,19 @@
-"""Perfectly balanced partitioning with KaHIP's KaFFPa, then an exact size repair.
+"""KaHIP's KaFFPa for both contracts: exact block sizes and weighted targets.
 
-Same contract as :func:`mapper.partition.balanced_partition` (blocks of exactly the
-requested sizes), with KaFFPa (Sanders & Schulz) instead of METIS as the multilevel
-partitioner.  KaHIP is optional (PyPI ``kahip``); without it :class:`KahipMissing`
-says how to install it.
+* :func:`kahip_partition` — the contract of
+  :func:`mapper.partitioners.metis.balanced_partition` (blocks of exactly the requested
+  sizes), with KaFFPa (Sanders & Schulz) instead of METIS as the multilevel
+  partitioner; an optional backend for experiments (``bench/bench_partitions.py``).
+* :func:`kahip_split` — the mesh partitioners' contract (as
+  :func:`mapper.partitioners.metis.metis_split`): integer vertex and edge weights,
+  blocks whose weights should be ``fractions`` of the total, each within ``imbalance``
+  of its target; :mod:`mapper.mesh.balance` repairs what it returns.
+
+KaHIP is optional (PyPI ``kahip``); without it :class:`~.errors.KahipMissing` says how
+to install it.  KaHIP's Python module exposes only ``kaffpa(vwgt, xadj, adjcwgt,
+adjncy, k, imbalance, suppress_output, seed, mode)`` — one imbalance for every block,
+no target weights — so both contracts pad bisections with a dummy vertex, each its own
+way (below).
 
 Exact sizes.  KaFFPa's Python binding takes one imbalance ε for every block and no
 target weights.  A range of equal sizes is split k-way in one call with a small ε
@@ -17,20 +27,29 @@ vertex of slack and the dummy cannot land on either side (with unit weights a
 dummy of weight 1 could).  The list is cut nearest its middle where the totals
 differ or the halves hold the same sizes, so that the two halves are never
 interchangeable targets of different shapes (a 9-clique must not get targets 5 + 4).
-KaFFPa does not always meet its bound, so :func:`mapper.partition.repair_sizes` makes
-every split exact, and the swap refinement :func:`mapper.partition.refine_cut` lowers
-the final cut, as after METIS.  KaFFPa's own ε = 0 (its perfectly balanced
+KaFFPa does not always meet its bound, so
+:func:`mapper.partitioners.exact_sizes.repair_sizes` makes every split exact, and the
+swap refinement :func:`mapper.partitioners.exact_sizes.refine_cut` lowers the final
+cut, as after METIS.  KaFFPa's own ε = 0 (its perfectly balanced
 refinement, Sanders & Schulz 2013) is not used: splitting a 512-vertex quotient graph
 8 ways took 22-131 s here (0.02-1 s with a small ε) for a cut 0.99-1.01 times METIS's
-after repair and refinement (``bench/bench_partitions.py --perfect``).  The mesh
-partitioners' KaHIP backend (:mod:`mapper.mesh.backends`) pads the same way but with
-unit weights and halves at k // 2, the two cases above; hence this module's own
-bisection.
+after repair and refinement (``bench/bench_partitions.py --perfect``).
+
+Weighted targets (:func:`kahip_split`).  Equal targets go to kaffpa's k-way
+partitioner directly.  Unequal targets are handled by bisection: for a 2-way split
+with targets T_small < T_big an isolated dummy vertex of weight ``T_big - T_small`` is
+added, so that kaffpa's equal halves are the wanted sizes; the side holding the dummy
+is the small side, and kaffpa's imbalance is set to ``imbalance * T_small / T_big`` so
+that the small side's slack is ``imbalance`` of *its* target.  More than two unequal
+targets are split recursively into halves (⌊k/2⌋ and ⌈k/2⌉ blocks) that way.  So with
+unequal targets KaHIP is always recursive bisection, never its k-way refinement.  The
+padding differs from the exact sizes' (the vertices' own weights, halves at k // 2:
+the two cases above); hence the two bisections of this module.
 
 Complexity: KaFFPa is a multilevel partitioner, near-linear in m per call in
 practice (fast < eco < strong: strong adds flow-based refinement and more V-cycles);
 unequal sizes add ⌈log2 k⌉ levels of bisection calls, O(m) each level; repair and
-refinement as in :mod:`mapper.partition`.
+refinement as in :mod:`mapper.partitioners.exact_sizes`.
 
 References
 ----------
@@ -50,19 +69,20 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import RankmapError
-from .partition import cut_weight, metis_weights, refine_cut, repair_sizes
+from .errors import KahipMissing, PartitionError
+from .exact_sizes import cut_weight, refine_cut, repair_sizes
+from .weights import blocks_by_weight, metis_weights
 
 #: KaFFPa preconfigurations (kahip.FAST, ECO, STRONG)
 MODES = {"fast": 0, "eco": 1, "strong": 2}
+#: the same, by name, for the mesh partitioners' ``kahip_mode``
+KAHIP_MODES = ("fast", "eco", "strong")
 #: ε of KaFFPa's k-way splits: blocks within a vertex or two of the target
 EPSILON = 0.001
 _SMALL_GRAPH = 16
 _SMALL_GRAPH_TRIES = 4
-
-
-class KahipMissing(RankmapError, RuntimeError):
-    """KaHIP (PyPI ``kahip``) is not installed."""
+_KAHIP_TOTAL_LIMIT = 1 << 26     # with the dummy vertex at most twice this
+_KAHIP_MIN_IMBALANCE = 0.003
 
 
 def kahip_available() -> bool:
@@ -178,3 +198,86 @@ def _bisect(kahip, adj: sp.csr_matrix, a: int, b: int, seed: int, mode: int) -> 
         return parts
     small = 1 if a > b else 0
     return np.where(parts[:n] == parts[n], small, 1 - small)
+
+
+def _kahip():
+    try:
+        import kahip
+    except ImportError:
+        raise KahipMissing(
+            "backend 'kahip' needs the KaHIP Python module: pip install kahip "
+            "(or use backend 'metis')") from None
+    return kahip
+
+
+def kahip_split(adj: sp.csr_matrix, vweights: np.ndarray, fractions: np.ndarray, *,
+                imbalance: float, seed: int, mode: str = "fast") -> np.ndarray:
+    """Split with KaHIP's kaffpa (see the module docstring for unequal targets)."""
+    kahip = _kahip()
+    if mode not in KAHIP_MODES:
+        raise PartitionError(f"KaHIP mode {mode!r}: expected one of {', '.join(KAHIP_MODES)}")
+    kmode = {"fast": kahip.FAST, "eco": kahip.ECO, "strong": kahip.STRONG}[mode]
+    k = len(fractions)
+    n = adj.shape[0]
+    if k == 1 or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    fractions = np.asarray(fractions, dtype=np.float64) / float(np.sum(fractions))
+    vweights = _kahip_weights(vweights)
+    if np.allclose(fractions, fractions[0], rtol=1e-9, atol=0):
+        return _kaffpa_weighted(kahip, adj, vweights, k, imbalance, seed, kmode)
+    if k == 2:
+        return _kahip_bisect(kahip, adj, vweights, fractions, imbalance, seed, kmode)
+    # unequal targets, k > 2: halves of the block range, each split again
+    half = k // 2
+    side = _kahip_bisect(kahip, adj, vweights,
+                         np.array([fractions[:half].sum(), fractions[half:].sum()]),
+                         imbalance, seed, kmode)
+    part = np.empty(n, dtype=np.int64)
+    for s, (lo, hi) in enumerate(((0, half), (half, k))):
+        idx = np.flatnonzero(side == s)
+        sub = kahip_split(adj[idx][:, idx], vweights[idx], fractions[lo:hi],
+                          imbalance=imbalance, seed=seed, mode=mode)
+        part[idx] = sub + lo
+    return part
+
+
+def _kahip_weights(vweights: np.ndarray) -> np.ndarray:
+    """Vertex weights small enough for kaffpa's 32-bit sums, dummy vertex included."""
+    total = float(vweights.sum())
+    if total <= _KAHIP_TOTAL_LIMIT:
+        return vweights
+    # kaffpa crashes (not an error: a segfault) when the weights approach 2^31
+    return np.maximum(1, np.rint(vweights * (_KAHIP_TOTAL_LIMIT / total))).astype(np.int64)
+
+
+def _kaffpa_weighted(kahip, adj: sp.csr_matrix, vweights: np.ndarray, k: int,
+                     imbalance: float, seed: int, kmode: int) -> np.ndarray:
+    """One kaffpa call of :func:`kahip_split`: blocks by weight where there are fewer
+    vertices than blocks, and never an imbalance below ``_KAHIP_MIN_IMBALANCE``."""
+    n = adj.shape[0]
+    if n < k:
+        return blocks_by_weight(vweights, np.full(k, 1.0 / k))
+    # kaffpa segfaults with imbalance 0 on some weighted inputs (seen with the dummy
+    # vertex); the balance repair closes the last per mille
+    return _kaffpa(kahip, adj, vweights, k, max(float(imbalance), _KAHIP_MIN_IMBALANCE),
+                   seed, kmode)
+
+
+def _kahip_bisect(kahip, adj: sp.csr_matrix, vweights: np.ndarray, fractions: np.ndarray,
+                  imbalance: float, seed: int, kmode: int) -> np.ndarray:
+    total = float(vweights.sum())
+    small = int(np.argmin(fractions))
+    t_small, t_big = fractions[small] * total, fractions[1 - small] * total
+    dummy = int(round(t_big - t_small))
+    if dummy < 1:
+        return _kaffpa_weighted(kahip, adj, vweights, 2, imbalance, seed, kmode)
+    n = adj.shape[0]
+    # an isolated vertex of weight T_big - T_small: kaffpa's two equal halves are then
+    # T_small + dummy and T_big, i.e. the wanted sides
+    indptr = np.append(adj.indptr, adj.indptr[-1])
+    padded = sp.csr_matrix((adj.data, adj.indices, indptr), shape=(n + 1, n + 1))
+    blocks = _kaffpa_weighted(kahip, padded, np.append(vweights, dummy), 2,
+                              imbalance * t_small / t_big, seed, kmode)
+    side_of_dummy = blocks[n]
+    # the dummy's side is the small one
+    return np.where(blocks[:n] == side_of_dummy, small, 1 - small).astype(np.int64)

@@ -1,4 +1,4 @@
-"""KaFFPa-based balanced partitioning (mapper.partition_kahip): exact sizes, cut quality
+"""KaFFPa-based balanced partitioning (mapper.partitioners.kahip): exact sizes, cut quality
 against brute force and a trivial split, determinism, and the error without KaHIP."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pytest
 import scipy.sparse as sp
 
 from mapper.errors import RankmapError
-from mapper.partition import cut_weight
-from mapper.partition_kahip import KahipMissing, kahip_partition
+from mapper.partitioners.errors import KahipMissing
+from mapper.partitioners.exact_sizes import cut_weight
+from mapper.partitioners.kahip import kahip_partition
 
 needs_kahip = pytest.mark.skipif(
     not __import__("importlib.util").util.find_spec("kahip"), reason="kahip not installed")

@@ -1,4 +1,5 @@
-"""Column-based heterogeneous partition of an N x N matrix from relative speeds.
+"""Column-based heterogeneous partition of an N x N matrix from relative speeds: a
+tiling of the matrix into one rectangle per processor.
 
 Beaumont, Boudet, Rastello & Robert's column-based algorithm: the unit square is cut
 into columns, each column into one rectangle per processor, every rectangle's area
@@ -54,8 +55,8 @@ import numpy as np
 from ..errors import RankmapError
 
 
-class PartitionError(RankmapError, ValueError):
-    """Speeds or a matrix size the partitioner cannot use."""
+class TilingError(RankmapError, ValueError):
+    """Speeds, a matrix size or columns that make no tiling of the matrix."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,18 +101,18 @@ class ColumnLayout:
         (old column indices, left to right) exchanges whole columns."""
         old = self.columns()
         if len(columns) != len(old):
-            raise PartitionError(f"{len(columns)} columns given, the layout has {len(old)}")
+            raise TilingError(f"{len(columns)} columns given, the layout has {len(old)}")
         for j, (new, cur) in enumerate(zip(columns, old, strict=True)):
             if sorted(int(r) for r in new) != sorted(int(r) for r in cur):
-                raise PartitionError(f"column {j}: not a permutation of its ranks")
+                raise TilingError(f"column {j}: not a permutation of its ranks")
         order = list(range(len(old))) if column_order is None else [int(j) for j in column_order]
         if sorted(order) != list(range(len(old))):
-            raise PartitionError(f"column order {order} is not a permutation of the columns")
-        return build_layout([np.asarray(columns[j], dtype=np.int64) for j in order],
+            raise TilingError(f"column order {order} is not a permutation of the columns")
+        return build_column_layout([np.asarray(columns[j], dtype=np.int64) for j in order],
                             self.height, self.column_widths[order], self.size)
 
 
-def build_layout(columns: Sequence[np.ndarray], heights: np.ndarray,
+def build_column_layout(columns: Sequence[np.ndarray], heights: np.ndarray,
                  column_widths: np.ndarray, size: int) -> ColumnLayout:
     """Layout from each column's ranks (top to bottom), per-rank heights and the column
     widths (left to right); checks that the rectangles tile the size x size matrix.
@@ -124,13 +125,13 @@ def build_layout(columns: Sequence[np.ndarray], heights: np.ndarray,
     ranks = np.concatenate([np.asarray(c, dtype=np.int64) for c in columns]) if columns \
         else np.zeros(0, dtype=np.int64)
     if len(columns) != len(widths):
-        raise PartitionError(f"{len(columns)} columns but {len(widths)} widths")
+        raise TilingError(f"{len(columns)} columns but {len(widths)} widths")
     if len(ranks) != n or not np.array_equal(np.sort(ranks), np.arange(n)):
-        raise PartitionError("every rank must appear in exactly one column")
+        raise TilingError("every rank must appear in exactly one column")
     if n and (heights.min() < 1 or widths.min() < 1):
-        raise PartitionError("heights and widths must be positive")
+        raise TilingError("heights and widths must be positive")
     if int(widths.sum()) != size:
-        raise PartitionError(f"column widths sum to {int(widths.sum())}, not {size}")
+        raise TilingError(f"column widths sum to {int(widths.sum())}, not {size}")
     lengths = np.array([len(c) for c in columns], dtype=np.int64)
     col_of = np.repeat(np.arange(len(columns)), lengths)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
@@ -141,7 +142,7 @@ def build_layout(columns: Sequence[np.ndarray], heights: np.ndarray,
     col_base = np.concatenate([[0], col_end[:-1]])
     if np.any(col_end - col_base != size):
         bad = int(np.flatnonzero(col_end - col_base != size)[0])
-        raise PartitionError(f"column {bad}: heights sum to {int(col_end[bad] - col_base[bad])}"
+        raise TilingError(f"column {bad}: heights sum to {int(col_end[bad] - col_base[bad])}"
                              f", not {size}")
     row_off = csum - h - np.repeat(col_base, lengths)
     x0 = np.concatenate([[0], np.cumsum(widths)[:-1]])
@@ -173,9 +174,9 @@ class ColumnPartition:
 def _check_speeds(speeds: Sequence[float]) -> np.ndarray:
     s = np.asarray(speeds, dtype=np.float64)
     if s.ndim != 1 or len(s) == 0:
-        raise PartitionError("need at least one speed")
+        raise TilingError("need at least one speed")
     if not np.all(np.isfinite(s)) or s.min() <= 0:
-        raise PartitionError("speeds must be finite and positive")
+        raise TilingError("speeds must be finite and positive")
     return s / s.sum()
 
 
@@ -219,7 +220,7 @@ def apportion(weights: np.ndarray, total: int) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64)
     m = len(w)
     if total < m:
-        raise PartitionError(f"cannot give {m} parts at least 1 of {total}")
+        raise TilingError(f"cannot give {m} parts at least 1 of {total}")
     exact = w / w.sum() * total
     out = np.floor(exact).astype(np.int64)
     rest = total - int(out.sum())
@@ -242,7 +243,7 @@ def partition(speeds: Sequence[float], size: int) -> ColumnLayout:
     part = optimal_columns(speeds)
     s = np.asarray(speeds, dtype=np.float64)
     if size < len(part.members) or size < max(len(m) for m in part.members):
-        raise PartitionError(f"matrix size {size} is smaller than the number of columns "
+        raise TilingError(f"matrix size {size} is smaller than the number of columns "
                              f"({len(part.members)}) or of rectangles in a column "
                              f"({max(len(m) for m in part.members)})")
     widths = apportion(part.widths, size)
@@ -251,4 +252,4 @@ def partition(speeds: Sequence[float], size: int) -> ColumnLayout:
     for ranks in part.members:  # already in sorted-speed order
         heights[ranks] = apportion(s[ranks], size)
         columns.append(ranks)
-    return build_layout(columns, heights, widths, size)
+    return build_column_layout(columns, heights, widths, size)

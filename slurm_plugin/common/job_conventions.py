@@ -1,7 +1,7 @@
 """Names and rules every part of the Slurm integration shares (standard library only,
 so the TaskProlog stays light): per-job file names, the job-id rule, the SPANK
 variables, the variables the TaskProlog exports.  The algorithm grammar lives in
-:mod:`mapper.names`."""
+:mod:`mapper.algorithm_names`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings",
                   "hydra_hostfile")
 
-#: the SUMMA arrangement (``--rankmap=summa``; format: slurm_plugin.modes.summa_io), written
+#: the SUMMA arrangement (``--rankmap=summa``; format: mapper.io.summa_files), written
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
 ARRANGEMENT_FILE = "arrangement"
 
@@ -104,8 +104,13 @@ EXPORTS = {"rankfile": "RANKMAP_RANKFILE", "hostfile": "RANKMAP_HOSTFILE",
 #: inputs
 BIND_FILE_VAR = "RANKMAP_BIND_FILE"
 BIND_LAUNCHERS_VAR = "RANKMAP_BIND_LAUNCHERS"
-#: Hydra's host file variables (MPICH's mpiexec, Intel MPI's mpirun)
-HYDRA_HOSTFILE_VARS = ("HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE")
+#: Hydra's host file and launcher variables: MPICH's mpiexec, Intel MPI's mpirun
+#: (slurm_plugin.lifecycle.hydra_srun says why the launcher)
+MPICH_HOSTFILE_VARS = ("HYDRA_HOST_FILE",)
+MPICH_LAUNCHER_VAR = "HYDRA_LAUNCHER_EXEC"
+INTEL_HOSTFILE_VARS = ("I_MPI_HYDRA_HOST_FILE",)
+INTEL_LAUNCHER_VARS = {"I_MPI_HYDRA_BOOTSTRAP": "slurm"}
+INTEL_LAUNCHER_EXEC_VAR = "I_MPI_HYDRA_BOOTSTRAP_EXEC"
 #: Open MPI 5's mpirun runs the prterun this names (slurm_plugin.lifecycle.prterun_wrapper)
 OMPI_PRTERUN_VAR = "OMPI_PRTERUN"
 #: the user's switch for one launch: ``RANKMAP_BIND=off mpirun ./app``

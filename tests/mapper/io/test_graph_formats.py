@@ -1,6 +1,6 @@
-"""The compiled/vectorised graph readers (mapper.graph_io): Matrix Market through
-scipy.io.mmread and CSV through chunked np.loadtxt, each refusing what the line-by-line
-readers refused, with the file and line of the first bad entry."""
+"""The compiled/vectorised graph readers (mapper.io: mtx_file, csv_file, metis_file):
+Matrix Market through scipy.io.mmread and CSV through chunked np.loadtxt, each refusing
+what the line-by-line readers refused, with the file and line of the first bad entry."""
 
 import time
 import tracemalloc
@@ -9,15 +9,11 @@ import numpy as np
 import pytest
 
 from mapper.graph import CommGraph
-from mapper.graph_io import (
-    GraphFormatError,
-    SizeLimit,
-    parse_metis_text,
-    read_csv_text,
-    read_graph,
-    read_mtx_text,
-    write_mtx,
-)
+from mapper.io.csv_file import read_csv_text
+from mapper.io.graph_file import read_graph
+from mapper.io.graph_format import GraphFormatError, SizeLimit
+from mapper.io.metis_file import parse_metis_text
+from mapper.io.mtx_file import read_mtx_text, write_mtx
 
 GENERAL = "%%MatrixMarket matrix coordinate real general\n"
 

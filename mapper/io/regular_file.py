@@ -1,6 +1,6 @@
 """Reading a file someone else names: a regular file, opened once, at most N bytes.
 
-Shared by the profile readers (:mod:`mapper.graph_io`) and the prolog's other input
+Shared by the profile readers (:mod:`mapper.io.graph_file`) and the prolog's other input
 files (SUMMA speeds): each caller turns the exceptions into its own message.
 """
 

@@ -1,4 +1,4 @@
-"""Mesh input (mapper.mesh.mesh_io): METIS vertex weights and sizes, Matrix Market plus
+"""Mesh input (mapper.io.mesh_file): METIS vertex weights and sizes, Matrix Market plus
 a weights file, file:line errors, round trips through write_mesh_metis."""
 
 import time
@@ -8,14 +8,11 @@ import numpy as np
 import pytest
 
 from mapper.graph import CommGraph
-from mapper.graph_io import GraphFormatError, read_graph, write_mtx
-from mapper.mesh import (
-    MeshError,
-    mesh_from_graph,
-    read_mesh,
-    read_weights_text,
-    write_mesh_metis,
-)
+from mapper.io.graph_file import read_graph
+from mapper.io.graph_format import GraphFormatError
+from mapper.io.mesh_file import read_mesh, read_weights_text, write_mesh_metis
+from mapper.io.mtx_file import write_mtx
+from mapper.mesh import MeshError, mesh_from_graph
 
 
 def write(tmp_path, name, text):

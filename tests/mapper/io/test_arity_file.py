@@ -8,15 +8,15 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from mapper.arity_file import (
+from mapper.graph import CommGraph
+from mapper.io.arity_file import (
     ArityFileError,
     arities_of,
     format_arity_file,
     hierarchy_from_arities,
     parse_arity_file,
 )
-from mapper.graph import CommGraph
-from mapper.graph_io import write_metis
+from mapper.io.metis_file import write_metis
 from mapper.machine import Hierarchy, MachineError
 from slurm_plugin.commands.cli import main
 

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import RankmapError
-from .machine import Hierarchy, MachineError
+from ..errors import RankmapError
+from ..machine import Hierarchy, MachineError
 from .text_lines import iter_content_lines
 
 

