@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
-from mapper.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 
 from . import collectives
 
