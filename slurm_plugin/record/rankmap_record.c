@@ -43,11 +43,13 @@
  *     so the merge expands each collective over its real members.  Collectives on
  *     inter-communicators are not recorded, only counted (the "dropped" line);
  *   - the MPI-4 large-count forms (MPI_Send_c, ..., MPI_Bcast_c, ..., which mpi4py 4
- *     calls) of all the above but the v-collectives.  An MPI-3 library has none, but a
- *     caller that looks them up at run time (mpi4py's weak references) finds this
- *     library's: they then call the int-count function (a count beyond INT_MAX aborts).
+ *     calls) of all the above but the nonblocking v-collectives.  An MPI-3 library has
+ *     none, but a caller that looks them up at run time (mpi4py's weak references)
+ *     finds this library's: they then call the int-count function (a count beyond
+ *     INT_MAX aborts; the v-forms convert their arrays, one malloc a call).
  * Not recorded: one-sided (MPI_Put/Get/Accumulate), neighborhood collectives,
- * Alltoallw, the large-count v-collectives (MPI_Alltoallv_c, ...), MPI_Isendrecv(_replace),
+ * Alltoallw, the nonblocking large-count v-collectives (MPI_Ialltoallv_c, ...),
+ * MPI_Isendrecv(_replace),
  * MPI-4 persistent collectives and partitioned communication, receives (every message
  * is counted once, by its sender).
  *
@@ -580,7 +582,7 @@ static void record_coll(int op, H comm, int root, int64_t bytes)
 }
 
 /* One call of a v-collective: COUNTS[i] elements of DT for member i. */
-static void record_vcoll(int op, H comm, int root, const int *counts, H dt)
+static void record_vcoll_at(int op, H comm, int root, const void *counts, int wide, H dt)
 {
     if (!active())
         return;
@@ -591,14 +593,23 @@ static void record_vcoll(int op, H comm, int root, const int *counts, H dt)
         struct coll *e = coll_entry(op, c, rooted[op] ? root : -1, -1, 1);
         if (e) {
             uint64_t *row = (uint64_t *)(arena + e->row);
-            for (int i = 0; i < comms[c].size; i++)
-                row[i] += (uint64_t)((int64_t)(counts[i] > 0 ? counts[i] : 0) * size);
+            for (int i = 0; i < comms[c].size; i++) {
+                int64_t n = wide ? (int64_t)((const long long *)counts)[i]
+                                 : (int64_t)((const int *)counts)[i];
+                row[i] += (uint64_t)((n > 0 ? n : 0) * size);
+            }
             e->calls++;
         } else {
             drop_colls++;
         }
     }
     unlock();
+}
+
+/* One call of a v-collective: COUNTS[i] elements of DT for member i (ints). */
+static void record_vcoll(int op, H comm, int root, const int *counts, H dt)
+{
+    record_vcoll_at(op, comm, root, counts, 0, dt);
 }
 
 static int comm_rank(H comm)
@@ -1137,20 +1148,20 @@ static int fits(C n)
     return (int)n;
 }
 
-#define WRAPC(TYPE, ITYPE, NAME, PARAMS, BODY)                                             \
+#define WRAPC(TYPE, ITYPE, NAME, PARAMS, ...)                                              \
     int NAME PARAMS                                                                        \
     {                                                                                      \
         static TYPE real;                                                                  \
         static ITYPE alt;                                                                  \
         resolve_c(#NAME, (void *)NAME, (void **)&real, (void **)&alt);                     \
-        BODY                                                                               \
+        __VA_ARGS__                                                                        \
     }                                                                                      \
     int P##NAME PARAMS                                                                     \
     {                                                                                      \
         static TYPE real;                                                                  \
         static ITYPE alt;                                                                  \
         resolve_c("P" #NAME, (void *)P##NAME, (void **)&real, (void **)&alt);              \
-        BODY                                                                               \
+        __VA_ARGS__                                                                        \
     }
 
 typedef int (*send_c_fn)(const void *, C, H, int, int, H);
@@ -1285,3 +1296,131 @@ WRAPC(irsb_c_fn, irsb_fn, MPI_Ireduce_scatter_block_c,
       (const void *s, void *r, C n, H t, H o, H c, void *rq),
       GUARDED(record_coll(OP_REDUCE_SCATTER_BLOCK, c, -1, CB(n, t)),
               real ? real(s, r, n, t, o, c, rq) : alt(s, r, fits(n), t, o, c, rq)))
+
+/* The blocking large-count v-collectives (MPI_Count counts, MPI_Aint displacements).
+ * Under an MPI without them the arrays are converted to int for the int-count function:
+ * the one allocation per call the recorder makes, and only there (the nonblocking
+ * forms, whose arrays must outlive the call, are not defined: not recorded). */
+static int count_members(H comm)
+{
+    int inter = 0, n = 0;
+    PMPI(int_h_ip, PMPI_Comm_test_inter)(comm, &inter);
+    if (inter)
+        PMPI(int_h_ip, PMPI_Comm_remote_size)(comm, &n);
+    else
+        PMPI(int_h_ip, PMPI_Comm_size)(comm, &n);
+    return n;
+}
+
+/* int copies of N counts (long long) and N displacements (MPI_Aint); NULL stays NULL */
+static int *narrow(const void *array, int n, int aint)
+{
+    if (!array)
+        return NULL;
+    int *out = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (!out) {
+        fprintf(stderr, "rankmap-record: out of memory\n");
+        abort();
+    }
+    for (int i = 0; i < n; i++)
+        out[i] = fits(aint ? (C)((const H *)array)[i] : ((const C *)array)[i]);
+    return out;
+}
+
+typedef int (*a2av_c_fn)(const void *, const C *, const H *, H, void *, const C *,
+                         const H *, H, H);
+WRAPC(a2av_c_fn, a2av_fn, MPI_Alltoallv_c,
+      (const void *s, const C *sn, const H *sd, H st, void *r, const C *rn, const H *rd,
+       H rt, H c), {
+    if (depth++ == 0 && active())
+        record_vcoll_at(OP_ALLTOALLV, c, -1, in_place(s) ? rn : sn, 1,
+                        in_place(s) ? rt : st);
+    int rc;
+    if (real) {
+        rc = real(s, sn, sd, st, r, rn, rd, rt, c);
+    } else {
+        int n = count_members(c), ip = in_place(s);
+        int *a = ip ? NULL : narrow(sn, n, 0), *b = ip ? NULL : narrow(sd, n, 1);
+        int *x = narrow(rn, n, 0), *y = narrow(rd, n, 1);
+        rc = alt(s, a, b, st, r, x, y, rt, c);
+        free(a), free(b), free(x), free(y);
+    }
+    depth--;
+    return rc;
+})
+
+typedef int (*agv_c_fn)(const void *, C, H, void *, const C *, const H *, H, H);
+WRAPC(agv_c_fn, agv_fn, MPI_Allgatherv_c,
+      (const void *s, C sn, H st, void *r, const C *rn, const H *rd, H rt, H c), {
+    if (depth++ == 0 && active())
+        record_vcoll_at(OP_ALLGATHERV, c, -1, rn, 1, rt);
+    int rc;
+    if (real) {
+        rc = real(s, sn, st, r, rn, rd, rt, c);
+    } else {
+        int n = count_members(c), *x = narrow(rn, n, 0), *y = narrow(rd, n, 1);
+        rc = alt(s, fits(sn), st, r, x, y, rt, c);
+        free(x), free(y);
+    }
+    depth--;
+    return rc;
+})
+
+typedef int (*gv_c_fn)(const void *, C, H, void *, const C *, const H *, H, int, H);
+WRAPC(gv_c_fn, gv_fn, MPI_Gatherv_c,
+      (const void *s, C sn, H st, void *r, const C *rn, const H *rd, H rt, int root, H c), {
+    if (depth++ == 0 && active())
+        record_coll(OP_GATHERV, c, root, comm_rank(c) == root ? 0 : sn * type_size(st));
+    int rc;
+    if (real) {
+        rc = real(s, sn, st, r, rn, rd, rt, root, c);
+    } else { /* the counts are significant at the root only */
+        int n = count_members(c), *x = narrow(rn, n, 0), *y = narrow(rd, n, 1);
+        rc = alt(s, fits(sn), st, r, x, y, rt, root, c);
+        free(x), free(y);
+    }
+    depth--;
+    return rc;
+})
+
+typedef int (*sv_c_fn)(const void *, const C *, const H *, H, void *, C, H, int, H);
+WRAPC(sv_c_fn, sv_fn, MPI_Scatterv_c,
+      (const void *s, const C *sn, const H *sd, H st, void *r, C rn, H rt, int root, H c), {
+    if (depth++ == 0 && active()) {
+        if (comm_rank(c) == root)
+            record_vcoll_at(OP_SCATTERV, c, root, sn, 1, st);
+        else
+            record_coll(OP_SCATTERV, c, root, 0);
+    }
+    int rc;
+    if (real) {
+        rc = real(s, sn, sd, st, r, rn, rt, root, c);
+    } else {
+        int n = count_members(c), *a = NULL, *b = NULL;
+        if (comm_rank(c) == root) {
+            a = narrow(sn, n, 0);
+            b = narrow(sd, n, 1);
+        }
+        rc = alt(s, a, b, st, r, fits(rn), rt, root, c);
+        free(a), free(b);
+    }
+    depth--;
+    return rc;
+})
+
+typedef int (*rs_c_fn)(const void *, void *, const C *, H, H, H);
+WRAPC(rs_c_fn, rs_fn, MPI_Reduce_scatter_c,
+      (const void *s, void *r, const C *rn, H t, H o, H c), {
+    if (depth++ == 0 && active())
+        record_vcoll_at(OP_REDUCE_SCATTER, c, -1, rn, 1, t);
+    int rc;
+    if (real) {
+        rc = real(s, r, rn, t, o, c);
+    } else {
+        int *x = narrow(rn, count_members(c), 0);
+        rc = alt(s, r, x, t, o, c);
+        free(x);
+    }
+    depth--;
+    return rc;
+})

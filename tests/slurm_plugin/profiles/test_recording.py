@@ -448,6 +448,9 @@ for _ in range(2):
 rev = w.Split(0, n - 1 - r)
 rev.Bcast(bytearray(8), root=0)
 rev.Free()
+counts = [10 * (r + 1) if j != r else 0 for j in range(n)]
+recv = [10 * (j + 1) if j != r else 0 for j in range(n)]
+w.Alltoallv([bytearray(100), counts], [bytearray(100), recv])
 """
 
 
@@ -471,14 +474,17 @@ def test_an_mpi_loaded_privately_by_mpi4py_is_found(library, tmp_path):
     # REV's bcast from local 0 = world 2: binomial over 3 (local 0 -> 1, 0 -> 2)
     want = np.zeros((3, 3))
     want[2, 1] = want[2, 0] = 8
+    for r in range(3):  # Alltoallv (MPI_Alltoallv_c in mpi4py 4): 10(r+1) to the others
+        for j in range(3):
+            want[r, j] += 10 * (r + 1) if j != r else 0
     assert np.array_equal(rec.collective.toarray(), want)
 
 
 @pytest.mark.parametrize("lane", ["openmpi", "mpich"])
 def test_large_count_functions_are_recorded_and_emulated_where_missing(lane, library,
                                                                        tmp_path):
-    """MPI_Send_c and MPI_Bcast_c are recorded; under an MPI-3 library (Open MPI 4.1)
-    the recorder's definitions call the int-count functions."""
+    """MPI_Send_c, MPI_Bcast_c and MPI_Alltoallv_c are recorded; under an MPI-3 library
+    (Open MPI 4.1) the recorder's definitions call the int-count functions."""
     if not lane_ready(lane):
         pytest.skip(f"no {lane} here")
     bin_dir, _, env = LANES[lane]
@@ -492,4 +498,4 @@ def test_large_count_functions_are_recorded_and_emulated_where_missing(lane, lib
     assert "large-count: done" in proc.stdout
     rec = read_recording(out)
     assert rec.p2p.toarray().tolist() == [[0, 33], [0, 0]]
-    assert rec.collective.toarray().tolist() == [[0, 20], [0, 0]]
+    assert rec.collective.toarray().tolist() == [[0, 20 + 3], [4, 0]]  # bcast, alltoallv
