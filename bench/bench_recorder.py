@@ -77,14 +77,18 @@ def launch(program: Path, np_: int, args: list[str], lib: Path | None,
         env.update(LD_PRELOAD=str(lib), RANKMAP_RECORD_DIR=str(record_dir))
     for _attempt in range(3):
         t = time.perf_counter()
-        proc = subprocess.run(["mpirun", "--oversubscribe", "-np", str(np_), str(program),
-                               *args, "--time", "--rss"], env=env, capture_output=True,
-                              text=True, timeout=900)
+        try:
+            proc = subprocess.run(["mpirun", "--oversubscribe", "-np", str(np_),
+                                   str(program), *args, "--time", "--rss"], env=env,
+                                  capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            proc = subprocess.CompletedProcess([], -1, "", "timed out after 300 s")
         wall = time.perf_counter() - t
         if proc.returncode == 0:
             break
-        # Debian's Open MPI 4.1 now and then loses a launch of many ranks in PMIx
-        # (a segfault in pmix_ptl_base_connection_handler, with or without the recorder)
+        # Debian's Open MPI 4.1 now and then loses a launch of many ranks: a segfault in
+        # mpirun's PMIx server (pmix_ptl_base_connection_handler), or an mpirun that
+        # waits forever with no rank started (seen without the recorder)
         FAILED.append(f"{np_} ranks {args} {'on' if lib else 'off'}: rc {proc.returncode}: "
                       f"{proc.stderr.strip().splitlines()[:1]}")
         if record_dir is not None:
