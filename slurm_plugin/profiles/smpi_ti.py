@@ -26,15 +26,11 @@ COUNT is in elements of the datatype DT, a SimGrid datatype id, see
     R init|finalize|barrier|ibarrier|compute F|sleep T|wait*|test*|location F L|comm_*
 
 Every message is counted once, from its sender's line.  Collectives are expanded into
-the messages each rank sends in the usual algorithm (MPICH's choices; Thakur,
-Rabenseifner and Gropp, "Optimization of collective communication operations in
-MPICH", IJHPCA 2005): bcast a binomial tree from the root (rank v = r - root mod n
-sends to v + 2^k for 2^k below v's lowest set bit), reduce the mirrored binomial tree
-(v sends to v - lowbit(v)), allreduce recursive doubling (r xor 2^k among the largest
-power of two p; rank p+i folds into i and gets the result back), scan/exscan
-recursive doubling (r xor 2^k < n), alltoall(v) and reduce_scatter pairwise exchange
-(to every other rank), allgather(v) a ring (n-1 blocks to r+1), gather(v)/scatter(v)
-linear to/from the root, barrier dissemination (0-byte messages: no volume).  The TI
+the messages each rank sends by the table shared with the recorder
+(:mod:`slurm_plugin.profiles.collectives`: bcast a binomial tree from the root, reduce
+the mirrored tree, allreduce and scan/exscan recursive doubling, alltoall(v) and
+reduce_scatter pairwise exchange, allgather(v) a ring, gather(v)/scatter(v) linear,
+barrier no volume); this module only reads each line's amount and root.  The TI
 format does not name the communicator: like SimGrid's own replay, collectives are
 expanded over MPI_COMM_WORLD.  Unknown lines are errors naming the file and line.
 
@@ -50,6 +46,8 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
+
+from . import collectives
 
 
 class TraceError(RankmapError, ValueError):
@@ -127,93 +125,67 @@ class _Line:
         return v
 
 
-def _binomial_children(v: int, n: int) -> np.ndarray:
-    """Relative ranks v sends to in a binomial broadcast tree over n ranks."""
-    low = v & -v if v else 1 << max(n - 1, 0).bit_length()
-    masks = 1 << np.arange(max(low.bit_length() - 1, 0), dtype=np.int64)
-    kids = v + masks
-    return kids[kids < n]
+def _root(line: _Line, i: int, n: int) -> int:
+    """The root in field i (0 when absent, as SimGrid writes it)."""
+    f = line.fields
+    return line.rank_at(i, "root", n) if len(f) > i and f[i] else 0
 
 
-def _recursive_doubling_partners(r: int, n: int) -> np.ndarray:
-    """Ranks r sends to in a recursive-doubling allreduce (fold-in beyond 2^k ≤ n)."""
-    p = 1 << (n.bit_length() - 1)
-    if r >= p:
-        return np.array([r - p], dtype=np.int64)
-    partners = r ^ (1 << np.arange(p.bit_length() - 1, dtype=np.int64))
-    if r < n - p:
-        partners = np.append(partners, r + p)
-    return partners
+def _collective(line: _Line, op: str, n: int) -> tuple[int, float | np.ndarray]:
+    """(root, amount in bytes) of a collective line, as :func:`collectives.expand`
+    takes them: the fields differ per action (the module's docstring)."""
+    f = line.fields
+    if op in ("bcast", "reduce"):
+        i = 3 if op == "bcast" else 4  # reduce has COMP before ROOT
+        return _root(line, i, n), line.num(2, "count") * line.dt(i + 1)
+    if op in ("allreduce", "scan", "exscan"):
+        return 0, line.num(2, "count") * line.dt(4)
+    if op in ("alltoall", "allgather"):
+        return 0, line.num(2, "send count") * line.dt(4)
+    if op in ("gather", "scatter"):
+        return _root(line, 4, n), line.num(2, "send count") * line.dt(5)
+    if op == "alltoallv":
+        c = line.counts(3, n, "send counts")
+        return 0, c * line.dt(4 + 2 * n)
+    if op == "allgatherv":
+        c = line.counts(3, n, "receive counts")
+        return 0, c * line.dt(4 + n)
+    if op == "gatherv":
+        line.counts(3, n, "receive counts")
+        root = line.rank_at(3 + n, "root", n) if len(f) > 3 + n and f[3 + n] else 0
+        return root, line.num(2, "send count") * line.dt(4 + n)
+    if op == "scatterv":
+        c = line.counts(2, n, "send counts")
+        root = line.rank_at(3 + n, "root", n) if len(f) > 3 + n and f[3 + n] else 0
+        return root, c * line.dt(4 + n)
+    if op == "reduce_scatter":
+        c = line.counts(2, n, "receive counts")
+        return 0, c * line.dt(3 + n)
+    raise line.fail(f"unknown TI action {f[1]!r}")
 
 
 def expand_line(line: _Line, rank: int, n: int) -> Edges:
-    """The (src, dst, bytes) messages ``rank`` sends for one trace line."""
+    """The (src, dst, bytes) messages ``rank`` sends for one trace line; collectives
+    through the shared table (:mod:`slurm_plugin.profiles.collectives`)."""
     f = line.fields
-    op = f[1]
-    low = op.lower()
-    r = np.int64(rank)
+    low = f[1].lower()
 
-    def to(dst: np.ndarray | int, nbytes: np.ndarray | float) -> Edges:
+    def sent(dst: np.ndarray | int, nbytes: np.ndarray | float) -> Edges:
         d = np.atleast_1d(np.asarray(dst, dtype=np.int64))
         w = np.broadcast_to(np.asarray(nbytes, dtype=float), d.shape).astype(float)
-        return np.full(len(d), r), d, w
+        return np.full(len(d), np.int64(rank)), d, w
 
     if low in _SENDS:
-        return to(line.rank_at(2, "destination", n), line.num(4, "count") * line.dt(5))
+        return sent(line.rank_at(2, "destination", n), line.num(4, "count") * line.dt(5))
     if low == "sendrecv":
-        return to(line.rank_at(3, "destination", n), line.num(2, "send count") * line.dt(6))
+        return sent(line.rank_at(3, "destination", n), line.num(2, "send count") * line.dt(6))
     if low in _IGNORED or low.startswith(_IGNORED_PREFIXES):
         return _empty()
-    if low in ("bcast", "ibcast"):
-        root = line.rank_at(3, "root", n) if len(f) > 3 and f[3] else 0
-        v = (rank - root) % n
-        return to((_binomial_children(v, n) + root) % n, line.num(2, "count") * line.dt(4))
-    if low in ("reduce", "ireduce"):
-        root = line.rank_at(4, "root", n) if len(f) > 4 and f[4] else 0
-        v = (rank - root) % n
-        if v == 0:
-            line.num(2, "count")
-            return _empty()
-        return to((v - (v & -v) + root) % n, line.num(2, "count") * line.dt(5))
-    if low in ("allreduce", "iallreduce"):
-        return to(_recursive_doubling_partners(rank, n), line.num(2, "count") * line.dt(4))
-    if low in ("scan", "exscan", "iscan", "iexscan"):
-        partners = rank ^ (1 << np.arange(max(n - 1, 1).bit_length(), dtype=np.int64))
-        return to(partners[partners < n], line.num(2, "count") * line.dt(4))
-    others = np.delete(np.arange(n, dtype=np.int64), rank)
-    if low in ("alltoall", "ialltoall"):
-        return to(others, line.num(2, "send count") * line.dt(4))
-    if low in ("allgather", "iallgather"):
-        return to((rank + 1) % n if n > 1 else others,
-                  (n - 1) * line.num(2, "send count") * line.dt(4))
-    if low in ("gather", "igather"):
-        root = line.rank_at(4, "root", n) if len(f) > 4 and f[4] else 0
-        nbytes = line.num(2, "send count") * line.dt(5)
-        return _empty() if rank == root else to(root, nbytes)
-    if low in ("scatter", "iscatter"):
-        root = line.rank_at(4, "root", n) if len(f) > 4 and f[4] else 0
-        nbytes = line.num(2, "send count") * line.dt(5)
-        return to(others, nbytes) if rank == root else _empty()
-    if low in ("alltoallv", "ialltoallv"):
-        c = line.counts(3, n, "send counts")
-        return to(others, c[others] * line.dt(4 + 2 * n))
-    if low in ("allgatherv", "iallgatherv"):
-        c = line.counts(3, n, "receive counts")
-        total = (c.sum() - c[(rank + 1) % n]) * line.dt(4 + n)
-        return to((rank + 1) % n, total) if n > 1 else _empty()
-    if low in ("gatherv", "igatherv"):
-        line.counts(3, n, "receive counts")
-        root = line.rank_at(3 + n, "root", n) if len(f) > 3 + n and f[3 + n] else 0
-        nbytes = line.num(2, "send count") * line.dt(4 + n)
-        return _empty() if rank == root else to(root, nbytes)
-    if low in ("scatterv", "iscatterv"):
-        c = line.counts(2, n, "send counts")
-        root = line.rank_at(3 + n, "root", n) if len(f) > 3 + n and f[3 + n] else 0
-        return to(others, c[others] * line.dt(4 + n)) if rank == root else _empty()
-    if low in ("reducescatter", "ireducescatter"):
-        c = line.counts(2, n, "receive counts")
-        return to(others, c[others] * line.dt(3 + n))
-    raise line.fail(f"unknown TI action {op!r}")
+    op = collectives.canonical(low)
+    if op is None:
+        raise line.fail(f"unknown TI action {f[1]!r}")
+    root, amount = _collective(line, op, n)
+    return sent(*collectives.expand(op, rank, n, root, amount))
 
 
 def trace_files(paths: Iterable[str | Path]) -> list[Path]:

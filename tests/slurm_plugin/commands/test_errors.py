@@ -21,6 +21,7 @@ MODULES = ["mapper.graph", "mapper.io.graph_format", "mapper.machine", "mapper.o
            "slurm_plugin.slurm.slurm_commands", "slurm_plugin.machine.distribution",
            "slurm_plugin.profiles.store", "slurm_plugin.profiles.generators",
            "slurm_plugin.profiles.ompi_monitoring", "slurm_plugin.profiles.smpi_ti",
+           "slurm_plugin.profiles.collectives", "slurm_plugin.profiles.recording",
            "slurm_plugin.machine.layout", "slurm_plugin.machine.speeds", "mapper.mesh.mesh",
            "mapper.io.mesh_file", "mapper.mesh.architecture", "mapper.mesh.result",
            "mapper.mesh.balance", "mapper.mesh.archaware", "mapper.io.arity_file",

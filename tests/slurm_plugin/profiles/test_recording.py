@@ -1,0 +1,501 @@
+"""The recorder (slurm_plugin/record/rankmap_record.c) under real MPI launchers, the
+merge of its files (slurm_plugin.profiles.recording), and the collective table both the
+merge and the SMPI importer expand through (slurm_plugin.profiles.collectives).
+
+The program is tests/data/mpi/halo.c, whose every byte is known: its point-to-point
+matrix is written out below, and its collectives are compared with what the SMPI TI
+importer gives for a trace of the same calls.  Debian's Open MPI (mpicc, mpirun) runs
+it always; MPICH's, Intel MPI's and Open MPI 5's when their lane venvs exist
+(/var/tmp/lanes, docs of the test machine).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slurm_plugin.profiles import collectives
+from slurm_plugin.profiles.collectives import CollectiveError, expand
+from slurm_plugin.profiles.recording import (
+    IncompleteRecording,
+    RecordingError,
+    parse_rank_file,
+    read_recording,
+)
+from slurm_plugin.profiles.smpi_ti import import_ti
+from tests.helpers.paths import REPO, TEST_DATA
+
+LANE_DIR = Path("/var/tmp/lanes")
+#: lane -> (its bin directory, the launch command, its environment)
+LANES = {
+    "openmpi": (Path("/usr/bin"), ["mpirun", "--oversubscribe"], {}),
+    "mpich": (LANE_DIR / "mpich/bin", ["mpiexec"], {}),
+    # Intel MPI runs MPICH-ABI programs (its wheel ships an mpicc); shared memory only
+    "impi": (LANE_DIR / "impi/bin", ["mpirun"],
+             {"LD_LIBRARY_PATH": str(LANE_DIR / "impi/lib"), "I_MPI_FABRICS": "shm"}),
+    "openmpi5": (LANE_DIR / "openmpi5/bin", ["mpirun", "--oversubscribe"], {}),
+}
+ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+# ---- the shared table against brute force -------------------------------------------
+
+def all_sends(op: str, n: int, root: int, amount) -> dict[tuple[int, int], float]:
+    """Every member's messages of one call, as {(src, dst): bytes}."""
+    out: dict[tuple[int, int], float] = {}
+    for r in range(n):
+        a = amount(r) if callable(amount) else amount
+        for d, w in zip(*expand(op, r, n, root, a), strict=True):
+            out[(r, int(d))] = out.get((r, int(d)), 0.0) + float(w)
+    return out
+
+
+def lowbit(v: int) -> int:
+    return v & -v
+
+
+def brute(op: str, n: int, root: int) -> dict[tuple[int, int], float]:
+    """The same messages from each algorithm's definition, pair by pair (amount 1)."""
+    out = {}
+    p = 1 << (n.bit_length() - 1)
+    for s in range(n):
+        for d in range(n):
+            if s == d:
+                continue
+            vs, vd = (s - root) % n, (d - root) % n
+            if op == "bcast":  # the parent of vd is vd without its lowest set bit
+                sends = vd - lowbit(vd) == vs
+            elif op == "reduce":
+                sends = vs != 0 and vs - lowbit(vs) == vd
+            elif op == "allreduce":
+                sends = ((s < p and d < p and bin(s ^ d).count("1") == 1)
+                         or (s >= p and d == s - p) or (d >= p and s == d - p))
+            elif op == "scan":
+                sends = bin(s ^ d).count("1") == 1
+            elif op == "alltoall":
+                sends = True
+            elif op == "allgather":
+                sends = d == (s + 1) % n
+            elif op == "gather":
+                sends = d == root
+            else:  # scatter
+                sends = s == root
+            if sends:
+                out[(s, d)] = float(n - 1) if op == "allgather" else 1.0
+    return out
+
+
+@pytest.mark.parametrize("op", ["bcast", "reduce", "allreduce", "scan", "alltoall",
+                                "allgather", "gather", "scatter"])
+def test_collective_table_equals_brute_force(op):
+    for n in range(1, 18):
+        for root in (range(n) if collectives.RULES[op].rooted else [0]):
+            assert all_sends(op, n, root, 1.0) == brute(op, n, root), (op, n, root)
+
+
+def test_collectives_deliver_what_they_promise():
+    """Information flow: a bcast tree reaches every member once; a reduce tree gathers
+    every member at the root; recursive doubling gives every member every value."""
+    for n in range(1, 18):
+        for root in range(n):
+            got = {root}
+            edges = all_sends("bcast", n, root, 1.0)
+            assert sorted(d for _, d in edges) == sorted(set(range(n)) - {root})
+            while True:  # the tree is connected from the root
+                more = {d for s, d in edges if s in got} - got
+                if not more:
+                    break
+                got |= more
+            assert got == set(range(n))
+            up = all_sends("reduce", n, root, 1.0)
+            assert sorted(s for s, _ in up) == sorted(set(range(n)) - {root})
+        know = [{r} for r in range(n)]
+        p = 1 << (n.bit_length() - 1)
+        edges = all_sends("allreduce", n, 0, 1.0)
+        for s in range(p, n):  # fold in
+            know[s - p] |= know[s]
+        k = 1
+        while k < p:
+            know = [know[r] | know[r ^ k] if r < p else know[r] for r in range(n)]
+            k *= 2
+        for s in range(p, n):  # the result back
+            know[s] = set(know[s - p])
+        assert all(x == set(range(n)) for x in know)
+        assert len(edges) == p * (p.bit_length() - 1) + 2 * (n - p)
+
+
+def test_per_member_rules_take_rows_and_are_linear():
+    n = 5
+    row = np.arange(1.0, 6.0)
+    assert all_sends("alltoallv", n, 0, lambda r: row * (r + 1)) == {
+        (s, d): row[d] * (s + 1) for s in range(n) for d in range(n) if s != d}
+    assert all_sends("allgatherv", n, 0, row) == {
+        (s, (s + 1) % n): row.sum() - row[(s + 1) % n] for s in range(n)}
+    assert all_sends("scatterv", n, 2, row) == {(2, d): row[d] for d in range(n) if d != 2}
+    assert all_sends("reduce_scatter", n, 0, 3.0) == all_sends("reduce_scatter_block",
+                                                               n, 0, 3.0)
+    for op in collectives.RULES:  # twice the amount, twice the bytes, same messages
+        one, two = all_sends(op, n, 1, 1.0), all_sends(op, n, 1, 2.0)
+        assert two == {k: 2 * v for k, v in one.items()}
+    assert collectives.canonical("Ireducescatter") == "reduce_scatter"
+    assert collectives.canonical("isend") is None
+    with pytest.raises(CollectiveError, match="3 amounts for 5 members"):
+        expand("alltoallv", 0, 5, None, [1, 2, 3])
+    with pytest.raises(CollectiveError, match="root 5 is not a member of 5"):
+        expand("bcast", 0, 5, 5, 1)
+
+
+# ---- the recorder under real MPI -----------------------------------------------------
+
+def lane_ready(lane: str) -> bool:
+    bin_dir, launcher, _ = LANES[lane]
+    return (bin_dir / "mpicc").exists() and shutil.which("cc") is not None and (
+        (bin_dir / launcher[0]).exists())
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("record")
+    subprocess.run(["make", "-s", "-C", str(REPO / "slurm_plugin/record"), f"OUT={out}"],
+                   check=True)
+    return out / "librankmap_record.so"
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("programs")
+    built = {}
+    for lane, (bin_dir, _, env) in LANES.items():
+        if lane_ready(lane):
+            built[lane] = out / f"halo-{lane}"
+            subprocess.run([str(bin_dir / "mpicc"), "-O2", "-o", str(built[lane]),
+                            str(TEST_DATA / "mpi/halo.c")], check=True,
+                           env={**os.environ, **env,
+                                "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
+    return built
+
+
+def run(lane: str, program: Path, preload: str, np_: int, tmp_path: Path,
+        args: list[str], **env: str) -> subprocess.CompletedProcess:
+    bin_dir, launcher, lane_env = LANES[lane]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RANKMAP_")}
+    run_env = {**base, **ROOT_OK, **lane_env, "PATH": f"{bin_dir}:{base.get('PATH', '')}",
+               "LD_PRELOAD": preload, **env}
+    proc = subprocess.run([str(bin_dir / launcher[0]), *launcher[1:], "-np", str(np_),
+                           str(program), *args], env=run_env, capture_output=True,
+                          text=True, timeout=180, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def record(lane, library, programs, tmp_path, np_=4, args=("--collectives",), **env):
+    if lane not in programs:
+        pytest.skip(f"no {lane} here")
+    out = tmp_path / "rec"
+    out.mkdir()
+    run(lane, programs[lane], str(library), np_, tmp_path, list(args),
+        RANKMAP_RECORD_DIR=str(out), **env)
+    return out
+
+
+def halo_p2p(n: int, iters: int = 3) -> np.ndarray:
+    """halo.c's point-to-point bytes, sender by receiver (its comment)."""
+    a = np.zeros((n, n))
+    for r in range(n):
+        a[r, (r + 1) % n] += 1000 * iters    # Isend of 125 doubles
+        a[r, (r - 1) % n] += 40 * iters      # Sendrecv of 10 ints
+        a[r, (r - 1) % n] += 16 * iters      # Sendrecv_replace on REV: world r-1
+        a[r, (r + 2) % n] += 50 * iters      # persistent send, 3 starts
+    return a
+
+
+def halo_ti(n: int, everything: bool) -> tuple[str, str]:
+    """A SimGrid TI trace of halo.c's collectives on MPI_COMM_WORLD, and one of its
+    bcast on REV in REV's own rank numbering (TI has no communicators)."""
+    lines, rev = [], []
+    seq = " ".join
+    for r in range(n):
+        lines += [f"{r} bcast 100 {1 % n} 0", f"{r} allreduce 8 0 0", f"{r} alltoall 4 4 1 1"]
+        rev.append(f"{r} bcast 64 0 6")
+        if not everything:
+            continue
+        sc = [r + j + 1 for j in range(n)]
+        rc = [j + r + 1 for j in range(n)]
+        lines += [
+            f"{r} reduce 3 0 0 1", f"{r} scan 2 0 0", f"{r} exscan 2 0 0",
+            f"{r} allgather 5 5 6 6", f"{r} gather 6 6 {n - 1} 6 6",
+            f"{r} scatter 7 7 0 6 6",
+            f"{r} alltoallv {sum(sc)} {seq(map(str, sc))} {sum(rc)} {seq(map(str, rc))} 1 1",
+            f"{r} allgatherv {r + 1} {seq(str(j + 1) for j in range(n))} 6 6",
+            f"{r} gatherv {r + 2} {seq(str(j + 2) for j in range(n))} {1 % n} 6 6",
+            f"{r} scatterv {seq(str(j + 3) for j in range(n))} {r + 3} 0 6 6",
+            f"{r} reducescatter {seq(str(j + 1) for j in range(n))} 0 1",
+            f"{r} reducescatter {seq('2' for _ in range(n))} 0 1",  # _block
+            f"{r} ibcast 9 0 6", f"{r} iallreduce 1 0 0", f"{r} barrier"]
+    return "\n".join(lines) + "\n", "\n".join(rev) + "\n"
+
+
+def undirected(a) -> np.ndarray:
+    a = a.toarray() if hasattr(a, "toarray") else np.asarray(a)
+    return np.triu(a + a.T, 1)
+
+
+def ti_matrix(text: str, tmp_path: Path, name: str) -> np.ndarray:
+    path = tmp_path / name
+    path.write_text(text)
+    g = import_ti([path])
+    u, v, w = g.edges()
+    a = np.zeros((g.n, g.n))
+    a[u, v] = w
+    return a
+
+
+def expected_collectives(n: int, everything: bool, tmp_path: Path) -> np.ndarray:
+    world, rev = halo_ti(n, everything)
+    a = ti_matrix(world, tmp_path, "world.ti")
+    b = ti_matrix(rev, tmp_path, "rev.ti")
+    perm = n - 1 - np.arange(n)  # REV's local rank l is world rank n-1-l
+    moved = np.zeros((n, n))
+    moved[np.ix_(perm, perm)] = b
+    return undirected(a + moved)
+
+
+@pytest.mark.parametrize("lane", list(LANES))
+def test_halo_is_recorded_to_the_byte(lane, library, programs, tmp_path):
+    rec = read_recording(record(lane, library, programs, tmp_path))
+    n = 4
+    assert rec.size == n and rec.abi == ("openmpi" if "openmpi" in lane else "mpich")
+    assert {"openmpi": "Open MPI v4", "openmpi5": "Open MPI v5", "mpich": "MPICH",
+            "impi": "Intel"}[lane] in rec.mpi
+    assert np.array_equal(rec.p2p.toarray(), halo_p2p(n))
+    assert np.array_equal(undirected(rec.collective),
+                          expected_collectives(n, True, tmp_path))
+    assert rec.dropped == (0, 0, 0)
+    # messages: 3 iterations of 4 sends (the MPI_PROC_NULL send is none)
+    text = (tmp_path / "rec/rank.0").read_text()
+    assert re.search(r"^1 3000 3$", text, re.M) and re.search(r"^3 168 6$", text, re.M)
+    # the graph the profile gets: both parts, both directions summed
+    u, v, w = rec.graph.edges()
+    g = np.zeros((n, n))
+    g[u, v] = w
+    assert np.array_equal(g, undirected(halo_p2p(n)) + expected_collectives(n, True,
+                                                                            tmp_path))
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+def test_more_ranks_and_the_hash_beyond_the_dense_limit(lane, library, programs, tmp_path):
+    out = record(lane, library, programs, tmp_path, np_=6, args=[],
+                 RANKMAP_RECORD_DENSE_LIMIT="2")
+    rec = read_recording(out)
+    assert np.array_equal(rec.p2p.toarray(), halo_p2p(6))
+    assert np.array_equal(undirected(rec.collective), expected_collectives(6, False,
+                                                                           tmp_path))
+
+
+def test_nothing_is_written_without_a_directory(library, programs, tmp_path):
+    if "openmpi" not in programs:
+        pytest.skip("no openmpi here")
+    proc = run("openmpi", programs["openmpi"], str(library), 2, tmp_path, [],
+               RANKMAP_RECORD_DIR="")
+    assert list(tmp_path.iterdir()) == [] and "rankmap" not in proc.stderr
+
+
+@pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs cpus 0 and 1")
+def test_binder_and_recorder_preloaded_together_both_work(library, tmp_path):
+    """librankmap_bind also defines MPI_Init: with both preloaded, each does its job."""
+    from slurm_plugin.outputs.render import render_bindfile
+    from tests.slurm_plugin.bind.test_rankmap_bind import layout_on
+    if not lane_ready("openmpi"):
+        pytest.skip("no openmpi here")
+    subprocess.run(["make", "-s", "-C", str(REPO / "slurm_plugin/bind"), f"OUT={tmp_path}"],
+                   check=True)
+    program = tmp_path / "rankinfo"
+    subprocess.run(["mpicc", "-O2", "-o", str(program), str(TEST_DATA / "mpi/rankinfo.c")],
+                   check=True)
+    host = socket.gethostname()
+    (tmp_path / "bindings").write_text(
+        render_bindfile(layout_on(host, [(0, 0), (0, 1)]), np.array([1, 0])))
+    (tmp_path / "rankfile").write_text(f"rank 0={host} slot=0:0\nrank 1={host} slot=0:1\n")
+    bind = tmp_path / "librankmap_bind.so"
+    for order in ([bind, library], [library, bind]):
+        out = tmp_path / f"rec-{order[0].name}"
+        out.mkdir()
+        proc = run("openmpi", program, " ".join(map(str, order)), 2, tmp_path,
+                   ["--ring", "300"], RANKMAP_RECORD_DIR=str(out),
+                   RANKMAP_BIND_FILE=str(tmp_path / "bindings"),
+                   OMPI_MCA_rmaps_rank_file_path=str(tmp_path / "rankfile"))
+        cpus = dict(re.findall(r"^rank (\d) host \S+ cpu (\d+)$", proc.stdout, re.M))
+        assert cpus == {"0": "1", "1": "0"}, proc.stdout + proc.stderr
+        assert read_recording(out).p2p.toarray().tolist() == [[0, 300], [300, 0]]
+
+
+# ---- recordings that are not whole ---------------------------------------------------
+
+def rank_text(rank: int, size: int, p2p: str = "", coll: str = "", comms: str = "0 world\n",
+              vcoll: str = "") -> str:
+    def count(s):
+        return len(s.splitlines())
+    return (f"rankmap-record 1\nabi mpich\nmpi MPICH test\nrank {rank}\nsize {size}\n"
+            f"memory 100\np2p {count(p2p)}\n{p2p}comms {count(comms)}\n{comms}"
+            f"coll {count(coll)}\n{coll}vcoll {count(vcoll)}\n{vcoll}dropped 0 0 0\nend\n")
+
+
+def write_ranks(d: Path, size: int, skip=(), **kw) -> Path:
+    d.mkdir(exist_ok=True)
+    for r in range(size):
+        if r not in skip:
+            (d / f"rank.{r}").write_text(rank_text(r, size, **kw))
+    return d
+
+
+def test_a_missing_rank_is_an_incomplete_recording(tmp_path):
+    d = write_ranks(tmp_path / "rec", 4, skip=(2,))
+    with pytest.raises(IncompleteRecording, match=r"1 of 4 ranks wrote no file \(first: 2\)"):
+        read_recording(d)
+    (d / ".rank.2.tmp").write_text("rankmap-record 1\n")
+    with pytest.raises(IncompleteRecording, match="cut off while writing"):
+        read_recording(d)
+    with pytest.raises(IncompleteRecording, match="no rank files"):
+        read_recording(tmp_path / "rec" / "..")
+    # the same with a real run: a rank that never reaches MPI_Finalize writes nothing
+    write_ranks(tmp_path / "whole", 4)
+    assert read_recording(tmp_path / "whole").size == 4
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda t: t.replace("rankmap-record 1", "rankmap-record 7"), r":1: .*version 7"),
+    (lambda t: t.replace("end\n", ""), r":17: ends before the 'end' line"),
+    (lambda t: t.replace("p2p 1\n1 300 2", "p2p 1\n1 3x0 2"), r":8: bytes '3x0' is not"),
+    (lambda t: t.replace("p2p 1\n1 300 2", "p2p 1\n9 300 2"), r":8: destination 9 is out"),
+    (lambda t: t.replace("bcast 0 1 64 2", "frob 0 1 64 2"), r":13: unknown collective"),
+    (lambda t: t.replace("bcast 0 1 64 2", "bcast 0 - 64 2"), r":13: bcast needs a root"),
+    (lambda t: t.replace("bcast 0 1 64 2", "bcast 5 1 64 2"), r":13: communicator 5 is not"),
+    (lambda t: t.replace("alltoallv 1 - 1 5 6", "alltoallv 1 - 1 5"), r":15: .*lists 1"),
+    (lambda t: t.replace("1 2 1 0", "1 2 1 7"), r":11: a member is no world rank"),
+    (lambda t: t + "junk\n", r":18: text after 'end'"),
+])
+def test_a_damaged_file_is_an_error_naming_file_and_line(tmp_path, damage, message):
+    d = write_ranks(tmp_path / "rec", 2, p2p="1 300 2\n", comms="0 world\n1 2 1 0\n",
+                    coll="bcast 0 1 64 2\n", vcoll="alltoallv 1 - 1 5 6\n")
+    assert read_recording(d).size == 2
+    path = d / "rank.0"
+    path.write_text(damage(path.read_text()))
+    with pytest.raises(RecordingError, match=re.escape(str(path)) + message):
+        read_recording(d)
+
+
+def test_limits_and_links(tmp_path):
+    d = write_ranks(tmp_path / "rec", 2)
+    with pytest.raises(RecordingError, match=r"rank\.0: larger than the limit of 50 bytes"):
+        read_recording(d, max_file_bytes=50)
+    (d / "rank.1").unlink()
+    (d / "rank.1").symlink_to(d / "rank.0")
+    with pytest.raises(RecordingError, match=r"rank\.1: (is a symbolic link|cannot read)"):
+        read_recording(d)
+    with pytest.raises(RecordingError, match=r"size 5 is out of range"):
+        parse_rank_file(rank_text(0, 5), "x", max_ranks=4)
+
+
+def test_a_sub_communicator_collective_is_expanded_over_its_members(tmp_path):
+    """Rank r of 4 takes part in a bcast on {3, 1} (local 0 = world 3) of 10 bytes, 3
+    calls, and an allgatherv row on it: the messages land on world ranks."""
+    d = tmp_path / "rec"
+    d.mkdir()
+    for r in range(4):
+        comms, coll, vcoll = "0 world\n", "", ""
+        if r in (1, 3):
+            comms += "1 2 3 1\n"
+            coll = "bcast 1 0 10 3\n"
+            vcoll = "allgatherv 1 - 1 4 7\n"
+        (d / f"rank.{r}").write_text(rank_text(r, 4, comms=comms, coll=coll, vcoll=vcoll))
+    c = read_recording(d).collective.toarray()
+    want = np.zeros((4, 4))
+    want[3, 1] = 30 + 4    # the root's tree edge; world 3 sends its own block (local 0)
+    want[1, 3] = 7         # local 1 sends its block to local 0
+    assert np.array_equal(c, want)
+
+
+def test_one_table_two_users(tmp_path, monkeypatch):
+    """The SMPI importer and the recording's merge both expand through RULES: a changed
+    rule changes both."""
+    def to_last(r, n, root, a):
+        return (np.array([n - 1]), np.array([float(a)])) if r != n - 1 else (
+            np.zeros(0, dtype=np.int64), np.zeros(0))
+    monkeypatch.setitem(collectives.RULES, "bcast",
+                        collectives.Rule("bcast", False, True, to_last))
+    d = write_ranks(tmp_path / "rec", 3, coll="bcast 0 0 10 1\n")
+    want = np.zeros((3, 3))
+    want[[0, 1], 2] = 10
+    assert np.array_equal(read_recording(d).collective.toarray(), want)
+    assert np.array_equal(ti_matrix("".join(f"{r} bcast 10 0 6\n" for r in range(3)),
+                                    tmp_path, "t.ti"), np.triu(want + want.T, 1))
+
+
+MPI4PY_RING = """
+from mpi4py import MPI
+w = MPI.COMM_WORLD
+r, n = w.Get_rank(), w.Get_size()
+buf = bytearray(100)
+for _ in range(2):
+    w.Sendrecv(buf, dest=(r + 1) % n, recvbuf=bytearray(100), source=(r - 1) % n)
+rev = w.Split(0, n - 1 - r)
+rev.Bcast(bytearray(8), root=0)
+rev.Free()
+counts = [10 * (r + 1) if j != r else 0 for j in range(n)]
+recv = [10 * (j + 1) if j != r else 0 for j in range(n)]
+w.Alltoallv([bytearray(100), counts], [bytearray(100), recv])
+"""
+
+
+def test_an_mpi_loaded_privately_by_mpi4py_is_found(library, tmp_path):
+    """mpi4py dlopens libmpi RTLD_LOCAL, out of RTLD_NEXT's sight: the recorder finds
+    the MPI's functions among the loaded objects (MPICH's lane has mpi4py)."""
+    python = LANE_DIR / "mpich/bin/python"
+    if not lane_ready("mpich") or subprocess.run(
+            [str(python), "-c", "import mpi4py"], capture_output=True).returncode:
+        pytest.skip("no mpi4py in MPICH's lane")
+    (tmp_path / "ring.py").write_text(MPI4PY_RING)
+    out = tmp_path / "rec"
+    out.mkdir()
+    run("mpich", python, str(library), 3, tmp_path, [str(tmp_path / "ring.py")],
+        RANKMAP_RECORD_DIR=str(out))
+    rec = read_recording(out)
+    want = np.zeros((3, 3))
+    for r in range(3):
+        want[r, (r + 1) % 3] = 200
+    assert np.array_equal(rec.p2p.toarray(), want)
+    # REV's bcast from local 0 = world 2: binomial over 3 (local 0 -> 1, 0 -> 2)
+    want = np.zeros((3, 3))
+    want[2, 1] = want[2, 0] = 8
+    for r in range(3):  # Alltoallv (MPI_Alltoallv_c in mpi4py 4): 10(r+1) to the others
+        for j in range(3):
+            want[r, j] += 10 * (r + 1) if j != r else 0
+    assert np.array_equal(rec.collective.toarray(), want)
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+def test_large_count_functions_are_recorded_and_emulated_where_missing(lane, library,
+                                                                       tmp_path):
+    """MPI_Send_c, MPI_Bcast_c and MPI_Alltoallv_c are recorded; under an MPI-3 library
+    (Open MPI 4.1) the recorder's definitions call the int-count functions."""
+    if not lane_ready(lane):
+        pytest.skip(f"no {lane} here")
+    bin_dir, _, env = LANES[lane]
+    program = tmp_path / "largecount"
+    subprocess.run([str(bin_dir / "mpicc"), "-o", str(program),
+                    str(TEST_DATA / "mpi/largecount.c")], check=True,
+                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    out = tmp_path / "rec"
+    out.mkdir()
+    proc = run(lane, program, str(library), 2, tmp_path, [], RANKMAP_RECORD_DIR=str(out))
+    assert "large-count: done" in proc.stdout
+    rec = read_recording(out)
+    assert rec.p2p.toarray().tolist() == [[0, 33], [0, 0]]
+    assert rec.collective.toarray().tolist() == [[0, 20 + 3], [4, 0]]  # bcast, alltoallv
