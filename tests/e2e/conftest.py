@@ -97,6 +97,7 @@ class Cluster:
     def submit(self, script: str, *args: str, env: dict | None = None,
                user: str | None = None) -> str:
         """sbatch as root, or as ``user`` (one of USERS) through runuser."""
+        skip_emulated_topology_on_open_mpi_5(script)
         path = self.state / "jobs" / f"job{time.monotonic_ns()}.sh"
         path.write_text("#!/bin/bash\n" + script)
         path.chmod(0o644)
@@ -226,6 +227,32 @@ class Cluster:
     def log_text(self) -> str:
         p = self.state / "rankmap.log"
         return p.read_text() if p.exists() else ""
+
+
+def open_mpi_major() -> int | None:
+    """The major version of the Open MPI whose mpirun is on PATH (None: none there)."""
+    import re as _re
+    import shutil as _shutil
+
+    if not _shutil.which("ompi_info"):
+        return None
+    out = subprocess.run(["ompi_info", "--parsable", "--version"], capture_output=True,
+                         text=True).stdout
+    m = _re.search(r"(\d+)\.\d+", out)
+    return int(m.group(1)) if m else None
+
+
+def skip_emulated_topology_on_open_mpi_5(script: str) -> None:
+    """Jobs that show Open MPI the emulated 2 x 4 nodes through
+    OMPI_MCA_hwloc_base_topo_file (this machine has 2 real cores) need Open MPI 4.1:
+    Open MPI 5's PRRTE has no such parameter (nor PMIx's topology file, tried), and
+    rejects a rankfile slot past the real cores.  On a Debian 13 machine (Open MPI
+    5.0.7) they skip; Open MPI 5 is checked on real cores by test_launchers.py (the
+    PyPI wheel) and test_debian13.py (Debian 13's own, from a Debian 12 host)."""
+    if "OMPI_MCA_hwloc_base_topo_file" in script and (open_mpi_major() or 0) >= 5:
+        pytest.skip("Open MPI 5 cannot be shown the emulated 2x4 nodes (no topology-file "
+                    "parameter): covered on real cores by test_launchers.py and "
+                    "test_debian13.py")
 
 
 def _have_slurm() -> str | None:

@@ -43,6 +43,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import skip_emulated_topology_on_open_mpi_5
+
 ROOT = Path(__file__).resolve().parents[2]
 VENDOR = ROOT.parent / "shared" / "vendor"
 TESTCLUSTER = ROOT / "deploy" / "testcluster"
@@ -230,6 +232,7 @@ grace_seconds = 30.0
 # -- helpers -----------------------------------------------------------------------------
 
 def _sbatch(c, *args: str, script: str = "sleep 30") -> str:
+    skip_emulated_topology_on_open_mpi_5(script)
     path = c["state"] / "jobs" / f"job{time.monotonic_ns()}.sh"
     path.write_text("#!/bin/bash\n" + script)
     out = _run(["sbatch", "--parsable", "-o", f"{path}.out", *args, path], env=c["env"],
