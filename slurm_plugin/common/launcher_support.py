@@ -4,8 +4,8 @@ One sentence per family the site supports, built from what the TaskProlog actual
 hands over (so it never says "applied" for a launcher that will ignore the placement):
 Open MPI's mpirun takes host and core from the rankfile (4.1 by its MCA variable, 5.x
 through rankmap-prterun); Hydra (MPICH, Intel MPI) takes hosts from its host file,
-started through rankmap-hydra-srun, and cores from the binder (Intel MPI only when every
-host is on one line of the file); srun takes hosts from SLURM_HOSTFILE and cores from
+started through rankmap-hydra-srun, and cores from the binder, when every host is on
+one line of the file; srun takes hosts from SLURM_HOSTFILE and cores from
 the binder.
 Standard library only (the TaskProlog imports it)."""
 
@@ -45,7 +45,8 @@ def launcher_sentences(offer: LauncherOffer) -> list[str]:
     if "hydra" in offer.supported:
         what = "host and core" if offer.binder else "host only"
         out.append(f"MPICH mpiexec: {what}" if offer.hydra_hostfile else
-                   "MPICH mpiexec: nothing (no host file)")
+                   "MPICH mpiexec: nothing (the placement interleaves hosts, which Hydra "
+                   "cannot launch)")
         out.append(f"Intel MPI mpirun: {what}" if offer.intel_hostfile else
                    "Intel MPI mpirun: nothing (the placement interleaves hosts, which "
                    "Intel MPI cannot launch)")
@@ -93,7 +94,7 @@ def planned_offer(supported: Sequence[str], files: Mapping[str, str], bind_libra
     return LauncherOffer(
         supported=tuple(supported), rankfile="rankfile" in files,
         prterun_wrapper="rankfile" in files and os.path.isfile(prterun_wrapper),
-        hydra_hostfile=bool(hydra_hosts(files.get("hydra_hostfile", "")))
+        hydra_hostfile=one_line_per_host(hydra_hosts(files.get("hydra_hostfile", "")))
         and os.path.isfile(hydra_srun),
         intel_hostfile=one_line_per_host(hydra_hosts(files.get("hydra_hostfile", "")))
         and os.path.isfile(hydra_srun),

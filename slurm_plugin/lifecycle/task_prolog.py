@@ -134,11 +134,13 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
     launcher = Path(hydra_srun_path())
     if script_step and "hydra" in supported and _is_file(launcher):
         hosts = hydra_hosts(_head(hydra))
-        if hosts:
+        # a host on several lines (an interleaved placement) starts several proxies per
+        # node: MPICH ran that under Slurm 22.05 but hung under 24.11, and Intel MPI
+        # launched too many ranks; so both get the file only with one line per host
+        if one_line_per_host(hosts):
             for var in MPICH_HOSTFILE_VARS:
                 lines.append(f"export {var}={hydra}")
             lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
-        if one_line_per_host(hosts):
             for var in INTEL_HOSTFILE_VARS:
                 lines.append(f"export {var}={hydra}")
             lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]

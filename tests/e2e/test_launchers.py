@@ -272,12 +272,11 @@ def test_openmpi5_mpirun(slurm_cluster, profiles, program, lane):
     assert_ranks_where_planned(job, plan)
 
 
-@pytest.mark.parametrize("profile, contiguous", [("pairs8", True), ("scrambled8", False)])
-def test_mpich_hydra_mpiexec(slurm_cluster, profiles, program, lane, profile, contiguous):
+def test_mpich_hydra_mpiexec(slurm_cluster, profiles, program, lane):
     """Row 3: MPICH's plain ``mpiexec`` (PyPI mpich lane): Hydra takes the hosts from
     HYDRA_HOST_FILE, its proxies started in the file's order by rankmap-hydra-srun
-    (HYDRA_LAUNCHER_EXEC), the binder the cores; with ``scrambled8`` the plan
-    interleaves hosts, one proxy per line."""
+    (HYDRA_LAUNCHER_EXEC), the binder the cores."""
+    profile, contiguous = "pairs8", True
     c = slurm_cluster
     venv = lane("mpich")
     prog = program("mpich")
