@@ -63,6 +63,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../preload/mpi_symbol.h"
+
 #define MAX_RECORD 4096
 #define MAX_CPUS CPU_SETSIZE
 
@@ -487,43 +489,10 @@ static void bind_rank(void)
     }
 }
 
-struct lookup {
-    const char *name;
-    void *self;
-    void *found;
-};
-
-/* dl_iterate_phdr callback: NAME in the loaded object INFO, unless it is ours. */
-static int look_in(struct dl_phdr_info *info, size_t size, void *data)
-{
-    struct lookup *l = data;
-    void *handle, *f;
-    (void)size;
-    if (!info->dlpi_name || !info->dlpi_name[0])
-        return 0;
-    handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (!handle)
-        return 0;
-    f = dlsym(handle, l->name);
-    dlclose(handle);
-    if (f && f != l->self) {
-        l->found = f;
-        return 1;
-    }
-    return 0;
-}
-
-/* The MPI's own NAME: the next definition after this library, or, for an MPI loaded
- * privately (mpi4py dlopens libmpi with RTLD_LOCAL, out of RTLD_NEXT's sight), the
- * first loaded object that defines it. */
+/* The MPI's own NAME (../preload/mpi_symbol.h); a program without MPI aborts here. */
 static void *next(const char *name, void *self)
 {
-    void *f = dlsym(RTLD_NEXT, name);
-    if (!f || f == self) {
-        struct lookup l = {name, self, NULL};
-        dl_iterate_phdr(look_in, &l);
-        f = l.found;
-    }
+    void *f = rankmap_mpi_symbol(name, self);
     if (!f) {
         fprintf(stderr, "rankmap: %s not found after librankmap_bind in the link order "
                         "(is this program linked with MPI?)\n", name);

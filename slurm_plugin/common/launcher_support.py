@@ -25,8 +25,7 @@ class LauncherOffer:
     supported: tuple[str, ...]
     rankfile: bool
     prterun_wrapper: bool
-    hydra_hostfile: bool  # MPICH's: HYDRA_HOST_FILE with rankmap-hydra-srun
-    intel_hostfile: bool  # Intel MPI's: only when every host is on one line
+    hydra_hostfile: bool  # MPICH's and Intel MPI's, with rankmap-hydra-srun
     binder: bool
     slurm_hostfile_exported: bool
 
@@ -44,12 +43,10 @@ def launcher_sentences(offer: LauncherOffer) -> list[str]:
             out.append("Open MPI mpirun: nothing (no rankfile)")
     if "hydra" in offer.supported:
         what = "host and core" if offer.binder else "host only"
-        out.append(f"MPICH mpiexec: {what}" if offer.hydra_hostfile else
-                   "MPICH mpiexec: nothing (the placement interleaves hosts, which Hydra "
-                   "cannot launch)")
-        out.append(f"Intel MPI mpirun: {what}" if offer.intel_hostfile else
-                   "Intel MPI mpirun: nothing (the placement interleaves hosts, which "
-                   "Intel MPI cannot launch)")
+        for mpi, launcher in (("MPICH", "mpiexec"), ("Intel MPI", "mpirun")):
+            out.append(f"{mpi} {launcher}: {what}" if offer.hydra_hostfile else
+                       f"{mpi} {launcher}: nothing (the placement interleaves hosts, which "
+                       f"{mpi} cannot launch)")
     if "srun" in offer.supported:
         what = "host and core" if offer.binder else "host only"
         if offer.slurm_hostfile_exported:
@@ -95,8 +92,6 @@ def planned_offer(supported: Sequence[str], files: Mapping[str, str], bind_libra
         supported=tuple(supported), rankfile="rankfile" in files,
         prterun_wrapper="rankfile" in files and os.path.isfile(prterun_wrapper),
         hydra_hostfile=one_line_per_host(hydra_hosts(files.get("hydra_hostfile", "")))
-        and os.path.isfile(hydra_srun),
-        intel_hostfile=one_line_per_host(hydra_hosts(files.get("hydra_hostfile", "")))
         and os.path.isfile(hydra_srun),
         binder="bindings" in files and bool(bind_library) and os.path.isfile(bind_library),
         slurm_hostfile_exported=export_slurm_hostfile and "slurm_hostfile" in files)

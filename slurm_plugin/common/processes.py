@@ -11,6 +11,9 @@ own session (the worker: :mod:`slurm_plugin.lifecycle.worker_process`), and are 
   (a grandchild that started a process group of its own is still in the session),
   repeated until none is left, so one that forks while being killed is caught too.
 
+:func:`run_relaying_signals` is the other direction: a wrapper that must outlive its
+child (to remove a temporary file afterwards) passes the signals it gets on to it.
+
 A process that calls ``setsid()`` itself leaves the session; only Slurm's own process
 tracking (cgroups) can follow that, and the worker's code never does it.
 """
@@ -19,7 +22,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Mapping, Sequence
 
 #: rounds of SIGKILL over a session before giving up (each round waits a little)
 _ROUNDS = 50
@@ -84,3 +89,21 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return True  # gone
     return data[data.rfind(b")") + 2:][:1] == b"Z"
+
+
+#: what a launcher wrapper passes on to the launcher it runs
+RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
+                   signal.SIGUSR2)
+
+
+def run_relaying_signals(argv: Sequence[str], *, executable: str | None = None,
+                         env: Mapping[str, str] | None = None) -> int:
+    """Run ``argv`` (``executable`` if given, else ``argv[0]``), passing on the
+    :data:`RELAYED_SIGNALS` this process gets; its exit status, ``128 + N`` when signal
+    N ended it (the shell's convention)."""
+    child = subprocess.Popen(list(argv), executable=executable,
+                             env=dict(env) if env is not None else None)
+    for sig in RELAYED_SIGNALS:
+        signal.signal(sig, lambda s, _f: child.send_signal(s))
+    status = child.wait()
+    return status if status >= 0 else 128 - status

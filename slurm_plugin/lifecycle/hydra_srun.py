@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+
+from ..common.processes import run_relaying_signals
 
 PROXIES = ("hydra_pmi_proxy", "hydra_bstrap_proxy")
 NODE_ID_SHIM = 'SLURM_NODEID=$SLURM_PROCID; export SLURM_NODEID; exec "$0" "$@"'
@@ -71,13 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         hostfile = os.path.join(folder, "hosts")
         with open(hostfile, "w") as f:
             f.write("".join(f"{h}\n" for h in nodes))
-        env = {**os.environ, "SLURM_HOSTFILE": hostfile}
-        child = subprocess.Popen([srun, "--distribution=arbitrary", *new_args], env=env)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
-                    signal.SIGUSR2):
-            signal.signal(sig, lambda s, _f: child.send_signal(s))
-        status = child.wait()
-        return status if status >= 0 else 128 - status
+        return run_relaying_signals([srun, "--distribution=arbitrary", *new_args],
+                                    env={**os.environ, "SLURM_HOSTFILE": hostfile})
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

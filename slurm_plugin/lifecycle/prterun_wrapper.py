@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from ..common.processes import run_relaying_signals
 
 #: options by which the user places the ranks: rankmap then stays out of the way
 PLACEMENT_OPTIONS = ("--map-by", "-map-by", "--rankfile", "-rankfile", "-rf", "--host",
@@ -131,12 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         link = os.path.join(link_dir, "rankfile")
         os.symlink(rankfile, link)
         extra = ["--map-by", f"rankfile:file={link}"]
-        child = subprocess.Popen([*command, *extra, *args], executable=real)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
-                    signal.SIGUSR2):
-            signal.signal(sig, lambda s, _f: child.send_signal(s))
-        status = child.wait()
-        return status if status >= 0 else 128 - status
+        return run_relaying_signals([*command, *extra, *args], executable=real)
     finally:
         shutil.rmtree(link_dir, ignore_errors=True)
 

@@ -138,11 +138,9 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         # node: MPICH ran that under Slurm 22.05 but hung under 24.11, and Intel MPI
         # launched too many ranks; so both get the file only with one line per host
         if one_line_per_host(hosts):
-            for var in MPICH_HOSTFILE_VARS:
+            for var in (*MPICH_HOSTFILE_VARS, *INTEL_HOSTFILE_VARS):
                 lines.append(f"export {var}={hydra}")
             lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
-            for var in INTEL_HOSTFILE_VARS:
-                lines.append(f"export {var}={hydra}")
             lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
             lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
     bindings = job_dir / FILE_NAMES["bindings"]
@@ -165,7 +163,6 @@ def _offer_sentences(handed: list[str], supported: list[str]) -> list[str]:
     return launcher_sentences(LauncherOffer(
         supported=tuple(supported), rankfile=exported("OMPI_MCA_rmaps_rank_file_path"),
         prterun_wrapper=exported("OMPI_PRTERUN"), hydra_hostfile=exported("HYDRA_HOST_FILE"),
-        intel_hostfile=exported("I_MPI_HYDRA_HOST_FILE"),
         binder=exported("LD_PRELOAD"), slurm_hostfile_exported=exported("SLURM_HOSTFILE")))
 
 

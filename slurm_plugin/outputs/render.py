@@ -165,9 +165,8 @@ def render_hydra_hostfile(layout: Layout, mapping: np.ndarray, **_: object) -> s
     """Hydra's host file (``HYDRA_HOST_FILE``, Intel MPI's ``I_MPI_HYDRA_HOST_FILE``):
     ``host:n`` per run of consecutive ranks on one host, in rank order; Hydra deals the
     ranks to the lines in order, one proxy per line.  A placement that interleaves hosts
-    lists a host on several lines (never on two consecutive ones: runs are maximal);
-    under Slurm only ``rankmap-hydra-srun`` starts such proxies where the lines say
-    (slurm_plugin.lifecycle.hydra_srun).  O(n)."""
+    lists a host on several lines (never on two consecutive ones: runs are maximal),
+    which the TaskProlog hands to no launcher (docs/known-limits.md says why).  O(n)."""
     node = layout.pe_node[np.asarray(mapping, dtype=np.int64)]
     if len(node) == 0:
         return ""

@@ -100,6 +100,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../preload/mpi_symbol.h"
+
 typedef intptr_t H; /* any MPI handle, at pointer width */
 
 #define FORMAT_VERSION 1
@@ -177,48 +179,9 @@ static void unlock(void)
     __atomic_clear(&lock_flag, __ATOMIC_RELEASE);
 }
 
-struct lookup {
-    const char *name;
-    void *self;
-    void *found;
-};
-
-/* dl_iterate_phdr callback: NAME in the loaded object INFO, unless it is ours. */
-static int look_in(struct dl_phdr_info *info, size_t size, void *data)
-{
-    struct lookup *l = data;
-    void *handle, *f;
-    (void)size;
-    if (!info->dlpi_name || !info->dlpi_name[0])
-        return 0;
-    handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (!handle)
-        return 0;
-    f = dlsym(handle, l->name);
-    dlclose(handle);
-    if (f && f != l->self) {
-        l->found = f;
-        return 1;
-    }
-    return 0;
-}
-
-/* NAME's next definition after this library, or the first loaded object's (an MPI
- * loaded privately, as mpi4py does, is out of RTLD_NEXT's sight); NULL if none. */
-static void *find(const char *name, void *self)
-{
-    void *f = dlsym(RTLD_NEXT, name);
-    if (!f || f == self) {
-        struct lookup l = {name, self, NULL};
-        dl_iterate_phdr(look_in, &l);
-        f = l.found;
-    }
-    return f;
-}
-
 static void *next(const char *name, void *self)
 {
-    void *f = find(name, self);
+    void *f = rankmap_mpi_symbol(name, self);
     if (!f) {
         fprintf(stderr, "rankmap-record: %s not found after librankmap_record in the link "
                         "order (is this program linked with MPI?)\n", name);
@@ -296,7 +259,7 @@ static void setup(void)
      * (a copy relocation), and its address is then the canonical handle */
     void *ompi_world = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
     if (!ompi_world)
-        ompi_world = find("ompi_mpi_comm_world", NULL);
+        ompi_world = rankmap_mpi_symbol("ompi_mpi_comm_world", NULL);
     if (ompi_world) {
         abi = ABI_OMPI;
         world = (H)ompi_world;
@@ -708,7 +671,7 @@ static void write_record(void)
         return;
     written = 1;
     typedef int (*libver_fn)(char *, int *);
-    libver_fn libver = (libver_fn)find("PMPI_Get_library_version", NULL);
+    libver_fn libver = (libver_fn)rankmap_mpi_symbol("PMPI_Get_library_version", NULL);
     if (libver)
         libver(version, &len);
     version[200] = 0;
@@ -1130,7 +1093,7 @@ static void resolve_c(const char *name, void *self, void **real, void **alt)
 {
     if (*real || *alt)
         return;
-    *real = find(name, self);
+    *real = rankmap_mpi_symbol(name, self);
     if (!*real) {
         char plain[64];
         snprintf(plain, sizeof plain, "%.*s", (int)strlen(name) - 2, name);
