@@ -93,7 +93,7 @@ def launch(program: Path, np_: int, args: list[str], lib: Path | None,
                       f"{proc.stderr.strip().splitlines()[:1]}")
         if record_dir is not None:
             for f in record_dir.iterdir():
-                f.unlink()
+                shutil.rmtree(f)  # a failed launch's run.K
     else:
         sys.exit(f"mpirun failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     elapsed = float(re.search(r"^elapsed (\S+)$", proc.stdout, re.M).group(1))
@@ -134,7 +134,7 @@ def main() -> None:
                 rec = Path(tmp) / f"rec-{name}-{np_}-{i}"
                 rec.mkdir()
                 on.append(launch(program, np_, pargs, lib, rec))
-                recording = read_recording(rec)
+                recording = read_recording(rec / "run.0")
                 assert recording.size == np_
                 rec_mem = max(rec_mem, recording.memory)
                 shutil.rmtree(rec)

@@ -57,8 +57,13 @@
  * message (an arena, mapped once, holds the member lists and the v-collective rows; a
  * full table or arena drops the record and counts what was dropped).
  *
- * At MPI_Finalize each rank writes $RANKMAP_RECORD_DIR/rank.<R> (through a temporary
- * name and a rename, so a file that exists is complete).  Text, one record a line:
+ * At MPI_Finalize rank 0 claims the launch's directory $RANKMAP_RECORD_DIR/run.<K> (the
+ * lowest K whose mkdir succeeds, so that a job's launches never mix their files) and
+ * broadcasts K on MPI_COMM_WORLD; each rank then writes run.<K>/rank.<R> (through a
+ * temporary name and a rename, so a file that exists is complete).  With
+ * RANKMAP_RECORD_OPENMPI=monitoring an Open MPI program is left to Open MPI's own
+ * monitoring components (the TaskProlog switches them on) and not recorded here.
+ * Text, one record a line:
  *
  *   rankmap-record 1                      format and version
  *   abi openmpi|mpich                     handle ABI found at run time
@@ -98,6 +103,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../preload/mpi_symbol.h"
@@ -116,6 +122,7 @@ typedef intptr_t H; /* any MPI handle, at pointer width */
 #define PREQ_WINDOW 8
 #define ARENA_BYTES ((size_t)64 << 20) /* member lists and v-rows, mapped once */
 #define MPICH_COMM_WORLD ((H)0x44000000)
+#define MPICH_INT ((H)0x4c000405)
 
 enum { ABI_OMPI = 1, ABI_MPICH = 2 };
 enum op {
@@ -261,6 +268,9 @@ static void setup(void)
     if (!ompi_world)
         ompi_world = rankmap_mpi_symbol("ompi_mpi_comm_world", NULL);
     if (ompi_world) {
+        const char *mode = getenv("RANKMAP_RECORD_OPENMPI");
+        if (mode && !strcmp(mode, "monitoring"))
+            return; /* Open MPI's pml/coll monitoring records this program */
         abi = ABI_OMPI;
         world = (H)ompi_world;
     } else {
@@ -662,14 +672,49 @@ static size_t memory_used(void)
            (hash ? sizeof *hash * HASH_SLOTS : 0);
 }
 
+typedef int (*bcast_fn)(void *, int, H, int, H);
+
+/* The launch's run.<K> under dir: rank 0 creates it, every rank learns K (-1: none).
+ * Collective over MPI_COMM_WORLD, as MPI_Finalize is. */
+static int claim_run(const char *dir)
+{
+    int k = -1;
+    if (wrank == 0) {
+        char p[4096];
+        for (int i = 0; i < 100000; i++) {
+            snprintf(p, sizeof p, "%s/run.%d", dir, i);
+            if (mkdir(p, 0755) == 0) {
+                k = i;
+                break;
+            }
+            if (errno != EEXIST) {
+                fprintf(stderr, "rankmap-record: cannot create %s: %s\n", p, strerror(errno));
+                break;
+            }
+        }
+    }
+    H type = MPICH_INT;
+    if (abi == ABI_OMPI) {
+        void *t = dlsym(RTLD_DEFAULT, "ompi_mpi_int");
+        type = (H)(t ? t : rankmap_mpi_symbol("ompi_mpi_int", NULL));
+    }
+    if (!type || PMPI(bcast_fn, PMPI_Bcast)(&k, 1, type, 0, world) != 0)
+        return -1;
+    return k;
+}
+
 static void write_record(void)
 {
-    const char *dir = getenv("RANKMAP_RECORD_DIR");
-    char path[4096], tmp[4096], version[8192] = "";
+    const char *base = getenv("RANKMAP_RECORD_DIR");
+    char dir[4000], path[4096], tmp[4096], version[8192] = "";
     int len = 0;
-    if (written || state != 1 || !dir || !*dir)
+    if (written || state != 1 || !base || !*base)
         return;
     written = 1;
+    int run = claim_run(base);
+    if (run < 0)
+        return;
+    snprintf(dir, sizeof dir, "%s/run.%d", base, run);
     typedef int (*libver_fn)(char *, int *);
     libver_fn libver = (libver_fn)rankmap_mpi_symbol("PMPI_Get_library_version", NULL);
     if (libver)
@@ -836,7 +881,9 @@ WRAP(init_thread_fn, MPI_Init_thread, (int *argc, char ***argv, int req, int *pr
 WRAP(finalize_fn, MPI_Finalize, (void), {
     if (depth == 0 && active()) {
         lock();
+        depth++; /* the broadcast claiming the run directory is not the program's */
         write_record();
+        depth--;
         state = -1;
         unlock();
     }

@@ -202,7 +202,8 @@ def record(lane, library, programs, tmp_path, np_=4, args=("--collectives",), **
     out.mkdir()
     run(lane, programs[lane], str(library), np_, tmp_path, list(args),
         RANKMAP_RECORD_DIR=str(out), **env)
-    return out
+    assert sorted(p.name for p in out.iterdir()) == ["run.0"]  # the launch's own directory
+    return out / "run.0"
 
 
 def halo_p2p(n: int, iters: int = 3) -> np.ndarray:
@@ -279,7 +280,7 @@ def test_halo_is_recorded_to_the_byte(lane, library, programs, tmp_path):
                           expected_collectives(n, True, tmp_path))
     assert rec.dropped == (0, 0, 0)
     # messages: 3 iterations of 4 sends (the MPI_PROC_NULL send is none)
-    text = (tmp_path / "rec/rank.0").read_text()
+    text = (tmp_path / "rec/run.0/rank.0").read_text()
     assert re.search(r"^1 3000 3$", text, re.M) and re.search(r"^3 168 6$", text, re.M)
     # the graph the profile gets: both parts, both directions summed
     u, v, w = rec.graph.edges()
@@ -297,6 +298,35 @@ def test_more_ranks_and_the_hash_beyond_the_dense_limit(lane, library, programs,
     assert np.array_equal(rec.p2p.toarray(), halo_p2p(6))
     assert np.array_equal(undirected(rec.collective), expected_collectives(6, False,
                                                                            tmp_path))
+
+
+def test_each_launch_gets_its_own_run_directory(library, programs, tmp_path):
+    """Two launches of different sizes into one directory (a job that runs its
+    application and then a small tool): run.0 and run.1, never mixed."""
+    if "openmpi" not in programs:
+        pytest.skip("no openmpi here")
+    out = tmp_path / "rec"
+    out.mkdir()
+    for np_ in (4, 2):
+        run("openmpi", programs["openmpi"], str(library), np_, tmp_path, [],
+            RANKMAP_RECORD_DIR=str(out))
+    assert sorted(p.name for p in out.iterdir()) == ["run.0", "run.1"]
+    assert read_recording(out / "run.0").size == 4
+    assert read_recording(out / "run.1").size == 2
+    assert np.array_equal(read_recording(out / "run.1").p2p.toarray(), halo_p2p(2))
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+def test_open_mpi_is_left_to_its_monitoring_when_asked(lane, library, programs, tmp_path):
+    """RANKMAP_RECORD_OPENMPI=monitoring: an Open MPI program is not recorded by the
+    interposer (Open MPI's monitoring components are), any other MPI still is."""
+    if lane not in programs:
+        pytest.skip(f"no {lane} here")
+    out = tmp_path / "rec"
+    out.mkdir()
+    run(lane, programs[lane], str(library), 2, tmp_path, [], RANKMAP_RECORD_DIR=str(out),
+        RANKMAP_RECORD_OPENMPI="monitoring")
+    assert sorted(p.name for p in out.iterdir()) == ([] if lane == "openmpi" else ["run.0"])
 
 
 def test_nothing_is_written_without_a_directory(library, programs, tmp_path):
@@ -333,7 +363,7 @@ def test_binder_and_recorder_preloaded_together_both_work(library, tmp_path):
                    OMPI_MCA_rmaps_rank_file_path=str(tmp_path / "rankfile"))
         cpus = dict(re.findall(r"^rank (\d) host \S+ cpu (\d+)$", proc.stdout, re.M))
         assert cpus == {"0": "1", "1": "0"}, proc.stdout + proc.stderr
-        assert read_recording(out).p2p.toarray().tolist() == [[0, 300], [300, 0]]
+        assert read_recording(out / "run.0").p2p.toarray().tolist() == [[0, 300], [300, 0]]
 
 
 # ---- recordings that are not whole ---------------------------------------------------
@@ -466,7 +496,7 @@ def test_an_mpi_loaded_privately_by_mpi4py_is_found(library, tmp_path):
     out.mkdir()
     run("mpich", python, str(library), 3, tmp_path, [str(tmp_path / "ring.py")],
         RANKMAP_RECORD_DIR=str(out))
-    rec = read_recording(out)
+    rec = read_recording(out / "run.0")
     want = np.zeros((3, 3))
     for r in range(3):
         want[r, (r + 1) % 3] = 200
@@ -496,6 +526,6 @@ def test_large_count_functions_are_recorded_and_emulated_where_missing(lane, lib
     out.mkdir()
     proc = run(lane, program, str(library), 2, tmp_path, [], RANKMAP_RECORD_DIR=str(out))
     assert "large-count: done" in proc.stdout
-    rec = read_recording(out)
+    rec = read_recording(out / "run.0")
     assert rec.p2p.toarray().tolist() == [[0, 33], [0, 0]]
     assert rec.collective.toarray().tolist() == [[0, 20 + 3], [4, 0]]  # bcast, alltoallv
