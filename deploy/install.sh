@@ -6,7 +6,8 @@
 #   PREFIX (/opt/rankmap)      a virtual environment of PYTHON (/usr/bin/python3) with
 #                              rankmap installed (not editable), world-readable
 #   PREFIX/lib                 the SPANK plugin, built against this node's Slurm headers,
-#                              librankmap_bind.so (the rank binder, no MPI needed), and
+#                              librankmap_bind.so (the rank binder) and librankmap_record.so
+#                              (the profile recorder), neither linked against an MPI, and
 #                              librankmap (PREFIX/include/rankmap.h) when mpicc exists
 #   /etc/rankmap               rankmap.toml (0644, only if there is none) and profiles/
 #   /var/log/rankmap           the prolog log (0750 root:adm, or 0700 root without adm)
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
         --log-dir) logdir="$2"; shift 2 ;;
         --run-dir) rundir="$2"; shift 2 ;;
         --tmpfiles-dir) tmpfilesdir="$2"; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -101,6 +102,14 @@ say "rank binder $libdir/librankmap_bind.so"
 if [ "$libdir" != "$prefix/lib" ]; then
     say "set [launchers] bind_library = \"$libdir/librankmap_bind.so\" in $etcdir/rankmap.toml"
 fi
+# 2a. the recorder (librankmap_record.so: an MPI program's communication, whatever the
+#     MPI), linked against no MPI, like the binder
+make -s -C "$here/slurm_plugin/record" OUT="$libdir"
+chmod a+rX "$libdir/librankmap_record.so"
+say "recorder $libdir/librankmap_record.so"
+if [ "$libdir" != "$prefix/lib" ]; then
+    say "set [record] library = \"$libdir/librankmap_record.so\" in $etcdir/rankmap.toml"
+fi
 # 2b. librankmap (rankmap_comm: the reordered communicator for srun-launched jobs),
 #     built with the MPI's compiler wrapper when there is one
 if command -v mpicc >/dev/null; then
@@ -157,6 +166,7 @@ rankmap installed.  Add to slurm.conf (all nodes), then restart slurmctld and sl
     Prolog=$prefix/bin/rankmap-prolog
     Epilog=$prefix/bin/rankmap-epilog
     TaskProlog=$prefix/bin/rankmap-task-prolog
+    TaskEpilog=$prefix/bin/rankmap-task-epilog
     PrologFlags=Alloc
     PlugStackConfig=/etc/slurm/plugstack.conf
 

@@ -96,6 +96,7 @@ def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
     ]
     for key, value in (("Prolog", opts.prolog), ("Epilog", opts.epilog),
                        ("TaskProlog", opts.task_prolog),
+                       ("TaskEpilog", getattr(opts, "task_epilog", "")),
                        ("PrologSlurmctld", opts.prolog_slurmctld),
                        ("PlugStackConfig", opts.plugstack)):
         if value:
@@ -349,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--state-dir", default=os.environ.get("RANKMAP_TESTCLUSTER", DEFAULT_STATE))
-    for opt in ("prolog", "epilog", "task-prolog", "prolog-slurmctld", "plugstack"):
+    for opt in ("prolog", "epilog", "task-prolog", "task-epilog", "prolog-slurmctld",
+                "plugstack"):
         p.add_argument(f"--{opt}", default="", metavar="PATH")
     p.add_argument("--job-submit-lua", default="", metavar="PATH",
                    help="a job_submit.lua (copied beside slurm.conf; JobSubmitPlugins=lua)")

@@ -189,13 +189,18 @@ class _MtxEntries:
         self._fail(f"{lineno}: {why}")
 
 
+def mtx_text(graph: CommGraph, comment: str = "") -> str:
+    """The undirected graph as a symmetric Matrix Market text (lower triangle)."""
+    u, v, w = graph.edges()
+    head = ["%%MatrixMarket matrix coordinate real symmetric\n"]
+    head += [f"% {line}\n" for line in comment.splitlines()]
+    head.append(f"{graph.n} {graph.n} {len(u)}\n")
+    body = [f"{a + 1} {b + 1} {x:.17g}\n"
+            for a, b, x in zip(v.tolist(), u.tolist(), w.tolist(), strict=True)]
+    return "".join(head + body)
+
+
 def write_mtx(graph: CommGraph, path: str | os.PathLike, comment: str = "") -> None:
     """Write the undirected graph as a symmetric Matrix Market file (lower triangle)."""
-    u, v, w = graph.edges()
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write("%%MatrixMarket matrix coordinate real symmetric\n")
-        for line in comment.splitlines():
-            fh.write(f"% {line}\n")
-        fh.write(f"{graph.n} {graph.n} {len(u)}\n")
-        for a, b, x in zip(v.tolist(), u.tolist(), w.tolist(), strict=True):
-            fh.write(f"{a + 1} {b + 1} {x:.17g}\n")
+        fh.write(mtx_text(graph, comment))

@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from mapper.io.graph_file import read_graph
 from mapper.io.mtx_file import write_mtx
 
+from ..common.job_conventions import RECORDING_META, valid_job_id
+from ..common.user_paths import UserPathError
+from ..lifecycle.job_worker import job_stores
+from ..lifecycle.recording_setup import recordings_dir, user_store
 from ..profiles.generators import generate
 from ..profiles.ompi_monitoring import import_monitoring
+from ..profiles.recorded_job import collect_recording, incomplete_recordings
 from ..profiles.smpi_ti import import_ti
-from ..profiles.store import NAME, ProfileError, ProfileStore, bundled_store, toml_string
+from ..profiles.store import (
+    NAME,
+    ProfileError,
+    ProfileInfo,
+    ProfileStore,
+    bundled_store,
+    toml_string,
+)
 from ..site.config import load_config
 
 
 def store_dirs(args: argparse.Namespace) -> list[str]:
-    """--store DIRs, else the site config's stores; the bundled examples come last."""
-    dirs = list(args.store or []) or list(load_config(getattr(args, "config", None))
-                                          .get("profiles", "stores"))
-    return dirs + [str(bundled_store())]
+    """--store DIRs, else the stores a job of this user reads (your own store, the
+    site's); the bundled examples come last."""
+    if args.store:
+        return list(args.store) + [str(bundled_store())]
+    return list(job_stores(load_config(getattr(args, "config", None)), os.getuid()))
 
 
 def add_profile_commands(sub: argparse._SubParsersAction) -> None:
@@ -32,9 +46,17 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
                        help="profile store directory (repeatable; default: site config)")
         q.add_argument("--config", metavar="FILE", help="site config file")
 
-    q = psub.add_parser("list", help="profiles in the stores")
+    q = psub.add_parser("list", help="profiles in the stores, where their samples came "
+                                     "from, and your recordings that were not used")
+    q.add_argument("--ntasks", type=int, metavar="N",
+                   help="say whether each profile is usable for a job of N tasks")
     common(q)
     q.set_defaults(func=_list)
+    q = psub.add_parser("collect", help="turn your recording of JOB into a profile (what "
+                                        "the TaskEpilog does when the job ends)")
+    q.add_argument("job", nargs="+", metavar="JOB")
+    q.add_argument("--config", metavar="FILE", help="site config file")
+    q.set_defaults(func=_collect)
     q = psub.add_parser("show", help="one profile's metadata and size")
     q.add_argument("name")
     common(q)
@@ -67,10 +89,62 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
 def _list(args: argparse.Namespace) -> int:
     good, broken = ProfileStore(store_dirs(args)).scan()
     for info in good:
-        print(f"{info.name:24s} {info.ranks:8d} ranks  {info.description}")
+        for line in profile_lines(info, args.ntasks):
+            print(line)
     for name, _, reason in broken:
         print(f"{name:24s} {'BROKEN':>14s}  {reason}")
+    if not args.store:
+        cfg = load_config(getattr(args, "config", None))
+        try:
+            base = recordings_dir(cfg, os.getuid())
+        except UserPathError:
+            base = None
+        for job, reason in incomplete_recordings(base) if base else []:
+            print(f"{'(recording)':24s} {'NOT USED':>14s}  job {job}: {reason}")
     return 0
+
+
+def profile_lines(info: ProfileInfo, ntasks: int | None) -> list[str]:
+    """One profile in ``rankmap profile list``: name, ranks, samples, whether a job of
+    ``ntasks`` can use it, the description; then one line per recorded run (job, date,
+    MPI, recorder, volume)."""
+    if info.is_mesh:
+        return [f"{info.name:24s} {'mesh':>14s}  {info.description}"]
+    samples = len(info.samples) or 1
+    usable = ""
+    if ntasks is not None:
+        usable = ("  usable for {0} tasks" if info.ranks == ntasks
+                  else "  NOT usable for {0} tasks").format(ntasks)
+    lines = [f"{info.name:24s} {info.ranks:8d} ranks  {samples} sample"
+             f"{'s' if samples > 1 else ''}{usable}  {info.description}"]
+    for run in info.runs:
+        what = ", ".join(f"{k} {run[k]}" for k in ("job", "date") if k in run)
+        how = " / ".join(str(run[k]) for k in ("mpi", "recorder") if k in run)
+        volume = f"{float(run['volume']):.4g} bytes" if "volume" in run else ""
+        lines.append("    " + "; ".join(x for x in (run.get("file", ""), what, how, volume)
+                                        if x))
+    return lines
+
+
+def _collect(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    uid = os.getuid()
+    base, store = recordings_dir(cfg, uid), user_store(cfg, uid)
+    if base is None or store is None:
+        raise ProfileError("this cluster has no recordings or user stores ([record] dir, "
+                           "[profiles] user_store)")
+    status = 0
+    for job in args.job:
+        if not valid_job_id(job) or not (base / job / RECORDING_META).is_file():
+            print(f"job {job}: no recording in {base}", file=sys.stderr)
+            status = 2
+            continue
+        done = collect_recording(base / job, store, uid,
+                                 max_file_bytes=cfg.get("record", "max_file_bytes"),
+                                 max_profile_bytes=cfg.get("profiles", "max_file_bytes"))
+        print(done.sentence())
+        status = status or (0 if done.stored else 1)
+    return status
 
 
 def _show(args: argparse.Namespace) -> int:

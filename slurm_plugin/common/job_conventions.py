@@ -57,6 +57,32 @@ def valid_job_id(job_id: object) -> bool:
 SPANK_PROFILE = "SPANK_RANKMAP_COMM_PROFILE"
 SPANK_MODE = "SPANK_RANKMAP_MODE"
 SPANK_TIME = "SPANK_RANKMAP_TIME"
+#: --rankmap-record=NAME: record the job's communication into the user's profile NAME
+SPANK_RECORD = "SPANK_RANKMAP_RECORD"
+
+#: a profile's store name (slurm_plugin.profiles.store; the SPANK plugin's rule for
+#: --rankmap-record): no '/', no leading '.'
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}$")
+
+#: a recording job's directory (slurm_plugin.lifecycle.recording_setup makes it, as the
+#: user, under [record] dir): its description, the interposer's launches (run.<K>/,
+#: slurm_plugin/record/rankmap_record.c) and Open MPI's monitoring files (PREFIX.<R>.prof)
+RECORDING_META = "recording.json"
+RECORDING_INTERPOSER_DIR = "mpi"
+RECORDING_MONITORING_PREFIX = "ompi/prof"
+#: what a recording that cannot be used is renamed to (``<job>.incomplete``) and its reason
+INCOMPLETE_SUFFIX = ".incomplete"
+INCOMPLETE_REASON = "reason.txt"
+#: what the TaskProlog exports to a recording job's tasks: the interposer's directory and
+#: Open MPI's monitoring parameters (pml, coll and osc ``monitoring`` components: enable 2
+#: tells the application's messages from the library's)
+RECORD_DIR_VAR = "RANKMAP_RECORD_DIR"
+RECORD_OPENMPI_VAR = "RANKMAP_RECORD_OPENMPI"
+OMPI_MONITORING_VARS = {"OMPI_MCA_pml_monitoring_enable": "2",
+                        "OMPI_MCA_pml_monitoring_enable_output": "3"}
+OMPI_MONITORING_FILE_VAR = "OMPI_MCA_pml_monitoring_filename"
+#: [record] openmpi: who records an Open MPI program
+OPENMPI_RECORDERS = ("monitoring", "interposer")
 
 #: --rankmap values that are not algorithms (the SPANK plugin's ``modes[]``; a test
 #: compares): ``summa`` arranges a heterogeneous SUMMA's partition

@@ -34,6 +34,7 @@ from ..common.launcher_support import (
     planned_offer,
     prterun_wrapper_path,
 )
+from ..common.user_paths import UserPathError, expand_user_path
 from ..machine.hwloc import CoreGroups, parse_hwloc_xml
 from ..machine.layout import build_layout
 from ..modes.base import Job, JobPlan
@@ -138,13 +139,25 @@ def _compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
                           cfg.get("hwloc", "cache_distance"),
                           oversubscribe=cfg.get("solver", "oversubscribe") == "allow")
     job = Job(layout, tree, cfg, request.profile, request.algorithm, request.time_limit,
-              stores=(*cfg.get("profiles", "stores"), str(bundled_store())),
+              stores=job_stores(cfg, os.getuid()),
               allow_user_files=cfg.get("profiles", "allow_user_files"),
               distribution=alloc.distribution, job_id=request.job_id,
               node_features=lambda nodes: read_node_features(nodes, env, timeout))
     out = compute_job(job, request.mode, request.refusal)
     out.status = replace(out.status, notes=(f"Slurm backend: {backend}", *out.status.notes))
     return out
+
+
+def job_stores(cfg: Config, uid: int) -> tuple[str, ...]:
+    """The stores a job of user ``uid`` reads, in order: the user's own
+    (``[profiles] user_store``, read as the user: the worker runs as the job's user;
+    left out when it cannot be made for this user), the site's, the bundled examples."""
+    try:
+        own = expand_user_path(cfg.get("profiles", "user_store"), uid)
+    except UserPathError:
+        own = None
+    return (*([str(own)] if own else []), *cfg.get("profiles", "stores"),
+            str(bundled_store()))
 
 
 def compute_job(job: Job, mode: str, refusal: str | None = None, *,

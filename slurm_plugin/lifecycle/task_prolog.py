@@ -34,6 +34,8 @@ import stat
 import sys
 from pathlib import Path
 
+from ..site.config import Config
+
 
 def exports(env: dict[str, str]) -> list[str]:
     from ..common.job_conventions import EXPORTS, FILE_NAMES, valid_job_id
@@ -48,6 +50,7 @@ def exports(env: dict[str, str]) -> list[str]:
         return []
     script_step = is_script_step(env)
     lines: list[str] = []
+    cfg: Config | None = None
     try:
         cfg = load_config(env=env)
         bases = (cfg.get("general", "output_dir"), cfg.get("prolog", "fallback_dir"))
@@ -93,7 +96,63 @@ def exports(env: dict[str, str]) -> list[str]:
                 lines.append("print rankmap: launchers: "
                              + "; ".join(_offer_sentences(lines, supported)))
         break
-    return lines
+    if cfg is not None:
+        lines += recording_lines(env, cfg, job_id, script_step)
+    return merge_preloads(lines)
+
+
+def recording_lines(env: dict[str, str], cfg: Config, job_id: str,
+                    script_step: bool) -> list[str]:
+    """A recording job's exports (slurm_plugin.lifecycle.recording_setup): the batch step
+    decides and makes the job's recording directory, later steps find it."""
+    from ..common.safe_text import safe_text
+    from ..common.user_paths import UserPathError
+    from .recording_setup import (
+        job_ntasks,
+        recording_exports,
+        recording_wish,
+        recordings_dir,
+        start_recording,
+    )
+
+    uid = os.getuid()
+    try:
+        base = recordings_dir(cfg, uid)
+        if base is None:
+            return []
+        if not script_step:
+            job = base / job_id
+            meta = job / "recording.json"
+            if job.is_symlink() or not _is_file(meta):
+                return []
+            return recording_exports(job, env, cfg)
+        wish, problem = recording_wish(env, cfg, uid)
+        if wish is None:
+            return [f"print rankmap: not recording: {safe_text(problem, 500)}"] if problem else []
+        job = start_recording(base, job_id, wish, job_ntasks(env), uid)
+    except (UserPathError, OSError) as exc:
+        return [f"print rankmap: cannot record this job: {safe_text(exc, 500)}"]
+    exports = recording_exports(job, env, cfg)
+    why = "you asked" if wish.origin == "option" else "a site rule; it does not exist yet"
+    return [*exports, f"print rankmap: recording this job's communication as profile "
+                      f"{wish.name} ({why}) in {job}; it is added to your profiles when the "
+                      f"job ends"]
+
+
+def merge_preloads(lines: list[str]) -> list[str]:
+    """One ``export LD_PRELOAD`` (the last line's place) joining every export's
+    libraries in order, so that the binder and the recorder are both preloaded."""
+    key = "export LD_PRELOAD="
+    preloads = [line for line in lines if line.startswith(key)]
+    if len(preloads) < 2:
+        return lines
+    libs: list[str] = []
+    for line in preloads:
+        for lib in line[len(key):].split(":"):
+            if lib and lib not in libs:
+                libs.append(lib)
+    out = [line for line in lines if not line.startswith(key)]
+    return [key + ":".join(libs), *out]
 
 
 def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,

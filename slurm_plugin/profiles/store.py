@@ -58,6 +58,7 @@ from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_f
 from mapper.io.text_lines import text_pieces
 from mapper.mesh.mesh import Mesh
 
+from ..common.job_conventions import PROFILE_NAME
 from .generators import GeneratorError, generate, is_generator_spec
 from .samples import with_samples
 
@@ -66,9 +67,13 @@ class ProfileError(RankmapError, ValueError):
     """A profile that cannot be used for this job; the message says which and why."""
 
 
-NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}$")
+NAME = PROFILE_NAME
 TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str,
-             "kind": str, "weights": str, "samples": list}
+             "kind": str, "weights": str, "samples": list, "runs": list}
+#: ``[[runs]]``: where each sample came from (slurm_plugin.profiles.store_writer writes
+#: one per recorded job): its file, the job, the date, the MPI and recorder, the volume
+RUN_KEYS = {"file": str, "job": str, "date": str, "mpi": str, "recorder": str,
+            "ranks": int, "volume": (int, float)}
 REQUIRED = ("ranks", "file")
 #: the values of ``kind``: a communication profile (default) or a mesh to partition
 KINDS = ("graph", "mesh")
@@ -76,7 +81,7 @@ KINDS = ("graph", "mesh")
 MESH_REQUIRED = ("file",)
 MESH_ONLY = ("weights",)
 #: keys a mesh entry cannot have
-GRAPH_ONLY = ("samples",)
+GRAPH_ONLY = ("samples", "runs")
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class ProfileInfo:
     kind: str = "graph"              # "graph" or "mesh" (KINDS)
     weights: Path | None = None      # a mesh's optional weights file
     samples: tuple[Path, ...] = ()   # the matrices of the measured runs (may include file)
+    runs: tuple[dict, ...] = ()      # provenance of recorded samples ([[runs]], RUN_KEYS)
 
     @property
     def is_mesh(self) -> bool:
@@ -208,9 +214,10 @@ class ProfileStore:
         weights = (self._store_file(toml, store, "weights", data["weights"])
                    if "weights" in data else None)
         samples = self._samples(toml, store, data.get("samples"), text)
+        runs = _runs(toml, data.get("runs", []), text)
         return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
                            data.get("units", "bytes"), data.get("description", ""),
-                           data.get("source", ""), kind, weights, samples)
+                           data.get("source", ""), kind, weights, samples, runs)
 
     def _samples(self, toml: Path, store: Path, value: list | None,
                  text: str) -> tuple[Path, ...]:
@@ -298,10 +305,27 @@ class ProfileStore:
         return mesh, info
 
 
-def _key_line(text: str, key: str) -> int | str:
+def _runs(toml: Path, value: list, text: str) -> tuple[dict, ...]:
+    """The ``[[runs]]`` tables, checked key by key (errors name the .toml's line)."""
+    out = []
+    for i, run in enumerate(value):
+        where = f"{toml}:{_key_line(text, '[[runs]]', literal=True)}: runs[{i}]"
+        if not isinstance(run, dict):
+            raise ProfileError(f"{where}: must be a [[runs]] table")
+        for key, item in run.items():
+            if key not in RUN_KEYS:
+                raise ProfileError(f"{where}: unknown key {key!r} (known: "
+                                   f"{', '.join(RUN_KEYS)})")
+            if not isinstance(item, RUN_KEYS[key]) or isinstance(item, bool):
+                raise ProfileError(f"{where}: {key}: wrong type {type(item).__name__}")
+        out.append(dict(run))
+    return tuple(out)
+
+
+def _key_line(text: str, key: str, literal: bool = False) -> int | str:
     """The line of a .toml's ``text`` where ``key = …`` starts (for error messages),
     else '?'; the lines are split only up to that one."""
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    pattern = re.compile(rf"^\s*{re.escape(key)}" + ("" if literal else r"\s*="))
     no = 0
     for piece in text_pieces(text):
         for line in piece.splitlines():

@@ -21,7 +21,12 @@ import tomllib
 from mapper.algorithm_names import PRESETS, normalize_algorithm
 from mapper.errors import RankmapError
 
-from ..common.job_conventions import LAUNCHER_FAMILIES, LAUNCHER_FILES
+from ..common.job_conventions import (
+    LAUNCHER_FAMILIES,
+    LAUNCHER_FILES,
+    OPENMPI_RECORDERS,
+    PROFILE_NAME,
+)
 
 DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
 #: a site configuration is a few KiB; anything far larger is not one
@@ -102,6 +107,17 @@ def _render_list(v: Any) -> list[str]:
         if x not in RENDERABLE:
             raise ValueError(f"unknown file {x!r}; choose from {', '.join(RENDERABLE)}")
     return items
+
+
+def _user_path(v: Any) -> str:
+    """A path for each job user: absolute, or under ``~`` (the user's home from the
+    password database); ``%u`` is the user name; empty turns the feature off."""
+    v = _string(v)
+    if v and not (v.startswith("/") or v == "~" or v.startswith("~/")):
+        raise ValueError(f"must be an absolute path or start with ~/, got {v!r}")
+    if "\0" in v or ".." in v.split("/"):
+        raise ValueError(f"must not contain '..' or NUL, got {v!r}")
+    return v
 
 
 def _launcher_list(v: Any) -> list[str]:
@@ -252,6 +268,26 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "allow_user_files": (False, _bool,
                              "accept --comm-profile=file:PATH, read as the job's user"),
         "max_file_bytes": (64 << 20, _non_negative_int, "size limit of a profile matrix"),
+        "user_store": ("~/.local/share/rankmap/profiles", _user_path,
+                       "each user's own store (~ is the user's home, %u the user name), "
+                       "searched first and read as the user; recordings go there; empty: "
+                       "none"),
+    },
+    "record": {
+        "enabled": (True, _bool,
+                    "jobs may record their communication (--rankmap-record=NAME, rules "
+                    "with record = true)"),
+        "dir": ("~/.local/share/rankmap/recordings", _user_path,
+                "where a recording job's ranks write (per user, on a file system every "
+                "node of the job shares; ~ and %u as for user_store)"),
+        "openmpi": ("monitoring", _choice(*OPENMPI_RECORDERS),
+                    "who records an Open MPI program: monitoring (Open MPI's pml/coll "
+                    "monitoring components) or interposer (librankmap_record)"),
+        "library": ("", _optional_path,
+                    "librankmap_record.so (empty: PREFIX/lib/librankmap_record.so of this "
+                    "installation, as deploy/install.sh puts it)"),
+        "max_file_bytes": (16 << 20, _positive_int,
+                           "size limit of one rank's recording file"),
     },
     "render": {
         "files": (list(RENDERABLE), _render_list, "launcher files to write"),
@@ -523,6 +559,7 @@ def _parse_network(body: Any, path: str) -> NetworkConfig:
 RULE_KEYS: dict[str, Callable[[Any], Any]] = {
     "partition": _string, "account": _string, "job_name": _string,
     "profile": _string, "algorithm": _algorithm, "time_limit": _positive_number,
+    "record": _bool,
 }
 
 
@@ -536,6 +573,8 @@ class Rule:
     profile: str | None = None
     algorithm: str | None = None
     time_limit: float | None = None
+    #: record the job's communication as ``profile`` while that profile does not exist
+    record: bool = False
 
     def matches(self, partition: str | None, account: str | None,
                 job_name: str | None) -> bool:
@@ -630,6 +669,10 @@ def _parse_rule(table: Any, where: str) -> Rule:
             raise ConfigError(f"{where}: {key}: {exc}") from None
     if "profile" not in kwargs and "algorithm" not in kwargs:
         raise ConfigError(f"{where}: a rule needs a profile or an algorithm")
+    if kwargs.get("record") and not PROFILE_NAME.match(kwargs.get("profile", "")):
+        raise ConfigError(f"{where}: record: needs profile = a store name to record into "
+                          f"(letters, digits, '.', '_', '+', '-'), got "
+                          f"{kwargs.get('profile')!r}")
     return Rule(**kwargs)
 
 

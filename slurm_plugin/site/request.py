@@ -22,6 +22,7 @@ from ..common.job_conventions import (
     MESH_PREFIX,
     SPANK_MODE,
     SPANK_PROFILE,
+    SPANK_RECORD,
     SPANK_TIME,
     SUMMA_MODE,
     SUMMA_PROFILE,
@@ -43,7 +44,7 @@ class MappingRequest:
     mode: str
     algorithm: str
     time_limit: float
-    origin: str  # "user" (sbatch flags) or "rule" (site config)
+    origin: str  # "user" (sbatch flags), "rule" (site config) or "record" (--rankmap-record)
     refusal: str | None = None
 
 
@@ -156,6 +157,10 @@ def decide(config: Config, env: Mapping[str, str], partition: str | None,
     origin = "user"
     if profile is None and rankmap == SUMMA_MODE:
         profile = SUMMA_PROFILE
+    if profile is None and env.get(SPANK_RECORD):
+        # --rankmap-record=NAME alone: mapped with NAME once it exists (the job records
+        # another sample); until then the report says it was not found
+        profile, origin = env[SPANK_RECORD], "record"
     if profile is None and rule is not None and rule.profile:
         profile, origin = rule.profile, "rule"
     if profile is None:

@@ -7,10 +7,14 @@
  *   --rankmap=auto|off|summa|fast|eco|strong|ALG   mapping mode, a preset, or an
  *                            algorithm such as topdown+n10
  *   --rankmap-time=SECONDS   solver time budget (rejected above the site maximum)
+ *   --rankmap-record=NAME    record the job's communication into the user's profile NAME
+ *                            (a new profile, or one more sample of it); the job is mapped
+ *                            with NAME when it exists and has no --comm-profile
  *
  * Values are checked at submission (local/allocator context) and passed to the job's
  * prolog, epilog and PrologSlurmctld with spank_job_control_setenv() as
- * SPANK_RANKMAP_COMM_PROFILE, SPANK_RANKMAP_MODE and SPANK_RANKMAP_TIME (Slurm adds
+ * SPANK_RANKMAP_COMM_PROFILE, SPANK_RANKMAP_MODE, SPANK_RANKMAP_TIME and
+ * SPANK_RANKMAP_RECORD (Slurm adds
  * the SPANK_ prefix; tasks see SLURM_SPANK_RANKMAP_*).  "file:/PATH" names a user's own
  * profile file and "summa-fpm:/PATH" a user's own speeds file; "/" is accepted only
  * there, ".." nowhere.
@@ -34,6 +38,7 @@ SPANK_PLUGIN(rankmap, 1);
 static char profile[MAX_VALUE + 1];
 static char mode[MAX_VALUE + 1];
 static char time_budget[64];
+static char record[MAX_VALUE + 1];
 static double max_time = 0.0; /* 0: no site maximum given here */
 
 /* the algorithm grammar of mapper/algorithm_names.py (case-insensitive); a test compares the lists */
@@ -146,6 +151,35 @@ static int opt_mode(int val, const char *optarg, int remote)
     return ESPANK_SUCCESS;
 }
 
+/* A store name (slurm_plugin/common/job_conventions.py PROFILE_NAME): letters, digits
+ * and . _ + -, not starting with '.'. */
+static int valid_name(const char *v)
+{
+    size_t n = strlen(v);
+    if (n == 0 || n > MAX_VALUE || v[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (!(isalnum(c) || c == '.' || c == '_' || c == '+' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int opt_record(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    if (!optarg || !valid_name(optarg)) {
+        slurm_error("rankmap: --rankmap-record=%s: a profile name (letters, digits and "
+                    ". _ + -, not starting with '.'; at most %d characters)",
+                    optarg ? optarg : "", MAX_VALUE);
+        return ESPANK_BAD_ARG;
+    }
+    strcpy(record, optarg);
+    return ESPANK_SUCCESS;
+}
+
 static int opt_time(int val, const char *optarg, int remote)
 {
     char *end = NULL;
@@ -180,6 +214,9 @@ static struct spank_option rankmap_options[] = {
      (spank_opt_cb_f)opt_mode},
     {"rankmap-time", "SECONDS", "rankmap: solver time budget (capped by the site)", 1, 0,
      (spank_opt_cb_f)opt_time},
+    {"rankmap-record", "NAME",
+     "rankmap: record this job's MPI communication as your profile NAME (used by later "
+     "jobs with --comm-profile=NAME)", 1, 0, (spank_opt_cb_f)opt_record},
     SPANK_OPTIONS_TABLE_END};
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -213,5 +250,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         spank_job_control_setenv(sp, "RANKMAP_MODE", mode, 1);
     if (time_budget[0])
         spank_job_control_setenv(sp, "RANKMAP_TIME", time_budget, 1);
+    if (record[0])
+        spank_job_control_setenv(sp, "RANKMAP_RECORD", record, 1);
     return 0;
 }

@@ -40,6 +40,10 @@ max_time_limit = 30.0
 
 [profiles]
 stores = ["{state}/profiles"]
+user_store = "{state}/home/%u/profiles"
+
+[record]
+dir = "{state}/home/%u/recordings"
 
 [render]
 export_slurm_hostfile = {export_slurm_hostfile}
@@ -299,10 +303,11 @@ def slurm_cluster():
         subprocess.run([sys.executable, str(ROOT / "deploy/testcluster/cluster.py"), "down",
                         "--state-dir", str(STATE)], check=False)
         shutil.rmtree(STATE)
-    for sub in ("jobs", "out", "profiles", "bin", "lib"):
+    for sub in ("jobs", "out", "profiles", "bin", "lib", "home"):
         (STATE / sub).mkdir(parents=True)
     os.chmod(STATE, 0o755)
     os.chmod(STATE / "jobs", 0o1777)
+    os.chmod(STATE / "home", 0o1777)  # each job user makes its own (user_store, record)
     _ensure_users()
     cluster = Cluster(STATE)
     cluster.write_config()
@@ -311,6 +316,8 @@ def slurm_cluster():
     prolog = _wrapper(STATE / "bin/prolog.sh", scripts / "rankmap-prolog", config)
     epilog = _wrapper(STATE / "bin/epilog.sh", scripts / "rankmap-epilog", config)
     task = _wrapper(STATE / "bin/task_prolog.sh", scripts / "rankmap-task-prolog", config)
+    task_epilog = _wrapper(STATE / "bin/task_epilog.sh", scripts / "rankmap-task-epilog",
+                           config)
     subprocess.run(["make", "-s", "-C", str(ROOT / "slurm_plugin/spank"),
                     f"OUT={STATE / 'lib'}"], check=True)
     (STATE / "plugstack.conf").write_text(
@@ -321,6 +328,7 @@ def slurm_cluster():
                          capture_output=True, text=True, check=True).stdout
     (STATE / "topo-2x4.xml").write_text(xml)
     cluster.scripts = {"prolog": prolog, "epilog": epilog, "task_prolog": task,
+                       "task_epilog": task_epilog,
                        "plugstack": str(STATE / "plugstack.conf")}
     try:
         cluster.restart()

@@ -1,0 +1,201 @@
+"""A recording job's files → a profile in the user's store, after the job.
+
+The job's recording directory (made by the TaskProlog,
+:mod:`slurm_plugin.lifecycle.recording_setup`) holds ``recording.json`` (the profile name,
+the job, its task count, when it started), the interposer's launches
+(``mpi/run.<K>/rank.<R>``, :mod:`slurm_plugin.profiles.recording`) and Open MPI's
+monitoring files (``ompi/prof.<R>.prof``, :mod:`slurm_plugin.profiles.ompi_monitoring`).
+
+:func:`collect_recording` picks the job's application among them: a complete launch
+whose world is the job's task count (the heaviest, when several are), every rank's file
+present; Open MPI's monitoring files count the messages that crossed the PML (``E``:
+the application's, ``I``: those the library sent for its collectives; ``C`` lines
+restate collectives per peer and would count them twice).  The run becomes the profile
+or one more sample of it (:func:`slurm_plugin.profiles.store_writer.store_recording`)
+and the raw files are removed.  A recording with no usable launch (a rank missing, a
+killed job, no MPI program under the recorder) is renamed ``<job>.incomplete`` with
+``reason.txt`` and not used; ``rankmap profile list`` shows it.
+
+Runs as the user (TaskEpilog, ``rankmap profile collect``).  O(files + edges).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mapper import CommGraph
+from mapper.errors import RankmapError
+from mapper.io.regular_file import read_regular_file
+
+from ..common.job_conventions import (
+    INCOMPLETE_REASON,
+    INCOMPLETE_SUFFIX,
+    PROFILE_NAME,
+    RECORDING_INTERPOSER_DIR,
+    RECORDING_META,
+    RECORDING_MONITORING_PREFIX,
+)
+from .ompi_monitoring import MonitoringError, import_monitoring
+from .recording import IncompleteRecording, RecordingError, read_recording
+from .store import ProfileError
+from .store_writer import RunProvenance, StoredRecording, store_recording
+
+#: the monitoring line kinds a recording counts (see the module docstring)
+MONITORING_KINDS = ("E", "I")
+META_MAX_BYTES = 64 << 10
+
+
+@dataclass(frozen=True)
+class RecordingMeta:
+    """``recording.json``: what the TaskProlog wrote when the job started recording."""
+
+    name: str
+    job: str
+    started: str
+    ntasks: int      # 0: unknown (the job gave no task count)
+    origin: str      # "option" (--rankmap-record) or "rule"
+
+    def as_json(self) -> str:
+        return json.dumps(self.__dict__, indent=1, sort_keys=True) + "\n"
+
+
+def read_meta(directory: Path) -> RecordingMeta:
+    path = directory / RECORDING_META
+    try:
+        data = json.loads(read_regular_file(path, META_MAX_BYTES, follow_symlinks=False))
+        meta = RecordingMeta(**{k: data[k] for k in RecordingMeta.__dataclass_fields__})
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RecordingError(f"{path}: not a recording description ({exc})") from None
+    if not PROFILE_NAME.match(meta.name) or not isinstance(meta.ntasks, int):
+        raise RecordingError(f"{path}: bad name or task count")
+    return meta
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One recorded launch that can become the profile."""
+
+    graph: CommGraph
+    mpi: str
+    recorder: str
+    where: Path
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What became of a job's recording: stored, or kept aside with the reason."""
+
+    meta: RecordingMeta | None
+    stored: StoredRecording | None = None
+    reason: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def sentence(self) -> str:
+        if self.stored is not None:
+            what = ("new profile" if self.stored.sample == 1
+                    else f"sample {self.stored.sample}")
+            return (f"profile {self.meta.name} recorded by job {self.meta.job}: {what} in "
+                    f"{self.stored.toml}")
+        name = self.meta.name if self.meta else "?"
+        return f"profile {name} not recorded: {self.reason}"
+
+
+def launches(directory: Path, ntasks: int, max_file_bytes: int
+             ) -> tuple[list[Launch], list[str]]:
+    """The complete launches of the job's size in ``directory``, and why the others
+    are not used."""
+    found: list[Launch] = []
+    why: list[str] = []
+    runs = directory / RECORDING_INTERPOSER_DIR
+    if runs.is_dir() and not runs.is_symlink():
+        names = sorted((p for p in runs.iterdir() if p.name.startswith("run.")),
+                       key=lambda p: (len(p.name), p.name))
+        for run in names:
+            try:
+                rec = read_recording(run, max_file_bytes=max_file_bytes)
+            except (IncompleteRecording, RecordingError) as exc:
+                why.append(str(exc))
+                continue
+            if ntasks and rec.size != ntasks:
+                why.append(f"{run}: a launch of {rec.size} ranks, the job has {ntasks} tasks")
+                continue
+            found.append(Launch(rec.graph, rec.mpi, "librankmap_record", run))
+    prefix = directory / RECORDING_MONITORING_PREFIX
+    if prefix.parent.is_dir() and any(prefix.parent.glob(prefix.name + ".*.prof")):
+        try:
+            graph = import_monitoring(prefix, MONITORING_KINDS)
+        except MonitoringError as exc:
+            why.append(f"Open MPI monitoring: {exc}")
+        else:
+            if ntasks and graph.n != ntasks:
+                why.append(f"{prefix}.*.prof: {graph.n} ranks, the job has {ntasks} tasks")
+            else:
+                found.append(Launch(graph, "Open MPI", "Open MPI monitoring", prefix.parent))
+    return found, why
+
+
+def collect_recording(directory: Path, store: Path, uid: int, *,
+                      max_file_bytes: int, max_profile_bytes: int | None = None,
+                      extra_keys: Callable[[CommGraph], dict] | None = None) -> Collected:
+    """Store the job's recording in ``directory`` as profile or sample in ``store``
+    (the user's), or keep it aside as ``<directory>.incomplete`` with the reason.
+    ``extra_keys(graph)`` adds keys to a new entry (a matched generator)."""
+    try:
+        meta = read_meta(directory)
+    except RecordingError as exc:
+        return _aside(directory, None, str(exc))
+    found, why = launches(directory, meta.ntasks, max_file_bytes)
+    if not found:
+        reason = "; ".join(why) or ("no MPI program of the job reached MPI_Finalize under "
+                                    "the recorder (a killed job, or no MPI program)")
+        return _aside(directory, meta, reason)
+    best = max(found, key=lambda launch: launch.graph.total_volume)
+    notes = tuple(why) + tuple(f"{launch.where}: a lighter launch, not used"
+                               for launch in found if launch is not best)
+    try:
+        stored = store_recording(
+            store, uid, meta.name, best.graph,
+            RunProvenance(meta.job, meta.started, best.mpi, best.recorder),
+            extra=extra_keys(best.graph) if extra_keys else None,
+            max_bytes=max_profile_bytes)
+    except (ProfileError, RankmapError) as exc:
+        return _aside(directory, meta, str(exc))
+    shutil.rmtree(directory, ignore_errors=True)
+    return Collected(meta, stored, None, notes)
+
+
+def _aside(directory: Path, meta: RecordingMeta | None, reason: str) -> Collected:
+    """Rename the recording ``<job>.incomplete`` with ``reason.txt``; raw files stay
+    for the user to look at."""
+    target = directory.with_name(directory.name + INCOMPLETE_SUFFIX)
+    try:
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        os.rename(directory, target)
+        fd = os.open(target / INCOMPLETE_REASON,
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(reason + "\n")
+    except OSError:
+        pass  # the reason is still returned, and the TaskEpilog logs it
+    return Collected(meta, None, reason)
+
+
+def incomplete_recordings(base: Path) -> list[tuple[str, str]]:
+    """``(job, reason)`` of the recordings kept aside under ``base``."""
+    out = []
+    if not base.is_dir():
+        return out
+    for d in sorted(base.glob("*" + INCOMPLETE_SUFFIX)):
+        try:
+            reason = read_regular_file(d / INCOMPLETE_REASON, 4096,
+                                       follow_symlinks=False).decode("utf-8", "replace")
+        except OSError:
+            reason = "(no reason file)"
+        out.append((d.name[:-len(INCOMPLETE_SUFFIX)], reason.strip()))
+    return out
