@@ -18,6 +18,20 @@ Each sample must be a file in the store with the profile's rank count.  The plan
 applies rankmap's placement only when it beats Slurm's default under every sample
 (:mod:`slurm_plugin.profiles.samples`); errors in ``samples`` name the ``.toml``'s line.
 
+A profile whose matrix is one of the generated patterns also names that generator,
+size-free (``rankmap profile import`` writes it when
+:func:`slurm_plugin.profiles.pattern_match.match_generator` finds one)::
+
+    ranks = 512
+    file = "lammps-3d.mtx"
+    generator = "stencil3d,periodic"   # jobs of other task counts get stencil3d at theirs
+
+A job of exactly ``ranks`` tasks gets the recorded matrix (and its samples); a job of
+another size gets the generator's graph at its own size, and the report says so
+("profile NAME recorded at 512 ranks, used as stencil3d,periodic at 4096").  The value
+must parse as a generator spec without dimensions and generate at 16 ranks (a power
+of two and a square, which every family accepts); errors name the ``.toml`` and key.
+
 A **mesh** entry (``--comm-profile=mesh:NAME``, :mod:`slurm_plugin.modes.mesh_job`) says
 ``kind = "mesh"``: its file is an application mesh of any number of vertices, which the
 job partitions onto its ranks, so it has no ``ranks``::
@@ -58,7 +72,7 @@ from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_f
 from mapper.io.text_lines import text_pieces
 from mapper.mesh.mesh import Mesh
 
-from .generators import GeneratorError, generate, is_generator_spec
+from .generators import GeneratorError, generate, is_generator_spec, parse_spec
 from .samples import with_samples
 
 
@@ -68,7 +82,7 @@ class ProfileError(RankmapError, ValueError):
 
 NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}$")
 TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str,
-             "kind": str, "weights": str, "samples": list}
+             "kind": str, "weights": str, "samples": list, "generator": str}
 REQUIRED = ("ranks", "file")
 #: the values of ``kind``: a communication profile (default) or a mesh to partition
 KINDS = ("graph", "mesh")
@@ -76,7 +90,9 @@ KINDS = ("graph", "mesh")
 MESH_REQUIRED = ("file",)
 MESH_ONLY = ("weights",)
 #: keys a mesh entry cannot have
-GRAPH_ONLY = ("samples",)
+GRAPH_ONLY = ("samples", "generator")
+#: the size a ``generator`` value is checked at: a power of two and a square
+GENERATOR_CHECK_RANKS = 16
 
 
 @dataclass(frozen=True)
@@ -91,10 +107,19 @@ class ProfileInfo:
     kind: str = "graph"              # "graph" or "mesh" (KINDS)
     weights: Path | None = None      # a mesh's optional weights file
     samples: tuple[Path, ...] = ()   # the matrices of the measured runs (may include file)
+    generator: str = ""              # size-free generator spec for other task counts
 
     @property
     def is_mesh(self) -> bool:
         return self.kind == "mesh"
+
+
+@dataclass(frozen=True, eq=False)
+class GeneratedProfile(CommGraph):
+    """A store profile's generator at the job's size (the job is not the size the
+    profile was recorded at); ``note`` says so for the report."""
+
+    note: str = ""
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -208,9 +233,10 @@ class ProfileStore:
         weights = (self._store_file(toml, store, "weights", data["weights"])
                    if "weights" in data else None)
         samples = self._samples(toml, store, data.get("samples"), text)
+        generator = _generator(toml, data["generator"]) if "generator" in data else ""
         return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
                            data.get("units", "bytes"), data.get("description", ""),
-                           data.get("source", ""), kind, weights, samples)
+                           data.get("source", ""), kind, weights, samples, generator)
 
     def _samples(self, toml: Path, store: Path, value: list | None,
                  text: str) -> tuple[Path, ...]:
@@ -254,6 +280,8 @@ class ProfileStore:
         if info.is_mesh:
             raise ProfileError(f"profile {name!r} is a mesh ({info.path}: kind = \"mesh\"): "
                                f"ask for it as --comm-profile=mesh:{name}")
+        if info.ranks != ntasks and info.generator:
+            return _resized(info, ntasks)
         if info.ranks != ntasks:
             raise ProfileError(f"profile {name!r} is for {info.ranks} ranks but the job has "
                                f"{ntasks} tasks")
@@ -296,6 +324,32 @@ class ProfileStore:
         except GraphError as exc:
             raise ProfileError(f"profile {name!r}: {exc}") from None
         return mesh, info
+
+
+def _generator(toml: Path, value: str) -> str:
+    """A ``generator`` value checked: a size-free spec that generates at
+    :data:`GENERATOR_CHECK_RANKS` ranks; errors name the .toml and the key."""
+    value = value.strip()
+    try:
+        if parse_spec(value).dims is not None:
+            raise GeneratorError("give it without dimensions (it serves every task count)")
+        generate(value, GENERATOR_CHECK_RANKS)
+    except GeneratorError as exc:
+        raise ProfileError(f"{toml}: generator: {value!r}: {exc}") from None
+    return value
+
+
+def _resized(info: ProfileInfo, ntasks: int) -> GeneratedProfile:
+    """Entry ``info``'s generator at ``ntasks`` ranks, with the report's note."""
+    try:
+        g = generate(info.generator, ntasks)
+    except GeneratorError as exc:
+        raise ProfileError(f"profile {info.name!r} was recorded at {info.ranks} ranks and "
+                           f"its generator {info.generator!r} ({info.path}) does not fit "
+                           f"the job's {ntasks} tasks: {exc}") from None
+    note = (f"profile {info.name} recorded at {info.ranks} ranks, used as {info.generator} "
+            f"at {ntasks}")
+    return GeneratedProfile(g.indptr, g.indices, g.weights, note, note)
 
 
 def _key_line(text: str, key: str) -> int | str:
