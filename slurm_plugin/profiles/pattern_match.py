@@ -4,7 +4,7 @@ A profile recorded at R ranks maps only jobs of R tasks.  When its matrix is one
 generated patterns (:mod:`slurm_plugin.profiles.generators`) — a 2D or 3D stencil with
 or without wrap-around, a ring, all-to-all, recursive doubling, an NPB process grid —
 the store entry also keeps that generator's size-free spec (``generator =
-"stencil3d,periodic"``) and a job of another size gets the generator's graph at its
+"stencil3d:periodic"``) and a job of another size gets the generator's graph at its
 own size (:meth:`slurm_plugin.profiles.store.ProfileStore.load`).
 
 **The decision rule** (:func:`match_generator`).  Each candidate generator G is built at
@@ -87,7 +87,7 @@ FAMILIES = ("ring", "alltoall", "stencil2d", "stencil3d", "recursive-doubling", 
 class GeneratorMatch:
     """A recorded matrix recognised as a generator.
 
-    ``spec`` is size-free (``stencil3d,periodic``: usable at any task count the family
+    ``spec`` is size-free (``stencil3d:periodic``: usable at any task count the family
     accepts), ``spec_at_recorded_size`` names the dimensions found
     (``stencil3d:8x8x8,periodic``), ``distance`` is the mismatch (module docstring),
     ``ranks`` the recorded size.
@@ -299,7 +299,8 @@ def _candidates(rec: _Recorded, tolerance: float) -> Iterator[_Candidate]:
                 if rec.volume_at(_grid_differences(dims, False, False)) < 1 - tolerance:
                     continue
                 tail = ",periodic" if periodic else ""
-                yield _Candidate(name + tail, f"{name}:{_dims_text(dims)}{tail}",
+                yield _Candidate(name + (":periodic" if periodic else ""),
+                                 f"{name}:{_dims_text(dims)}{tail}",
                                  _axis_classes(dims, False))
     yield _Candidate("recursive-doubling", "recursive-doubling", _bit_classes)
     if n & (n - 1) == 0:

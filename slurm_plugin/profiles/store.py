@@ -24,11 +24,11 @@ size-free (``rankmap profile import`` writes it when
 
     ranks = 512
     file = "lammps-3d.mtx"
-    generator = "stencil3d,periodic"   # jobs of other task counts get stencil3d at theirs
+    generator = "stencil3d:periodic"   # jobs of other task counts get stencil3d at theirs
 
 A job of exactly ``ranks`` tasks gets the recorded matrix (and its samples); a job of
 another size gets the generator's graph at its own size, and the report says so
-("profile NAME recorded at 512 ranks, used as stencil3d,periodic at 4096").  The value
+("profile NAME recorded at 512 ranks, used as stencil3d:periodic at 4096").  The value
 must parse as a generator spec without dimensions and generate at 16 ranks (a power
 of two and a square, which every family accepts); errors name the ``.toml`` and key.
 
