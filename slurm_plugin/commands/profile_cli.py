@@ -16,6 +16,7 @@ from ..lifecycle.job_worker import job_stores
 from ..lifecycle.recording_setup import recordings_dir, user_store
 from ..profiles.generators import generate
 from ..profiles.ompi_monitoring import import_monitoring
+from ..profiles.pattern_match import generator_line, match_generator
 from ..profiles.recorded_job import collect_recording, incomplete_recordings
 from ..profiles.smpi_ti import import_ti
 from ..profiles.store import (
@@ -113,8 +114,12 @@ def profile_lines(info: ProfileInfo, ntasks: int | None) -> list[str]:
     samples = len(info.samples) or 1
     usable = ""
     if ntasks is not None:
-        usable = ("  usable for {0} tasks" if info.ranks == ntasks
-                  else "  NOT usable for {0} tasks").format(ntasks)
+        if info.ranks == ntasks:
+            usable = f"  usable for {ntasks} tasks"
+        elif info.generator:
+            usable = f"  usable for {ntasks} tasks as {info.generator}"
+        else:
+            usable = f"  NOT usable for {ntasks} tasks"
     lines = [f"{info.name:24s} {info.ranks:8d} ranks  {samples} sample"
              f"{'s' if samples > 1 else ''}{usable}  {info.description}"]
     for run in info.runs:
@@ -156,6 +161,8 @@ def _show(args: argparse.Namespace) -> int:
     if info.samples:
         print(f"samples      {len(info.samples)}: "
               + ", ".join(p.name for p in info.samples))
+    if info.generator:
+        print(f"generator    {info.generator} (at other task counts)")
     return 0
 
 
@@ -192,16 +199,20 @@ def _import(args: argparse.Namespace) -> int:
         return _add_sample(store, args.name, g, origin)
     store.mkdir(parents=True, exist_ok=True)
     write_mtx(g, store / f"{args.name}.mtx", comment=f"imported from {origin}")
+    line, found = generator_line(g)
     (store / f"{args.name}.toml").write_text(
         f'ranks = {g.n}\nunits = "bytes"\ndescription = {toml_string(args.description)}\n'
-        f'source = {toml_string(origin)}\nfile = "{args.name}.mtx"\n')
+        f'source = {toml_string(origin)}\nfile = "{args.name}.mtx"\n{line}')
     print(f"{store / args.name}.toml: {g.n} ranks, {g.m} edges, {g.total_volume:g} bytes")
+    if found is not None:
+        print(found.describe())
     return 0
 
 
 def _add_sample(store: Path, name: str, g, origin: str) -> int:
     """Write ``g`` as NAME.sK.mtx and append it to NAME.toml's samples (the first
-    sample is the entry's own ``file`` when it had none)."""
+    sample is the entry's own ``file`` when it had none).  The entry keeps a
+    ``generator`` only when every sample matches the same one (:func:`_common_generator`)."""
     if not (store / f"{name}.toml").is_file():
         raise ProfileError(f"--add-sample: no profile {name!r} in {store} (import the "
                            f"first run without --add-sample)")
@@ -219,12 +230,31 @@ def _add_sample(store: Path, name: str, g, origin: str) -> int:
     write_mtx(g, store / new, comment=f"imported from {origin}")
     samples.append(new)
     listed = ", ".join(toml_string(s) for s in samples)
+    generator = _common_generator([store / s for s in samples[:-1]], g)
     (store / f"{name}.toml").write_text(
         f"ranks = {info.ranks}\nunits = {toml_string(info.units)}\n"
         f"description = {toml_string(info.description)}\n"
         f"source = {toml_string(info.source)}\n"
         f"file = {toml_string(info.file.relative_to(info.path.parent).as_posix())}\n"
-        f"samples = [{listed}]\n")
+        f"samples = [{listed}]\n"
+        + (f"generator = {toml_string(generator)}\n" if generator else ""))
     print(f"{store / name}.toml: sample {len(samples)} ({new}): {g.n} ranks, {g.m} edges, "
           f"{g.total_volume:g} bytes")
+    if generator:
+        print(f"all {len(samples)} samples match {generator}: usable at other task counts")
+    elif info.generator:
+        print(f"generator {info.generator!r} removed: not every sample matches it")
     return 0
+
+
+def _common_generator(paths: list[Path], new) -> str:
+    """The size-free generator every sample matches (the files ``paths`` and the
+    graph ``new``), else ''.  One match per sample: O(S·C·m log m)."""
+    found = match_generator(new)
+    if found is None:
+        return ""
+    for path in paths:
+        other = match_generator(read_graph(path))
+        if other is None or other.spec != found.spec:
+            return ""
+    return found.spec

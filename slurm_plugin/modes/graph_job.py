@@ -32,7 +32,7 @@ from ..machine.layout import Layout
 from ..machine.network_source import HopNetwork, NetworkError, hop_machine, load_network
 from ..outputs import report
 from ..profiles.samples import SampledGraph, SampleVerdict, check_samples
-from ..profiles.store import ProfileError, ProfileStore, resolve_profile
+from ..profiles.store import GeneratedProfile, ProfileError, ProfileStore, resolve_profile
 from .base import RENDERERS, SOLVER_SHARE, Job, JobPlan
 from .reorder_job import reorder_files
 
@@ -121,6 +121,10 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     beats the default under every sample (lower J, no busiest link raised:
     :func:`~slurm_plugin.profiles.samples.check_samples`); otherwise the default is kept
     and the report names the sample that disagreed.
+
+    A store profile recorded at another task count and served by its generator (a
+    :class:`~slurm_plugin.profiles.store.GeneratedProfile`) puts its note in the
+    report ("profile NAME recorded at 512 ranks, used as stencil3d at 4096").
     """
     result = None
     clock = time.perf_counter()
@@ -129,6 +133,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               **{_solver_phase(k): 0.0 for k in PHASES}}
     default_name = dist_label(distribution)
     machine, congestion_levels, notes = layout.hierarchy, layout.network_levels, []
+    if isinstance(graph, GeneratedProfile):  # a store profile of another size
+        notes.append(graph.note)
     if network is not None:
         notes.append(f"network: {network.description} (per hop {network.per_hop:g}, "
                      f"base {network.base:g}); switch levels not used")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from ..common.job_conventions import (
     RECORDING_MONITORING_PREFIX,
 )
 from .ompi_monitoring import MonitoringError, import_monitoring
+from .pattern_match import match_generator
 from .recording import IncompleteRecording, RecordingError, read_recording
 from .store import ProfileError
 from .store_writer import RunProvenance, StoredRecording, store_recording
@@ -140,11 +140,12 @@ def launches(directory: Path, ntasks: int, max_file_bytes: int
 
 
 def collect_recording(directory: Path, store: Path, uid: int, *,
-                      max_file_bytes: int, max_profile_bytes: int | None = None,
-                      extra_keys: Callable[[CommGraph], dict] | None = None) -> Collected:
+                      max_file_bytes: int, max_profile_bytes: int | None = None
+                      ) -> Collected:
     """Store the job's recording in ``directory`` as profile or sample in ``store``
-    (the user's), or keep it aside as ``<directory>.incomplete`` with the reason.
-    ``extra_keys(graph)`` adds keys to a new entry (a matched generator)."""
+    (the user's), or keep it aside as ``<directory>.incomplete`` with the reason.  A run
+    that matches a generator (:func:`slurm_plugin.profiles.pattern_match.match_generator`)
+    stores its size-free spec too, so jobs of other task counts are mapped."""
     try:
         meta = read_meta(directory)
     except RecordingError as exc:
@@ -157,12 +158,14 @@ def collect_recording(directory: Path, store: Path, uid: int, *,
     best = max(found, key=lambda launch: launch.graph.total_volume)
     notes = tuple(why) + tuple(f"{launch.where}: a lighter launch, not used"
                                for launch in found if launch is not best)
+    match = match_generator(best.graph)
+    if match is not None:
+        notes += (match.describe(),)
     try:
         stored = store_recording(
             store, uid, meta.name, best.graph,
             RunProvenance(meta.job, meta.started, best.mpi, best.recorder),
-            extra=extra_keys(best.graph) if extra_keys else None,
-            max_bytes=max_profile_bytes)
+            generator=match.spec if match else None, max_bytes=max_profile_bytes)
     except (ProfileError, RankmapError) as exc:
         return _aside(directory, meta, str(exc))
     shutil.rmtree(directory, ignore_errors=True)

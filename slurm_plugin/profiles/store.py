@@ -18,6 +18,20 @@ Each sample must be a file in the store with the profile's rank count.  The plan
 applies rankmap's placement only when it beats Slurm's default under every sample
 (:mod:`slurm_plugin.profiles.samples`); errors in ``samples`` name the ``.toml``'s line.
 
+A profile whose matrix is one of the generated patterns also names that generator,
+size-free (``rankmap profile import`` writes it when
+:func:`slurm_plugin.profiles.pattern_match.match_generator` finds one)::
+
+    ranks = 512
+    file = "lammps-3d.mtx"
+    generator = "stencil3d:periodic"   # jobs of other task counts get stencil3d at theirs
+
+A job of exactly ``ranks`` tasks gets the recorded matrix (and its samples); a job of
+another size gets the generator's graph at its own size, and the report says so
+("profile NAME recorded at 512 ranks, used as stencil3d:periodic at 4096").  The value
+must parse as a generator spec without dimensions and generate at 16 ranks (a power
+of two and a square, which every family accepts); errors name the ``.toml`` and key.
+
 A **mesh** entry (``--comm-profile=mesh:NAME``, :mod:`slurm_plugin.modes.mesh_job`) says
 ``kind = "mesh"``: its file is an application mesh of any number of vertices, which the
 job partitions onto its ranks, so it has no ``ranks``::
@@ -59,7 +73,7 @@ from mapper.io.text_lines import text_pieces
 from mapper.mesh.mesh import Mesh
 
 from ..common.job_conventions import PROFILE_NAME
-from .generators import GeneratorError, generate, is_generator_spec
+from .generators import GeneratorError, generate, is_generator_spec, parse_spec
 from .samples import with_samples
 
 
@@ -69,7 +83,8 @@ class ProfileError(RankmapError, ValueError):
 
 NAME = PROFILE_NAME
 TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str,
-             "kind": str, "weights": str, "samples": list, "runs": list}
+             "kind": str, "weights": str, "samples": list, "runs": list,
+             "generator": str}
 #: ``[[runs]]``: where each sample came from (slurm_plugin.profiles.store_writer writes
 #: one per recorded job): its file, the job, the date, the MPI and recorder, the volume
 RUN_KEYS = {"file": str, "job": str, "date": str, "mpi": str, "recorder": str,
@@ -81,7 +96,9 @@ KINDS = ("graph", "mesh")
 MESH_REQUIRED = ("file",)
 MESH_ONLY = ("weights",)
 #: keys a mesh entry cannot have
-GRAPH_ONLY = ("samples", "runs")
+GRAPH_ONLY = ("samples", "runs", "generator")
+#: the size a ``generator`` value is checked at: a power of two and a square
+GENERATOR_CHECK_RANKS = 16
 
 
 @dataclass(frozen=True)
@@ -97,10 +114,19 @@ class ProfileInfo:
     weights: Path | None = None      # a mesh's optional weights file
     samples: tuple[Path, ...] = ()   # the matrices of the measured runs (may include file)
     runs: tuple[dict, ...] = ()      # provenance of recorded samples ([[runs]], RUN_KEYS)
+    generator: str = ""              # size-free generator spec for other task counts
 
     @property
     def is_mesh(self) -> bool:
         return self.kind == "mesh"
+
+
+@dataclass(frozen=True, eq=False)
+class GeneratedProfile(CommGraph):
+    """A store profile's generator at the job's size (the job is not the size the
+    profile was recorded at); ``note`` says so for the report."""
+
+    note: str = ""
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -215,9 +241,11 @@ class ProfileStore:
                    if "weights" in data else None)
         samples = self._samples(toml, store, data.get("samples"), text)
         runs = _runs(toml, data.get("runs", []), text)
+        generator = _generator(toml, data["generator"]) if "generator" in data else ""
         return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
                            data.get("units", "bytes"), data.get("description", ""),
-                           data.get("source", ""), kind, weights, samples, runs)
+                           data.get("source", ""), kind, weights, samples, runs,
+                           generator)
 
     def _samples(self, toml: Path, store: Path, value: list | None,
                  text: str) -> tuple[Path, ...]:
@@ -261,6 +289,8 @@ class ProfileStore:
         if info.is_mesh:
             raise ProfileError(f"profile {name!r} is a mesh ({info.path}: kind = \"mesh\"): "
                                f"ask for it as --comm-profile=mesh:{name}")
+        if info.ranks != ntasks and info.generator:
+            return _resized(info, ntasks)
         if info.ranks != ntasks:
             raise ProfileError(f"profile {name!r} is for {info.ranks} ranks but the job has "
                                f"{ntasks} tasks")
@@ -320,6 +350,32 @@ def _runs(toml: Path, value: list, text: str) -> tuple[dict, ...]:
                 raise ProfileError(f"{where}: {key}: wrong type {type(item).__name__}")
         out.append(dict(run))
     return tuple(out)
+
+
+def _generator(toml: Path, value: str) -> str:
+    """A ``generator`` value checked: a size-free spec that generates at
+    :data:`GENERATOR_CHECK_RANKS` ranks; errors name the .toml and the key."""
+    value = value.strip()
+    try:
+        if parse_spec(value).dims is not None:
+            raise GeneratorError("give it without dimensions (it serves every task count)")
+        generate(value, GENERATOR_CHECK_RANKS)
+    except GeneratorError as exc:
+        raise ProfileError(f"{toml}: generator: {value!r}: {exc}") from None
+    return value
+
+
+def _resized(info: ProfileInfo, ntasks: int) -> GeneratedProfile:
+    """Entry ``info``'s generator at ``ntasks`` ranks, with the report's note."""
+    try:
+        g = generate(info.generator, ntasks)
+    except GeneratorError as exc:
+        raise ProfileError(f"profile {info.name!r} was recorded at {info.ranks} ranks and "
+                           f"its generator {info.generator!r} ({info.path}) does not fit "
+                           f"the job's {ntasks} tasks: {exc}") from None
+    note = (f"profile {info.name} recorded at {info.ranks} ranks, used as {info.generator} "
+            f"at {ntasks}")
+    return GeneratedProfile(g.indptr, g.indices, g.weights, note, note)
 
 
 def _key_line(text: str, key: str, literal: bool = False) -> int | str:

@@ -102,15 +102,17 @@ def _exists_at(dir_fd: int, name: str) -> bool:
 
 def store_recording(store: Path, uid: int, name: str, graph: CommGraph,
                     run: RunProvenance, description: str = "",
-                    extra: Mapping[str, object] | None = None,
+                    generator: str | None = None,
                     max_bytes: int | None = None) -> StoredRecording:
     """Add ``graph`` (one recorded run) to profile ``name`` in the user's ``store``.
 
     A new name makes ``name.toml`` and ``name.mtx``; an existing graph profile of the
     same rank count gets ``name.s<K>.mtx`` as one more sample; any other existing entry
     (a mesh, another rank count, a broken file) is refused with the reason, and nothing
-    is written.  ``extra`` keys (a matched ``generator``) are set on the entry.
-    O(m) for the graph's m edges."""
+    is written.  ``generator`` (the size-free spec this run matches,
+    :func:`slurm_plugin.profiles.pattern_match.match_generator`) is kept on the entry
+    only while every sample matches it: a new entry gets it, an existing one keeps its
+    own only when this run matches the same.  O(m) for the graph's m edges."""
     if not NAME.match(name):
         raise ProfileError(f"profile name {name!r} is not allowed")
     try:
@@ -127,7 +129,7 @@ def store_recording(store: Path, uid: int, name: str, graph: CommGraph,
                 "ranks": graph.n, "units": "bytes",
                 "description": description or f"recorded by job {run.job}",
                 "source": f"{run.recorder}, job {run.job}, {run.date}", "file": matrix,
-                **(extra or {})}
+                **({"generator": generator} if generator else {})}
             _write_at(dir_fd, matrix, mtx_text(graph, f"recorded by job {run.job}"))
             _write_at(dir_fd, f"{name}.toml", entry_text(entry, [{"file": matrix, **row}]))
             return StoredRecording(store / f"{name}.toml", 1, matrix)
@@ -151,7 +153,8 @@ def store_recording(store: Path, uid: int, name: str, graph: CommGraph,
             runs = [{"file": info.file.name, "recorder": info.source or "unknown",
                      "ranks": info.ranks}]
         data["samples"] = [*samples, matrix]
-        data.update(extra or {})
+        if data.get("generator") != generator:
+            data.pop("generator", None)  # this run does not follow the earlier pattern
         _write_at(dir_fd, matrix, mtx_text(graph, f"recorded by job {run.job}"))
         _write_at(dir_fd, f"{name}.toml", entry_text(data, [*runs, {"file": matrix, **row}]))
         return StoredRecording(store / f"{name}.toml", len(samples) + 1, matrix)

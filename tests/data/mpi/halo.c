@@ -1,6 +1,7 @@
 /* A program whose traffic is known to the byte, for the recorder's tests and bench.
  *
- *   halo [--iters N] [--pattern halo|alltoall] [--bytes B] [--collectives] [--rss]
+ *   halo [--iters N] [--pattern halo|alltoall|self|stencil3d] [--bytes B] [--collectives]
+ *        [--rss] [--time]
  *
  * halo (default, n >= 2 ranks, N iterations, default 3), per iteration rank r sends:
  *   - MPI_Isend of B/8 doubles (B default 1000) to (r+1)%n on MPI_COMM_WORLD;
@@ -20,6 +21,12 @@
  * Ibcast 9 bytes from root 0, Iallreduce 1 double, Barrier.
  * alltoall: N iterations of MPI_Alltoall of B bytes per block (the bench's other
  * program).
+ * stencil3d: a periodic 3D halo exchange on the grid MPI_Dims_create(n, 3) makes
+ * (MPI_Cart_create, reorder 0: grid ranks are world ranks, row-major), N iterations;
+ * per iteration and per axis d of size > 1, rank r sends B*dims[d] bytes (a cube
+ * split over the grid: the face normal to axis d is proportional to dims[d]) to each
+ * of its two neighbours along d with MPI_Sendrecv on MPI_COMM_WORLD (a size-2 axis:
+ * both to the same neighbour).  No collectives.
  * self: N iterations of MPI_Sendrecv of B bytes to the rank itself (the bench's
  * per-call cost; --time then also prints "cpu SECONDS", user+system of rank 0).
  * --rss: rank 0 prints "maxrss KB" (getrusage) before MPI_Finalize.
@@ -43,7 +50,7 @@ static double cpu_seconds(void)
 int main(int argc, char **argv)
 {
     int rank, n, iters = 3, bytes = 1000, collectives = 0, rss = 0, a2a = 0, timed = 0;
-    int self = 0;
+    int self = 0, stencil = 0;
     double t0 = 0, c0 = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -57,6 +64,7 @@ int main(int argc, char **argv)
             i++;
             a2a = !strcmp(argv[i], "alltoall");
             self = !strcmp(argv[i], "self");
+            stencil = !strcmp(argv[i], "stencil3d");
         } else if (!strcmp(argv[i], "--collectives"))
             collectives = 1;
         else if (!strcmp(argv[i], "--rss"))
@@ -74,6 +82,26 @@ int main(int argc, char **argv)
         for (int it = 0; it < iters; it++)
             MPI_Sendrecv(s, bytes, MPI_BYTE, rank, 6, r, bytes, MPI_BYTE, rank, 6,
                          MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        free(s);
+        free(r);
+    } else if (stencil) {
+        int dims[3] = {0, 0, 0}, periods[3] = {1, 1, 1};
+        MPI_Comm cart;
+        MPI_Dims_create(n, 3, dims);
+        MPI_Cart_create(MPI_COMM_WORLD, 3, dims, periods, 0, &cart);
+        char *s = calloc((size_t)bytes * n + 1, 1), *r = calloc((size_t)bytes * n + 1, 1);
+        for (int it = 0; it < iters; it++)
+            for (int d = 0; d < 3; d++) {
+                int lo, hi, count = bytes * dims[d];
+                if (dims[d] < 2)
+                    continue;
+                MPI_Cart_shift(cart, d, 1, &lo, &hi);
+                MPI_Sendrecv(s, count, MPI_BYTE, hi, 7, r, count, MPI_BYTE, lo, 7,
+                             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Sendrecv(s, count, MPI_BYTE, lo, 8, r, count, MPI_BYTE, hi, 8,
+                             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            }
+        MPI_Comm_free(&cart);
         free(s);
         free(r);
     } else if (a2a) {
