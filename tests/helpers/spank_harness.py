@@ -26,7 +26,9 @@ void slurm_error(const char *fmt, ...) { (void)fmt; }
 int main(int argc, char **argv)
 {
     for (int i = 2; i < argc; i++)
-        printf("%d\n", argv[1][0] == 'm' ? valid_mode(argv[i]) : valid_profile(argv[i]));
+        printf("%d\n", argv[1][0] == 'm'   ? valid_mode(argv[i])
+                       : argv[1][0] == 'n' ? valid_name(argv[i])
+                                           : valid_profile(argv[i]));
     return 0;
 }
 """
@@ -37,8 +39,9 @@ needs_cc = pytest.mark.skipif(
 
 
 def spank_checker(tmp_path: Path):
-    """``check(kind, values) -> [bool]``: kind "mode" (``--rankmap``) or "profile"
-    (``--comm-profile``), each value accepted or not by the compiled plugin code."""
+    """``check(kind, values) -> [bool]``: kind "mode" (``--rankmap``), "profile"
+    (``--comm-profile``) or "name" (``--rankmap-record``), each value accepted or not by
+    the compiled plugin code."""
     (tmp_path / "h.c").write_text(HARNESS)
     subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
                     str(tmp_path / "h.c")], check=True)

@@ -71,12 +71,16 @@ MENTIONS = {
     "rankmap partition": "--help",
     "rankmap profile import": "--help",
     "rankmap profile import --add-sample": "--help",
+    "rankmap profile import --format smpi-ti": "--help",
     "rankmap simulate": "--help",
     "rankmap simulate --host-speeds": "1 --help",
 }
 
 #: commands that cannot run here, and why
 SKIPPED = {
+    "rankmap profile collect JOB": (
+        "needs a recording job's files; tests/slurm_plugin/lifecycle/test_recording_setup.py "
+        "collects one, tests/e2e/test_recording_jobs.py after a cancelled job"),
     "rankmap simulate … --replay T": (
         "a sketch (… stands for the platform options) replaying an SMPI trace that "
         "smpirun -trace-ti records; tests/slurm_plugin/simulate/test_simulate.py replays one"),
@@ -94,6 +98,7 @@ PLACEHOLDERS = {
     ("profile", "--store", "DIR"): "{w}/store",
     ("profile", "--name", "NAME"): "myapp",             # imported by the line before
     ("profile", None, "PREFIX"): "{w}/prof",
+    ("profile", "--ntasks", "N"): "32",
     ("profile", "smpi-ti", "T"): "{w}/trace",
     ("summa", "--speeds", "FILE"): "{w}/summa.speeds",
     ("summa", "--size", "N"): "64",

@@ -7,9 +7,10 @@ import pytest
 
 from mapper.algorithm_names import ALGORITHMS, normalize_algorithm
 from mapper.api import AlgorithmSpec
-from slurm_plugin.common.job_conventions import valid_job_id
+from slurm_plugin.common.job_conventions import PROFILE_NAME, valid_job_id
 from slurm_plugin.site.config import ConfigError, parse_config
 from tests.helpers.paths import REPO
+from tests.helpers.spank_harness import needs_cc, spank_checker
 
 SPANK_C = REPO / "slurm_plugin/spank/rankmap_spank.c"
 
@@ -75,3 +76,14 @@ def test_every_public_name_of_mapper_resolves():
 
     for name in mapper.__all__:
         assert getattr(mapper, name) is not None, name
+
+
+@needs_cc
+def test_the_plugin_and_the_store_accept_the_same_profile_names(tmp_path):
+    """--rankmap-record=NAME is checked at submission by the C plugin's valid_name and
+    later by PROFILE_NAME (the store's, the TaskProlog's): the same rule."""
+    names = ["app", "halo8", "a.b", "A_b+c-d", "-x", "+x", ".hidden", "", "a/b", "a b",
+             "../x", "x..y", "é", "a:b", "a,b", "x" * 200, "x" * 201, "a=b", "a\\b"]
+    check = spank_checker(tmp_path)
+    assert dict(zip(names, check("name", names), strict=True)) == \
+        {n: PROFILE_NAME.match(n) is not None for n in names}

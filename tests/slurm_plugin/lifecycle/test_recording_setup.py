@@ -1,0 +1,141 @@
+"""The TaskProlog's and TaskEpilog's side of recording (issue 32): who records (the
+option, a site rule while the profile is missing, never when the site switched it off),
+the directory made as the user, the exports every step gets, one LD_PRELOAD with the
+binder and the recorder, and the TaskEpilog turning the files into a profile."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from slurm_plugin.common.user_paths import UserPathError
+from slurm_plugin.lifecycle.recording_setup import (
+    RecordingWish,
+    recording_exports,
+    recording_wish,
+    start_recording,
+)
+from slurm_plugin.lifecycle.task_epilog import collect_job_recording
+from slurm_plugin.lifecycle.task_prolog import exports, merge_preloads
+from slurm_plugin.site.config import ConfigError, parse_config
+from tests.slurm_plugin.profiles.test_recording import rank_text
+
+UID = os.getuid()
+
+
+def config(tmp_path: Path, extra: str = "", enabled: bool = True):
+    text = (f'[profiles]\nstores = ["{tmp_path}/site"]\nuser_store = "{tmp_path}/own"\n'
+            f'[record]\ndir = "{tmp_path}/rec"\nenabled = {str(enabled).lower()}\n'
+            f'library = "{tmp_path}/librec.so"\n{extra}')
+    path = tmp_path / "rankmap.toml"
+    path.write_text(text)
+    return parse_config(text, str(path)), path
+
+
+RULE = '[[rules]]\njob_name = "lmp-*"\nprofile = "lammps-big"\nrecord = true\n'
+
+
+def test_the_option_records_and_a_bad_name_is_said(tmp_path):
+    cfg, _ = config(tmp_path)
+    assert recording_wish({"SLURM_SPANK_RANKMAP_RECORD": "app"}, cfg, UID) == (
+        RecordingWish("app", "option"), None)
+    wish, why = recording_wish({"SLURM_SPANK_RANKMAP_RECORD": "../x"}, cfg, UID)
+    assert wish is None and "not a profile name" in why
+    off, _ = config(tmp_path, enabled=False)
+    wish, why = recording_wish({"SLURM_SPANK_RANKMAP_RECORD": "app"}, off, UID)
+    assert wish is None and "switched off" in why
+    assert recording_wish({}, cfg, UID) == (None, None)
+
+
+def test_a_rule_records_only_while_the_profile_is_missing(tmp_path):
+    cfg, _ = config(tmp_path, RULE)
+    env = {"SLURM_JOB_NAME": "lmp-run"}
+    assert recording_wish(env, cfg, UID) == (RecordingWish("lammps-big", "rule"), None)
+    assert recording_wish({"SLURM_JOB_NAME": "other"}, cfg, UID) == (None, None)
+    # the user's --comm-profile is what the rule records
+    assert recording_wish({**env, "SLURM_SPANK_RANKMAP_COMM_PROFILE": "mine"}, cfg,
+                          UID)[0] == RecordingWish("mine", "rule")
+    for store in ("own", "site"):  # once the profile exists anywhere: no recording
+        (tmp_path / store).mkdir(exist_ok=True)
+        (tmp_path / store / "lammps-big.toml").write_text("ranks = 4\nfile = 'x.mtx'\n")
+        assert recording_wish(env, cfg, UID) == (None, None), store
+        (tmp_path / store / "lammps-big.toml").unlink()
+
+
+def test_a_rule_that_records_needs_a_store_name():
+    with pytest.raises(ConfigError, match=r"record: needs profile = a store name"):
+        parse_config('[[rules]]\nalgorithm = "fast"\nrecord = true\n', "/etc/r.toml")
+    with pytest.raises(ConfigError, match=r"record: needs profile"):
+        parse_config('[[rules]]\nprofile = "stencil3d:4x4x4"\nrecord = true\n', "/r.toml")
+
+
+def test_start_makes_the_directory_as_the_user_and_refuses_a_link(tmp_path):
+    job = start_recording(tmp_path / "rec", "42", RecordingWish("app", "option"), 8, UID)
+    meta = json.loads((job / "recording.json").read_text())
+    assert meta["name"] == "app" and meta["job"] == "42" and meta["ntasks"] == 8
+    assert (job / "mpi").is_dir() and (job / "ompi").is_dir()
+    assert oct((tmp_path / "rec").stat().st_mode & 0o777) == "0o700"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UserPathError, match="symbolic link"):
+        start_recording(tmp_path / "linked", "43", RecordingWish("app", "option"), 8, UID)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_exports_preload_the_recorder_and_switch_on_open_mpis_monitoring(tmp_path):
+    cfg, _ = config(tmp_path)
+    (tmp_path / "librec.so").write_text("")
+    job = tmp_path / "rec" / "42"
+    lines = recording_exports(job, {"LD_PRELOAD": "/usr/lib/libmine.so"}, cfg)
+    assert f"export LD_PRELOAD=/usr/lib/libmine.so:{tmp_path}/librec.so" in lines
+    assert f"export RANKMAP_RECORD_DIR={job}/mpi" in lines
+    assert "export RANKMAP_RECORD_OPENMPI=monitoring" in lines
+    assert "export OMPI_MCA_pml_monitoring_enable=2" in lines
+    assert f"export OMPI_MCA_pml_monitoring_filename={job}/ompi/prof" in lines
+    interposer, _ = config(tmp_path, '')
+    text = (tmp_path / "rankmap.toml").read_text().replace(
+        "[record]\n", '[record]\nopenmpi = "interposer"\n')
+    interposer = parse_config(text, "x.toml")
+    lines = recording_exports(job, {}, interposer)
+    assert not any("monitoring" in line or "OPENMPI" in line for line in lines)
+
+
+def test_binder_and_recorder_end_in_one_preload():
+    lines = ["export A=1", "export LD_PRELOAD=/u.so:/bind.so", "print x",
+             "export LD_PRELOAD=/u.so:/rec.so"]
+    assert merge_preloads(lines) == ["export LD_PRELOAD=/u.so:/bind.so:/rec.so",
+                                     "export A=1", "print x"]
+    assert merge_preloads(lines[:2]) == lines[:2]
+
+
+def test_the_task_prolog_records_in_the_batch_step_and_every_later_step(tmp_path):
+    _, path = config(tmp_path)
+    (tmp_path / "librec.so").write_text("")
+    env = {"SLURM_JOB_ID": "42", "SLURM_STEP_ID": "4294967291", "SLURM_NTASKS": "4",
+           "RANKMAP_CONFIG": str(path), "SLURM_SPANK_RANKMAP_RECORD": "app"}
+    batch = exports(env)
+    assert any(line.startswith("print rankmap: recording this job's communication as "
+                               "profile app (you asked)") for line in batch), batch
+    assert (tmp_path / "rec/42/recording.json").is_file()
+    step = exports({**env, "SLURM_STEP_ID": "0", "SLURM_SPANK_RANKMAP_RECORD": ""})
+    assert f"export RANKMAP_RECORD_DIR={tmp_path}/rec/42/mpi" in step
+    # another job's step finds no recording of its own
+    assert not any("RECORD" in line for line in exports({**env, "SLURM_JOB_ID": "43",
+                                                         "SLURM_STEP_ID": "0"}))
+
+
+def test_the_task_epilog_collects_the_batch_steps_recording(tmp_path):
+    _, path = config(tmp_path)
+    job = start_recording(tmp_path / "rec", "42", RecordingWish("app", "option"), 2, UID)
+    (job / "mpi/run.0").mkdir()
+    for r in range(2):
+        (job / "mpi/run.0" / f"rank.{r}").write_text(rank_text(r, 2, p2p=f"{1 - r} 64 1\n"))
+    env = {"SLURM_JOB_ID": "42", "SLURM_STEP_ID": "0", "RANKMAP_CONFIG": str(path)}
+    assert collect_job_recording(env) is None  # not the batch step
+    said = collect_job_recording({**env, "SLURM_STEP_ID": "batch"})
+    assert said.startswith("profile app recorded by job 42: new profile"), said
+    assert (tmp_path / "own/app.toml").is_file() and not job.exists()
+    assert collect_job_recording({**env, "SLURM_STEP_ID": "batch"}) is None  # done once
