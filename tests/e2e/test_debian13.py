@@ -25,7 +25,8 @@ holder killed at the end, also on failure.
 The jobs: a plain ``mpirun ./rankinfo`` (Open MPI 5.0.7: the placement goes through
 rankmap-prterun and librankmap_bind) with every rank on its planned host and core, as
 root and as an unprivileged user; a profile that cannot be loaded falls back without
-draining a node; ``srun --mpi=pmix`` with the machinefile as SLURM_HOSTFILE.
+draining a node; ``srun --mpi=pmix`` with the machinefile as SLURM_HOSTFILE; an unprivileged user's job
+recording its profile with Open MPI 5's monitoring components (the TaskEpilog stores it).
 ``-m block:block`` with 2 tasks per node makes Slurm allocate socket 0's cores 0 and 1
 on every node: the only real cores of this 2-core machine, so every planned core can
 be checked with sched_getcpu.
@@ -234,10 +235,11 @@ def debian13():
         if (cluster.state / "started.json").exists():
             cluster.inside(["python3", cluster_py, "down", "--state-dir", STATE])
         shutil.rmtree(cluster.state, ignore_errors=True)
-        for sub in ("jobs", "out", "profiles", "bin", "fallback"):
+        for sub in ("jobs", "out", "profiles", "bin", "fallback", "home"):
             (cluster.state / sub).mkdir(parents=True)
         os.chmod(cluster.state, 0o755)
         os.chmod(cluster.state / "jobs", 0o1777)
+        os.chmod(cluster.state / "home", 0o1777)  # the users' stores and recordings
         _copy_checkout(root)
         for user in USERS:
             if cluster.inside(["id", "-u", user]).returncode:
@@ -260,11 +262,14 @@ def debian13():
         scripts = {"prolog": _wrapper(bindir / "prolog.sh", prefix / "bin/rankmap-prolog"),
                    "epilog": _wrapper(bindir / "epilog.sh", prefix / "bin/rankmap-epilog"),
                    "task-prolog": _wrapper(bindir / "task_prolog.sh",
-                                           prefix / "bin/rankmap-task-prolog")}
+                                           prefix / "bin/rankmap-task-prolog"),
+                   "task-epilog": _wrapper(bindir / "task_epilog.sh",
+                                           prefix / "bin/rankmap-task-epilog")}
         (cluster.state / "plugstack.conf").write_text(
             f"optional {prefix}/lib/rankmap_spank.so max_time=60\n")
-        _ok(cluster.inside(["mpicc", "-O2", "-o", STATE / "bin/rankinfo",
-                            LANE / "src/tests/data/mpi/rankinfo.c"]), "mpicc")
+        for program in ("rankinfo", "halo"):
+            _ok(cluster.inside(["mpicc", "-O2", "-o", STATE / f"bin/{program}",
+                                LANE / f"src/tests/data/mpi/{program}.c"]), "mpicc")
         args = ["python3", cluster_py, "up", "--state-dir", STATE, "--ctld-port", CTLD_PORT,
                 "--slurmd-port", SLURMD_PORT, "--plugstack", STATE / "plugstack.conf"]
         for key, path in scripts.items():
@@ -407,3 +412,40 @@ def test_srun_pmix_follows_the_machinefile(scrambled):
                 before='export SLURM_HOSTFILE="$RANKMAP_MACHINEFILE"'),
         *JOB_ARGS, "--comm-profile=zigzag8")
     assert_ranks_ran_where_planned(job)
+
+
+def test_open_mpi_5_monitoring_records_a_users_job(debian13):
+    """``--rankmap-record=NAME`` with Open MPI 5.0.7's plain mpirun, as an unprivileged
+    user: the TaskProlog switches on Open MPI's monitoring components, the TaskEpilog
+    stores the profile in the user's own store; the stored matrix is what the
+    monitoring files say (parsed here), and the application's part is halo's traffic
+    (tests/data/mpi/halo.c; a persistent send is counted or not, as the MPI does)."""
+    import tomllib
+
+    import numpy as np
+
+    from tests.e2e.test_recording_jobs import monitoring_matrix, read_store_matrix, wait_for
+    from tests.slurm_plugin.profiles.test_recording import halo_p2p, undirected
+
+    c = debian13
+    user = USERS[0]
+    copy = c.state / "jobs" / f"monitoring-{time.monotonic_ns()}"
+    after = f'cp -r "$(dirname "$OMPI_MCA_pml_monitoring_filename")" {STATE}/jobs/{copy.name}'
+    job = c.run_launch_job(mpi_job("mpirun {state}/bin/halo", before="") + after + "\n",
+                           *JOB_ARGS, "--rankmap-record=halo8-ompi5", user=user)
+    assert job.state == "COMPLETED" and "MPIRUN_RC=0" in job.output, job.output
+    assert "recording this job's communication as profile halo8-ompi5" in job.output
+    toml = c.state / "home" / user / "profiles" / "halo8-ompi5.toml"
+    assert wait_for(toml.exists), (job.output, sorted((c.state / "home").rglob("*")))
+    entry = tomllib.loads(toml.read_text())
+    assert entry["ranks"] == 8 and entry["runs"][0]["recorder"] == "Open MPI monitoring"
+    assert np.array_equal(read_store_matrix(toml.with_suffix(".mtx")),
+                          monitoring_matrix(copy, "EI"))
+    p2p = halo_p2p(8)
+    without_persistent = p2p.copy()
+    for r in range(8):
+        without_persistent[r, (r + 2) % 8] -= 50 * 3
+    seen = monitoring_matrix(copy, "E")
+    assert (np.array_equal(seen, undirected(p2p))
+            or np.array_equal(seen, undirected(without_persistent))), seen
+
