@@ -126,7 +126,13 @@ def launches(directory: Path, ntasks: int, max_file_bytes: int
                 continue
             found.append(Launch(rec.graph, rec.mpi, "librankmap_record", run))
     prefix = directory / RECORDING_MONITORING_PREFIX
-    if prefix.parent.is_dir() and any(prefix.parent.glob(prefix.name + ".*.prof")):
+    prof = sorted(prefix.parent.glob(prefix.name + ".*.prof")) if prefix.parent.is_dir() else []
+    big = [p for p in prof if p.is_symlink() or not p.is_file()
+           or p.stat().st_size > max_file_bytes]
+    if big:
+        why.append(f"Open MPI monitoring: {big[0]} is not a regular file of at most "
+                   f"{max_file_bytes} bytes")
+    elif prof:
         try:
             graph = import_monitoring(prefix, MONITORING_KINDS)
         except MonitoringError as exc:

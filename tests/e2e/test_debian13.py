@@ -25,8 +25,9 @@ holder killed at the end, also on failure.
 The jobs: a plain ``mpirun ./rankinfo`` (Open MPI 5.0.7: the placement goes through
 rankmap-prterun and librankmap_bind) with every rank on its planned host and core, as
 root and as an unprivileged user; a profile that cannot be loaded falls back without
-draining a node; ``srun --mpi=pmix`` with the machinefile as SLURM_HOSTFILE; an unprivileged user's job
-recording its profile with Open MPI 5's monitoring components (the TaskEpilog stores it).
+draining a node; ``srun --mpi=pmix`` with the machinefile as SLURM_HOSTFILE; an
+unprivileged user's job recording its profile with Open MPI 5's monitoring components
+(the TaskEpilog stores it).
 ``-m block:block`` with 2 tasks per node makes Slurm allocate socket 0's cores 0 and 1
 on every node: the only real cores of this 2-core machine, so every planned core can
 be checked with sched_getcpu.
@@ -420,9 +421,8 @@ def test_open_mpi_5_monitoring_records_a_users_job(debian13):
     stores the profile in the user's own store; the stored matrix is what the
     monitoring files say (parsed here), and the application's part is halo's traffic
     (tests/data/mpi/halo.c; a persistent send is counted or not, as the MPI does)."""
-    import tomllib
-
     import numpy as np
+    import tomllib
 
     from tests.e2e.test_recording_jobs import monitoring_matrix, read_store_matrix, wait_for
     from tests.slurm_plugin.profiles.test_recording import halo_p2p, undirected

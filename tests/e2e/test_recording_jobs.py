@@ -141,6 +141,7 @@ def test_mpich_recording_then_a_mapped_job_and_a_second_sample(slurm_cluster, ha
                   setup=setup + HYDRA)
     assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
     assert "rankmap: recording this job's communication as profile halo8" in job.output
+    assert "--rankmap-record=NAME" in c.run(["sbatch", "--help"]).stdout
     assert re.search(r"^ENV: LD_PRELOAD=\S*librankmap_record\.so", job.output, re.M)
     toml = store / "halo8.toml"
     assert wait_for(toml.exists), (job.output, sorted(user_dir(c, USER).rglob("*")))

@@ -195,3 +195,11 @@ def test_user_paths(tmp_path):
         os.chown(other, 65534, 65534)
         with pytest.raises(UserPathError, match="owned by uid 65534"):
             own_directory(other, UID)
+
+
+def test_monitoring_files_are_bounded_like_the_recorders(tmp_path):
+    d = recording(tmp_path, runs=())
+    (d / "ompi/prof.0.prof").write_text("E\t0\t1\t100 bytes\t1 msgs sent\n" * 100)
+    (d / "ompi/prof.1.prof").symlink_to("/etc/passwd")
+    done = collect_recording(d, tmp_path / "store", UID, max_file_bytes=1000)
+    assert done.stored is None and "not a regular file of at most 1000 bytes" in done.reason
