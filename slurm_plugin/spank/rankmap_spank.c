@@ -215,8 +215,8 @@ static struct spank_option rankmap_options[] = {
     {"rankmap-time", "SECONDS", "rankmap: solver time budget (capped by the site)", 1, 0,
      (spank_opt_cb_f)opt_time},
     {"rankmap-record", "NAME",
-     "rankmap: record this job's MPI communication as your profile NAME (used by later "
-     "jobs with --comm-profile=NAME)", 1, 0, (spank_opt_cb_f)opt_record},
+     "rankmap: record this job's MPI communication as your profile NAME, which later "
+     "jobs name with --comm-profile", 1, 0, (spank_opt_cb_f)opt_record},
     SPANK_OPTIONS_TABLE_END};
 
 int slurm_spank_init(spank_t sp, int ac, char **av)

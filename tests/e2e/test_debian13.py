@@ -431,7 +431,9 @@ def test_open_mpi_5_monitoring_records_a_users_job(debian13):
     user = USERS[0]
     copy = c.state / "jobs" / f"monitoring-{time.monotonic_ns()}"
     after = f'cp -r "$(dirname "$OMPI_MCA_pml_monitoring_filename")" {STATE}/jobs/{copy.name}'
-    job = c.run_launch_job(mpi_job("mpirun {state}/bin/halo", before="") + after + "\n",
+    # halo talks between the emulated nodes (rankinfo does not): tcp over lo too
+    before = "export OMPI_MCA_btl=self,sm,tcp OMPI_MCA_btl_tcp_if_include=lo"
+    job = c.run_launch_job(mpi_job("mpirun {state}/bin/halo", before=before) + after + "\n",
                            *JOB_ARGS, "--rankmap-record=halo8-ompi5", user=user)
     assert job.state == "COMPLETED" and "MPIRUN_RC=0" in job.output, job.output
     assert "recording this job's communication as profile halo8-ompi5" in job.output
