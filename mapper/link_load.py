@@ -458,11 +458,17 @@ def swap_delta(graph: CommGraph, mapping: np.ndarray, network: RoutedNetwork,
     routes), ranks on one node change nothing.  The mapping is not checked (a search
     calls this in its inner loop)."""
     pi = np.ascontiguousarray(mapping, dtype=np.int64)
+    _check_ranks(u, v, len(pi))
     if loads.dtype != np.float64 or not loads.flags.c_contiguous:
         raise ValueError("loads must be a contiguous float64 array (it is updated in place)")
     _linkload.swap_delta(graph.indptr, graph.indices, graph.weights, pi, network.pe_node,
                          network.route_ptr, network.route_links, network.nodes,
                          network.symmetric, loads, int(u), int(v))
+
+
+def _check_ranks(u: int, v: int, n: int) -> None:
+    if not (0 <= u < n and 0 <= v < n):
+        raise IndexError(f"ranks {u}, {v}: expected 0..{n - 1}")
 
 
 def level_congestion(loads: np.ndarray, network: RoutedNetwork) -> np.ndarray:
@@ -485,6 +491,7 @@ class LinkLoadTracker:
     def __init__(self, graph: CommGraph, mapping: np.ndarray, network: RoutedNetwork):
         pi = check_mapping(mapping, network.n, graph.n)
         self.network = network
+        self._n = len(pi)
         self._t = _linkload.LoadTracker(graph.indptr, graph.indices, graph.weights, pi,
                                         network.pe_node, network.route_ptr,
                                         network.route_links, network.nodes,
@@ -492,6 +499,7 @@ class LinkLoadTracker:
 
     def swap(self, u: int, v: int) -> float:
         """Swap the PEs of ranks u and v; the maximum congestion after it."""
+        _check_ranks(u, v, self._n)
         return float(self._t.swap(int(u), int(v)))
 
     @property

@@ -406,3 +406,13 @@ def test_a_job_on_one_node_loads_nothing():
     assert not link_loads(graph, pi, net).any()
     tracker = LinkLoadTracker(graph, pi, net)
     assert tracker.swap(0, 5) == 0.0 and tracker.level_max().tolist() == [0.0, 0.0]
+
+
+def test_ranks_out_of_range_are_refused():
+    net = torus_network([3])
+    graph = random_graph(3, 0.9, 2)
+    pi = np.arange(3)
+    with pytest.raises(IndexError):
+        swap_delta(graph, pi, net, link_loads(graph, pi, net), 0, 3)
+    with pytest.raises(IndexError):
+        LinkLoadTracker(graph, pi, net).swap(-1, 0)
