@@ -32,6 +32,7 @@ import numpy as np
 from mapper import Hierarchy
 from mapper.errors import RankmapError
 from mapper.io.text_lines import content_lines
+from mapper.link_load import RoutedNetwork, dragonfly_network, mesh_network, torus_network
 from mapper.machine import MachineError
 from mapper.networks import (
     NodeHopMachine,
@@ -68,6 +69,9 @@ class HopNetwork:
     base: float
     description: str
     where: str
+    #: the generator and its parameters ([network] kind and keys); "file" for a hop file
+    kind: str = "file"
+    params: tuple[tuple[str, object], ...] = ()
 
     def job_hops(self, nodes: Sequence[str]) -> np.ndarray:
         """The hop matrix of ``nodes`` (in that order); NetworkError naming the nodes the
@@ -218,7 +222,7 @@ def load_network(config: Config) -> HopNetwork | None:
         names = net.nodes
         where = f"[network] nodes in {net.path}"
     return HopNetwork(names, generate_hops(net), net.per_hop, net.base, net.describe(),
-                      where)
+                      where, net.kind, tuple(sorted(net.params.items())))
 
 
 def _read(path: str, net: NetworkConfig, key: str) -> str:
@@ -254,3 +258,24 @@ def hop_machine(layout: Layout, network: HopNetwork) -> NodeHopMachine:
     hosts = layout.hosts()
     return NodeHopMachine(network.job_hops(hosts), node_hierarchies(layout),
                           per_hop=network.per_hop, base=network.base)
+
+
+def routed_network(layout: Layout, network: HopNetwork,
+                   machine: NodeHopMachine) -> RoutedNetwork | None:
+    """The links and routes of the job's nodes on ``network`` (:mod:`mapper.link_load`),
+    for the never-worse rule's link check: dimension-order routing on a torus or mesh,
+    minimal routing on a dragonfly; None where rankmap has no link model (a hop file,
+    Tianhe-3: J is then the only check, and the report says so).  Every link of a level
+    is taken to have the same capacity.  O(N² · h) for N job nodes."""
+    p = dict(network.params)
+    index = {name: i for i, name in enumerate(network.names)}
+    slots = [index[h] for h in dict.fromkeys(layout.hosts())]
+    sizes = machine.node_sizes
+    if network.kind in ("torus", "mesh"):
+        build = torus_network if network.kind == "torus" else mesh_network
+        return build(p["dims"], slots=slots, node_sizes=sizes)
+    if network.kind == "dragonfly":
+        return dragonfly_network(p["groups"], p["routers"], p["nodes_per_router"],
+                                 slots=slots, node_sizes=sizes)
+    return None
+

@@ -23,13 +23,20 @@ import numpy as np
 
 from mapper import CommGraph, MappingResult, map_processes
 from mapper.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
+from mapper.link_load import RoutedNetwork, level_congestion, link_loads
 from mapper.objective import evaluate
 from mapper.result import PHASES
 
 from ..common.job_conventions import GRAPH_MODE
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
-from ..machine.network_source import HopNetwork, NetworkError, hop_machine, load_network
+from ..machine.network_source import (
+    HopNetwork,
+    NetworkError,
+    hop_machine,
+    load_network,
+    routed_network,
+)
 from ..outputs import report
 from ..profiles.samples import SampledGraph, SampleVerdict, check_samples
 from ..profiles.store import GeneratedProfile, ProfileError, ProfileStore, resolve_profile
@@ -112,8 +119,11 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     ``network`` (the site's ``[network]``, :func:`slurm_plugin.machine.network_source.load_network`)
     replaces the switch tree: the machine is the job's nodes on the hop matrix, each
     with its own socket/core levels; a tree-only algorithm (Top-Down, Bottom-Up) is
-    replaced by OHTMA with the same neighbourhood; the congestion check, which needs
-    switch uplinks, is skipped; the report adds hop-bytes.  A job node the network
+    replaced by OHTMA with the same neighbourhood; the never-worse rule's link check uses
+    the network's links and routing (:func:`~slurm_plugin.machine.network_source.routed_network`:
+    dimension-order on tori and meshes, minimal on dragonflies; the report names it), or
+    none where rankmap has no link model (hop files, Tianhe-3: J only, said so); the
+    report adds hop-bytes.  A job node the network
     does not name is a fallback.
 
     A profile measured in several runs (a :class:`~slurm_plugin.profiles.samples.SampledGraph`
@@ -133,6 +143,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               **{_solver_phase(k): 0.0 for k in PHASES}}
     default_name = dist_label(distribution)
     machine, congestion_levels, notes = layout.hierarchy, layout.network_levels, []
+    routed: RoutedNetwork | None = None
     if isinstance(graph, GeneratedProfile):  # a store profile of another size
         notes.append(graph.note)
     if network is not None:
@@ -140,6 +151,10 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                      f"base {network.base:g}); switch levels not used")
         try:
             machine, congestion_levels = hop_machine(layout, network), None
+            routed = routed_network(layout, network, machine)
+            notes.append(f"link check: {routed.routing}, every link of a level alike"
+                         if routed is not None else
+                         "link check: none (no link model for this network): J only")
         except NetworkError as exc:
             fallback_reason = fallback_reason or str(exc)
         algorithm, swapped = hop_algorithm(algorithm)
@@ -160,6 +175,9 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")
             result = None
+    if result is not None and result.origin != "baseline" and routed is not None:
+        result = _under_link_loads(graph, machine, routed, result, defaults[default_name],
+                                   default_name)
     if (result is not None and result.origin != "baseline"
             and isinstance(graph, SampledGraph) and graph.samples):
         result, note = _under_samples(graph, machine, result, defaults[default_name],
@@ -223,6 +241,32 @@ def _under_samples(graph: SampledGraph, machine, result: MappingResult,
                          {**result.rejected, result.algorithm: why}, result.notes,
                          result.phases)
     return kept, note
+
+
+def _under_link_loads(graph: CommGraph, machine, routed: RoutedNetwork,
+                      result: MappingResult, baseline: np.ndarray,
+                      default_name: str) -> MappingResult:
+    """The never-worse rule on a routed network: ``result`` unless it loads some level's
+    busiest link (load / capacity under the network's routing,
+    :func:`mapper.link_load.link_loads`) more than the default placement does; then
+    the default, its ``rejected`` naming the level and the ratio.  Levels are compared
+    only with themselves, as on trees.  O(n + m·h)."""
+    ours = level_congestion(link_loads(graph, result.mapping, routed), routed)
+    base = level_congestion(link_loads(graph, baseline, routed), routed)
+    raised = [i for i in range(len(ours)) if ours[i] > base[i] * (1.0 + 1e-9)]
+    if not raised:
+        return result
+    i = raised[0]
+    ratio = ours[i] / base[i] if base[i] > 0 else float("inf")
+    base_eval = evaluate(graph, machine, baseline)
+    saved = 100 * (1 - result.objective / base_eval.objective)
+    why = (f"J {saved:.1f}% lower, but its busiest {routed.level_names[i]} link carries "
+           f"{ratio:.2f}x the busiest of Slurm's {default_name} placement ({routed.routing})")
+    return MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
+                         result.seconds, result.algorithm, result.seed,
+                         result.hit_time_limit, "baseline", dict(result.candidates),
+                         {**result.rejected, result.algorithm: why}, result.notes,
+                         result.phases)
 
 
 def _verdict(v: SampleVerdict) -> str:
