@@ -265,7 +265,7 @@ def recorded(halo, tmp_path: Path, n: int, *args: str) -> CommGraph:
                                "RANKMAP_RECORD_DIR": str(rec)},
                           capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return read_recording(rec).graph
+    return read_recording(rec / "run.0").graph  # the launch's own directory
 
 
 @pytest.mark.parametrize("n", [6, 8])
