@@ -56,11 +56,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import time
+
 import numpy as np
 
 from ..congestion import uplink_loads
 from ..graph import CommGraph
 from ..machine import Hierarchy, MachineError
+from ..objective import objective
 from . import _congested
 from .swap import _REL_EPS
 
@@ -123,10 +126,16 @@ def violation(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
 def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
                        levels: Sequence[int], caps: np.ndarray, seed: int = 0,
                        time_limit: float | None = None,
-                       max_sweeps: int = MAX_SWEEPS) -> ConstrainedStats:
+                       max_sweeps: int = MAX_SWEEPS, kicks: int = 0) -> ConstrainedStats:
     """Lower V, then J under the caps, by swaps from ``pe`` (modified in place; see the
     module docstring).  ``levels`` are hierarchy level indices with an uplink (not the
-    root), ``caps`` one per level (e.g. :func:`caps_of` of the default placement)."""
+    root), ``caps`` one per level (e.g. :func:`caps_of` of the default placement).
+
+    ``kicks`` > 0: while V stays above 0 after a descent, up to ``kicks`` times swap a
+    few random ranks of the overloaded groups with random ranks elsewhere and descend
+    again, keeping the best (V, J) reached (an iterated local search on the violation:
+    a descent of single swaps stalls where every node already sits at its cap, as on
+    NPB-CG's pattern).  Each kick costs one descent."""
     if not isinstance(machine, Hierarchy):
         raise MachineError("the constrained search needs a hierarchical machine")
     if not (pe.dtype == np.int64 and pe.flags.c_contiguous):
@@ -142,8 +151,60 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
     caps = np.ascontiguousarray(caps, dtype=np.float64)
     if caps.shape != (len(levels),):
         raise ValueError(f"{len(caps)} caps for {len(levels)} levels")
-    table = group_cut_table(graph, machine, pe, levels)
     before = violation(graph, machine, pe, levels, caps)
+    start = time.perf_counter()
+    j_before = objective(graph, machine, pe) if kicks else 0.0
+    st = _descend(graph, machine, pe, levels, caps, seed, time_limit, max_sweeps)
+    moves, sweeps, evals, timed_out = st[2], st[3], st[5], st[4]
+    best_v, best = st[0], pe.copy()
+    rng = np.random.default_rng(seed)
+    for kick in range(kicks):
+        if best_v <= 0 or timed_out:
+            break
+        left = None
+        if time_limit is not None:
+            left = time_limit - (time.perf_counter() - start)
+            if left <= 0:
+                timed_out = True
+                break
+        trial = best.copy()
+        _kick(graph, machine, trial, levels, caps, rng)
+        st = _descend(graph, machine, trial, levels, caps, seed + kick + 1, left, max_sweeps)
+        moves, sweeps, evals, timed_out = (moves + st[2], sweeps + st[3], evals + st[5],
+                                           st[4])
+        if st[0] < best_v - 1e-12 or (st[0] <= best_v + 1e-12 and
+                                      objective(graph, machine, trial)
+                                      < objective(graph, machine, best)):
+            best_v, best = st[0], trial
+    dj = st[1]
+    if kicks:
+        pe[:] = best
+        dj = objective(graph, machine, pe) - j_before
+    viol = violation(graph, machine, pe, levels, caps)
+    return ConstrainedStats(before, float(viol), float(dj), int(moves), int(sweeps),
+                            bool(timed_out), int(evals))
+
+
+def _kick(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int],
+          caps: np.ndarray, rng: np.random.Generator, size: int = 4) -> None:
+    """Swap ``size`` random ranks of groups above their cap with random ranks."""
+    table = group_cut_table(graph, machine, pe, levels)
+    over = [(i, g) for i in range(len(levels)) for g in np.flatnonzero(table[i] > caps[i])]
+    if not over:
+        return
+    for _ in range(size):
+        i, g = over[rng.integers(len(over))]
+        b = machine.bounds[levels[i]]
+        p = int(rng.integers(b[g], b[g + 1]))
+        q = int(rng.integers(machine.n))
+        u, v = np.flatnonzero(pe == p)[0], np.flatnonzero(pe == q)[0]
+        pe[u], pe[v] = q, p
+
+
+def _descend(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int],
+             caps: np.ndarray, seed: int, time_limit: float | None, max_sweeps: int):
+    """One compiled descent from ``pe``: (V, ΔJ, moves, sweeps, timed out, evals)."""
+    table = group_cut_table(graph, machine, pe, levels)
     scale = max(graph.total_volume, 1.0) * float(machine.distances.max(initial=1.0))
     part_level = levels[0]
     viol, dj, moves, sweeps, timed_out, evals = _congested.constrained_search(
@@ -154,8 +215,7 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
         np.ascontiguousarray(machine.bounds[part_level], dtype=np.int64), part_level,
         int(max_sweeps), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
         _REL_EPS * scale)
-    return ConstrainedStats(before, float(viol), float(dj), int(moves), int(sweeps),
-                            bool(timed_out), int(evals))
+    return float(viol), float(dj), int(moves), int(sweeps), bool(timed_out), int(evals)
 
 
 def cut_deltas(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: Sequence[int],

@@ -73,8 +73,8 @@ def test_cut_deltas_equal_recomputation(which, seed, density, pairs):
 
 @settings(max_examples=60, deadline=None)
 @given(which=st.integers(0, len(_MACHINES) - 1), seed=st.integers(0, 10_000),
-       slack=st.sampled_from([-0.3, -0.1, 0.0, 0.2]))
-def test_success_means_no_level_busier_than_its_cap(which, seed, slack):
+       slack=st.sampled_from([-0.3, -0.1, 0.0, 0.2]), kicks=st.sampled_from([0, 10]))
+def test_success_means_no_level_busier_than_its_cap(which, seed, slack, kicks):
     machine = _MACHINES[which]
     n = machine.n
     graph = random_graph(n, 0.3, seed)
@@ -84,7 +84,8 @@ def test_success_means_no_level_busier_than_its_cap(which, seed, slack):
     caps = congested.caps_of(graph, machine, baseline, levels, slack)
     pe = rng.permutation(n).astype(np.int64)  # a start far from the caps
     j_before = evaluate(graph, machine, pe).objective
-    stats = congested.constrained_search(graph, machine, pe, levels, caps, seed)
+    stats = congested.constrained_search(graph, machine, pe, levels, caps, seed,
+                                         kicks=kicks)
     assert sorted(pe.tolist()) == list(range(n))
     j_after = evaluate(graph, machine, pe).objective
     assert stats.j_change == pytest.approx(j_after - j_before, abs=1e-6 * max(j_before, 1))
@@ -154,6 +155,21 @@ def test_small_constrained_optimum_by_exhaustion(seed):
     # a local search: from some random starts the tightest caps are out of reach, but
     # where it reaches them it ends at the exhaustive constrained optimum
     assert found and max(found) == pytest.approx(opt_j)
+
+
+def test_kicks_never_end_above_the_plain_descent():
+    machine = Hierarchy.homogeneous([4, 2, 4, 2, 2], [1, 10, 100, 1000, 10000],
+                                    ["socket", "node", "leaf", "mid", "top"])
+    graph = generate("npb-cg:bytes=1", 128)
+    levels = [1, 2, 3]
+    caps = congested.caps_of(graph, machine, np.arange(128), levels)
+    start = np.random.default_rng(0).permutation(128).astype(np.int64)
+    plain, kicked = start.copy(), start.copy()
+    a = congested.constrained_search(graph, machine, plain, levels, caps, 0)
+    b = congested.constrained_search(graph, machine, kicked, levels, caps, 0, kicks=30)
+    assert b.violation <= a.violation
+    assert b.violation == pytest.approx(congested.violation(graph, machine, kicked, levels,
+                                                            caps))
 
 
 def test_cg_block_is_kept_and_the_repair_reports_failure_honestly():
