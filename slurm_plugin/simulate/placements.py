@@ -20,6 +20,7 @@ import numpy as np
 from mapper import CommGraph, map_processes
 from mapper.congestion import UplinkLoad, uplink_loads
 from mapper.objective import evaluate
+from mapper.search import congested
 
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
@@ -41,12 +42,19 @@ class Placement:
 def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
                time_limit: float, seed: int = 0,
                distribution: Distribution = DEFAULT,
-               unguarded: bool = False) -> list[Placement]:
+               unguarded: bool = False, aimed: bool = False) -> list[Placement]:
     """Block (the job's default) first, then cyclic, scrambled, one per algorithm.
 
     ``unguarded`` adds, per algorithm, the solver's own result without the comparison
     with Slurm's default (no baseline, no congestion check): what the product would
-    have applied without its never-worse rule, to measure that rule."""
+    have applied without its never-worse rule, to measure that rule.
+
+    ``aimed`` adds, per algorithm, two rows of the opt-in objective ``congestion``
+    (:mod:`mapper.search.congested`: J under caps on every network level's busiest
+    link, the caps being Slurm's default's): ``ALG aimed``, what the product would
+    apply with it (``map_processes(..., objective="congestion")`` against the
+    default), and ``ALG aimed unguarded``, the solver's own result repaired under the
+    caps and nothing else (the default's row when the repair fails)."""
     defaults = default_placements(layout, distribution)
     default_name = dist_label(distribution)
     base = defaults[default_name]
@@ -65,14 +73,42 @@ def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
         else:
             why = plan.fallback_reason or plan.summary
             named.append((f"rankmap {alg}", base, why))
-        if unguarded:
+        raw = None
+        if unguarded or aimed:
             raw = map_processes(graph, layout.hierarchy, alg, seed, time_limit)
+        if unguarded:
             named.append((f"{alg} unguarded", np.asarray(raw.mapping, dtype=np.int64),
                           "the solver's result, not compared with Slurm's default"))
+        if aimed:
+            named += _aimed_rows(layout, graph, alg, raw, base, seed, time_limit)
     levels = layout.network_levels
     return [Placement(name, m, evaluate(graph, layout.hierarchy, m).objective, note,
                       uplink_loads(graph, layout.hierarchy, m, levels))
             for name, m, note in named]
+
+
+def _aimed_rows(layout: Layout, graph: CommGraph, alg: str, raw, base: np.ndarray,
+                seed: int, time_limit: float) -> list[tuple[str, np.ndarray, str]]:
+    """The two rows of ``aimed`` (see :func:`placements`)."""
+    levels = list(layout.network_levels)
+    res = map_processes(graph, layout.hierarchy, alg, seed, time_limit, baseline=base,
+                        congestion_levels=levels, objective="congestion")
+    aim = [n for n in res.notes if n.startswith("aimed")]
+    rows = [(f"{alg} aimed", np.asarray(res.mapping, dtype=np.int64),
+             f"applied with objective congestion ({res.origin}); {'; '.join(aim)}")]
+    pe = np.array(raw.mapping, dtype=np.int64)
+    caps = congested.caps_of(graph, layout.hierarchy, base, levels)
+    st = congested.constrained_search(graph, layout.hierarchy, pe, levels, caps, seed,
+                                      time_limit)
+    if st.feasible:
+        rows.append((f"{alg} aimed unguarded", pe,
+                     f"the solver's result repaired under the default's link caps "
+                     f"({st.moves} swaps, {st.sweeps} sweeps)"))
+    else:
+        rows.append((f"{alg} aimed unguarded", base,
+                     f"repair failed (violation {st.violation_before:.3g} -> "
+                     f"{st.violation:.3g}): the default"))
+    return rows
 
 
 def hosts_per_rank(layout: Layout, mapping: np.ndarray) -> list[str]:

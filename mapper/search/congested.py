@@ -1,0 +1,227 @@
+"""J under caps on every level's busiest uplink: the never-worse rule as a target.
+
+The solver minimises J (volume × distance).  The never-worse rule
+(:mod:`mapper.congestion`) then refuses its result when some level's busiest uplink (the
+largest group cut at a network level: node links, leaf uplinks, …) carries more than
+under the scheduler's default placement.  This module aims the search at that test
+instead of using it as a veto: starting from any mapping it looks for
+
+    min J(π)  subject to  maxcut_l(π) ≤ cap_l  for every congestion level l,
+
+with cap_l the default's busiest uplink of level l (:func:`caps_of`).  It is a
+lexicographic local search on (V, J), where the violation
+
+    V(π) = Σ_l Σ_{groups g of level l} (cut_g(π) − cap_l)⁺ / cap_l
+
+is zero exactly when every cap holds.  V sums the excess of *every* group, not only
+the largest: lowering one of two equally loaded groups lowers V, where the maximum
+would not move (a plateau a local search cannot cross).  A swap is taken when it
+lowers V, or when it lowers J and raises no group of a level above max(its cut,
+cap_l); so V never rises, and once it is 0 every later swap keeps all caps (J is then
+minimised under the constraint).  Run from the solver's result it is a *congestion
+repair*: it moves the solver's mapping back inside the caps at the least cost in J it
+finds; run from the default placement (V = 0 there) it is a *constrained polish*.
+
+Incremental cuts: swapping ranks u and v changes, at each level, only the cuts of
+u's group g_u and v's group g_v (an edge {u, y} with y in a third group is cut before
+and after and counts for y's group both times), so the two new cuts and the change of
+V come from u's and v's edges in O((deg u + deg v) · L) for L levels; the change of J is
+the swap gain of :mod:`mapper.search.swap`, O(deg u + deg v).
+
+Neighbourhood: u's partners are the ranks on the groups (at ``part_level``, the
+innermost congestion level: nodes) that hold u's communication partners, outside u's
+own group: moving u next to a partner, or away from an overloaded group, is what
+changes a cut.  A sweep visits the ranks in random order and takes u's first
+improving swap.  Cost per sweep O(Σ_u deg u · c · (d̄ + deg u) · L), c PEs per group;
+sweeps stop at ``max_sweeps``, the time limit, or the first sweep without a move.
+
+Why caps and not J alone: on an oversubscribed tree a bulk-synchronous step lasts as
+long as its busiest link (Hoefler & Snir's *congestion*), and volume × distance, the
+hop-bytes of Agarwal et al., can fall while the busiest link gets busier (measured
+here: NPB-CG's pattern on a 4:1 tree, J 3–20 % lower than block, simulated time
+1.57–2.06× block's; docs/does-it-pay.md).
+
+References
+----------
+* T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale parallel
+  architectures", ICS 2011, doi:10.1145/1995896.1995909 (maximum congestion along
+  routed paths as the mapping metric beside dilation).
+* T. Agarwal, A. Sharma, L. V. Kalé, "Topology-aware task mapping for reducing
+  communication contention on large parallel machines", IPDPS 2006,
+  doi:10.1109/IPDPS.2006.1639379 (hop-bytes versus link contention).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..congestion import uplink_loads
+from ..graph import CommGraph
+from ..machine import Hierarchy, MachineError
+from ..objective import objective
+from . import _congested
+from .swap import _REL_EPS
+
+#: Sweeps at most (each visits every rank once); the searches measured here stop
+#: earlier, at their first sweep without a move.
+MAX_SWEEPS = 200
+
+
+@dataclass(frozen=True)
+class ConstrainedStats:
+    """What a constrained search did: V before and after (0 = every cap holds), the
+    change of J, swaps taken, sweeps, candidate swaps evaluated."""
+
+    violation_before: float
+    violation: float
+    j_change: float
+    moves: int
+    sweeps: int
+    hit_time_limit: bool
+    evaluations: int
+
+    @property
+    def feasible(self) -> bool:
+        """Every level's busiest uplink is within its cap."""
+        return self.violation <= 0.0
+
+
+def caps_of(graph: CommGraph, machine: Hierarchy, baseline: np.ndarray,
+            levels: Sequence[int], slack: float = 0.0) -> np.ndarray:
+    """The busiest uplink of each of ``levels`` under ``baseline``, times 1 + slack:
+    the caps the never-worse rule checks against (slack 0: exactly the default's).
+    O(n + m·L)."""
+    loads = uplink_loads(graph, machine, baseline, levels)
+    return np.array([u.volume for u in loads], dtype=np.float64) * (1.0 + slack)
+
+
+def group_cut_table(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
+                    levels: Sequence[int]) -> np.ndarray:
+    """Cuts of every group of each of ``levels`` (rows; zero-padded to the largest
+    level's group count).  O(n + m·L)."""
+    from .. import _kernels
+    width = max(len(machine.bounds[lv]) - 1 for lv in levels)
+    table = np.zeros((len(levels), width), dtype=np.float64)
+    for i, lv in enumerate(levels):
+        groups = len(machine.bounds[lv]) - 1
+        table[i, :groups] = _kernels.group_cuts(graph.indptr, graph.indices, graph.weights,
+                                                pe, machine.group_ids, lv, groups)
+    return table
+
+
+def violation(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
+              levels: Sequence[int], caps: np.ndarray) -> float:
+    """V of ``pe``: Σ over levels and groups of (cut − cap)⁺ / cap (cap 0 counts as 1)."""
+    table = group_cut_table(graph, machine, pe, levels)
+    caps = np.asarray(caps, dtype=np.float64)
+    scale = np.where(caps > 0, caps, 1.0)
+    return float((np.maximum(table - caps[:, None], 0.0) / scale[:, None]).sum())
+
+
+def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
+                       levels: Sequence[int], caps: np.ndarray, seed: int = 0,
+                       time_limit: float | None = None,
+                       max_sweeps: int = MAX_SWEEPS, kicks: int = 0) -> ConstrainedStats:
+    """Lower V, then J under the caps, by swaps from ``pe`` (modified in place; see the
+    module docstring).  ``levels`` are hierarchy level indices with an uplink (not the
+    root), ``caps`` one per level (e.g. :func:`caps_of` of the default placement).
+
+    ``kicks`` > 0: while V stays above 0 after a descent, up to ``kicks`` times swap a
+    few random ranks of the overloaded groups with random ranks elsewhere and descend
+    again, keeping the best (V, J) reached (an iterated local search on the violation:
+    a descent of single swaps stalls where every node already sits at its cap, as on
+    NPB-CG's pattern).  Each kick costs one descent."""
+    if not isinstance(machine, Hierarchy):
+        raise MachineError("the constrained search needs a hierarchical machine")
+    if not (pe.dtype == np.int64 and pe.flags.c_contiguous):
+        raise TypeError("pe must be a C-contiguous int64 array (it is modified in place)")
+    levels = [int(lv) for lv in levels]
+    if not levels:
+        raise ValueError("no congestion level given")
+    if sorted(levels) != levels or len(set(levels)) != len(levels):
+        raise ValueError(f"levels must increase, got {levels}")
+    if not 0 <= levels[0] or levels[-1] >= machine.levels - 1:
+        raise ValueError(f"levels must lie in 0..{machine.levels - 2} (the root has no "
+                         f"uplink), got {levels}")
+    caps = np.ascontiguousarray(caps, dtype=np.float64)
+    if caps.shape != (len(levels),):
+        raise ValueError(f"{len(caps)} caps for {len(levels)} levels")
+    before = violation(graph, machine, pe, levels, caps)
+    start = time.perf_counter()
+    j_before = objective(graph, machine, pe) if kicks else 0.0
+    st = _descend(graph, machine, pe, levels, caps, seed, time_limit, max_sweeps)
+    moves, sweeps, evals, timed_out = st[2], st[3], st[5], st[4]
+    best_v, best = st[0], pe.copy()
+    rng = np.random.default_rng(seed)
+    for kick in range(kicks):
+        if best_v <= 0 or timed_out:
+            break
+        left = None
+        if time_limit is not None:
+            left = time_limit - (time.perf_counter() - start)
+            if left <= 0:
+                timed_out = True
+                break
+        trial = best.copy()
+        _kick(graph, machine, trial, levels, caps, rng)
+        st = _descend(graph, machine, trial, levels, caps, seed + kick + 1, left, max_sweeps)
+        moves, sweeps, evals, timed_out = (moves + st[2], sweeps + st[3], evals + st[5],
+                                           st[4])
+        if st[0] < best_v - 1e-12 or (st[0] <= best_v + 1e-12 and
+                                      objective(graph, machine, trial)
+                                      < objective(graph, machine, best)):
+            best_v, best = st[0], trial
+    dj = st[1]
+    if kicks:
+        pe[:] = best
+        dj = objective(graph, machine, pe) - j_before
+    viol = violation(graph, machine, pe, levels, caps)
+    return ConstrainedStats(before, float(viol), float(dj), int(moves), int(sweeps),
+                            bool(timed_out), int(evals))
+
+
+def _kick(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int],
+          caps: np.ndarray, rng: np.random.Generator, size: int = 4) -> None:
+    """Swap ``size`` random ranks of groups above their cap with random ranks."""
+    table = group_cut_table(graph, machine, pe, levels)
+    over = [(i, g) for i in range(len(levels)) for g in np.flatnonzero(table[i] > caps[i])]
+    if not over:
+        return
+    for _ in range(size):
+        i, g = over[rng.integers(len(over))]
+        b = machine.bounds[levels[i]]
+        p = int(rng.integers(b[g], b[g + 1]))
+        q = int(rng.integers(machine.n))
+        u, v = np.flatnonzero(pe == p)[0], np.flatnonzero(pe == q)[0]
+        pe[u], pe[v] = q, p
+
+
+def _descend(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int],
+             caps: np.ndarray, seed: int, time_limit: float | None, max_sweeps: int):
+    """One compiled descent from ``pe``: (V, ΔJ, moves, sweeps, timed out, evals)."""
+    table = group_cut_table(graph, machine, pe, levels)
+    scale = max(graph.total_volume, 1.0) * float(machine.distances.max(initial=1.0))
+    part_level = levels[0]
+    viol, dj, moves, sweeps, timed_out, evals = _congested.constrained_search(
+        graph.indptr, graph.indices, graph.weights, pe,
+        np.ascontiguousarray(machine.group_ids, dtype=np.int32),
+        np.ascontiguousarray(machine.distances, dtype=np.float64),
+        np.asarray(levels, dtype=np.int64), table, caps,
+        np.ascontiguousarray(machine.bounds[part_level], dtype=np.int64), part_level,
+        int(max_sweeps), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
+        _REL_EPS * scale)
+    return float(viol), float(dj), int(moves), int(sweeps), bool(timed_out), int(evals)
+
+
+def cut_deltas(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: Sequence[int],
+               u: int, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per level, the change of the cut of u's group and of v's group if ranks u and v
+    exchange PEs (compiled; 0 at levels where they share the group; used by tests)."""
+    return _congested.cut_deltas(graph.indptr, graph.indices, graph.weights,
+                                 np.ascontiguousarray(pe, dtype=np.int64),
+                                 np.ascontiguousarray(machine.group_ids, dtype=np.int32),
+                                 np.asarray(levels, dtype=np.int64), int(u), int(v))
