@@ -144,6 +144,10 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     default_name = dist_label(distribution)
     machine, congestion_levels, notes = layout.hierarchy, layout.network_levels, []
     routed: RoutedNetwork | None = None
+    if network is None and congestion_levels:
+        names = [layout.hierarchy.level_names[lv] for lv in congestion_levels]
+        notes.append(f"link check: switch tree, routes up to the lowest common switch and "
+                     f"down, each level's links alike ({', '.join(names)} links)")
     if isinstance(graph, GeneratedProfile):  # a store profile of another size
         notes.append(graph.note)
     if network is not None:

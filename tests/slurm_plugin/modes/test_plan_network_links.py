@@ -109,3 +109,18 @@ def test_a_placement_that_raises_a_link_is_refused_with_the_level_and_routing():
             kept += 1
             assert out is result
     assert refused and kept  # both branches were exercised
+
+
+def test_a_tree_jobs_report_names_its_link_check():
+    from slurm_plugin.slurm.topology import parse_topology_conf
+
+    tree = parse_topology_conf("SwitchName=s1 Nodes=n[0-3]\nSwitchName=s2 Nodes=n[4-7]\n"
+                               "SwitchName=top Switches=s[1-2]\n")
+    layout = _layout(JOB_NODES[:4] + ("n1", "n2", "n4", "n7"), (8,) * 8, tree=tree)
+    plan = make_plan(layout, _scrambled("stencil3d", 64), algorithm="fast", time_limit=10,
+                     job_id="7")
+    names = [layout.hierarchy.level_names[lv] for lv in layout.network_levels]
+    assert names[:2] == ["node", "leaf switch"], names
+    assert (f"link check: switch tree, routes up to the lowest common switch and down, "
+            f"each level's links alike ({', '.join(names)} links)"
+            in json.loads(plan.report_json)["notes"]), plan.report_json
