@@ -174,3 +174,50 @@ def test_mesh_entry_has_no_phases(tmp_path) -> None:
     (tmp_path / "m.toml").write_text('kind = "mesh"\nfile = "p0.mtx"\nphases = ["p0.mtx"]\n')
     with pytest.raises(ProfileError, match="a mesh entry has no phases"):
         ProfileStore([tmp_path]).find("m")
+
+
+# -- SMPI TI traces split at collective calls --------------------------------------------
+
+TI = {
+    0: "0 init\n0 send 1 5 1000 2\n0 bcast 100 0 6 \n0 send 2 1 8 2\n0 barrier\n0 finalize\n",
+    1: "1 init\n1 recv 0 5 1000 2\n1 bcast 100 0 6 \n1 barrier\n1 send 3 1 50 2\n",
+    2: "2 init\n2 bcast 100 0 6 \n2 recv 0 1 8 2\n2 barrier\n2 finalize\n",
+    3: "3 init\n3 bcast 100 0 6 \n3 barrier\n3 recv 1 1 50 2\n",
+}
+
+
+def _ti(tmp_path, ranks=TI):
+    files = []
+    for r, text in ranks.items():
+        p = tmp_path / f"1_rank-{r}.txt"
+        p.write_text(text)
+        files.append(p)
+    return files
+
+
+def test_ti_phases_split_at_collectives(tmp_path) -> None:
+    from slurm_plugin.profiles.smpi_ti import import_ti, import_ti_phases
+
+    files = _ti(tmp_path)
+    g = import_ti_phases(files)
+    assert isinstance(g, PhasedGraph)
+    np.testing.assert_array_equal(g.to_csr().toarray(), import_ti(files).to_csr().toarray())
+    # p2p 0 (0->1), bcast 0 (binomial 0->1, 0->2, 2->3), p2p 1 (0->2); the barrier
+    # has no volume; p2p 2 (1->3)
+    assert [p.name for p in g.phases] == ["p2p 0", "bcast 0", "p2p 1", "p2p 2"]
+    edges = [sorted(zip(*(a.tolist() for a in p.graph.edges()[:2]), strict=True))
+             for p in g.phases]
+    assert edges == [[(0, 1)], [(0, 1), (0, 2), (2, 3)], [(0, 2)], [(1, 3)]]
+    assert [p.graph.total_volume for p in g.phases] == [1000, 300, 8, 50]
+
+
+def test_ti_phases_refuse_unmatched_collectives(tmp_path) -> None:
+    from slurm_plugin.profiles.smpi_ti import TraceError, import_ti_phases
+
+    ranks = dict(TI)
+    ranks[3] = "3 init\n3 bcast 100 0 6 \n3 recv 1 1 50 2\n"  # no barrier
+    with pytest.raises(TraceError, match="rank 3 calls 1 collectives"):
+        import_ti_phases(_ti(tmp_path, ranks))
+    ranks[3] = "3 init\n3 allreduce 1 1 0\n3 barrier\n3 recv 1 1 50 2\n"
+    with pytest.raises(TraceError, match="collective call 1 is"):
+        import_ti_phases(_ti(tmp_path, ranks))
