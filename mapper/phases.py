@@ -37,10 +37,14 @@ and the model (:func:`phase_time`) is ``T = Σ_p repeat_p · max_S t_p(S)`` (Hoe
 Snir's congestion, taken per phase and per synchronising group), or by default its
 "runs" variant, in which consecutive phases with the same groups are summed per group
 before the maximum (a group that waits for nobody else does not wait at each phase's
-end either).  A machine-wide maximum per phase (every
-phase synchronising all ranks) is the special case of one group; it mispredicted
-NPB-CG on tree2 (1.67 for a placement that simulates at 1.000), because a row that
-crosses no uplink does not wait for another row that does.  Link capacities per level
+end either).  A machine-wide maximum per phase (every phase synchronising all ranks)
+is the special case of one group; it mispredicted NPB-CG on tree2 (1.67 for a
+placement that simulates at 1.000), and so does the per-group maximum per phase
+(bench/README.md, "Phases"): under that placement each process row is slow in a
+different one of the row steps, so every step's maximum is high, but summed per row
+it waits as long as under block -- only "runs" sees that.  The cut counts both
+directions, so a one-way pattern (a transpose listing each sender once) weighs twice
+its busier direction against pairwise exchanges.  Link capacities per level
 (``capacities``) turn volumes into times; loads of different levels are only compared
 through them (default 1: volumes).  Latency, message counts and the overlap of a
 group's phases with another group's are not modelled.
