@@ -19,6 +19,7 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
+from mapper.phases import PhasedGraph, make_phase, with_phases
 
 
 class GeneratorError(RankmapError, ValueError):
@@ -202,9 +203,7 @@ def _power_of_two(n: int, name: str) -> int:
 def npb_cg(spec: Spec, n: int) -> CommGraph:
     """NPB CG: 2D grid of nprows x npcols (npcols = nprows or 2 nprows, n a power of
     two); recursive-doubling reductions along each row plus the transpose partner."""
-    log = _power_of_two(n, "npb-cg")
-    rows = 1 << (log // 2)
-    cols = n // rows
+    rows, cols = _cg_grid(n)
     grid = np.arange(n).reshape(rows, cols)
     src, dst, w = [], [], []
     vol = _volume(spec)
@@ -214,13 +213,50 @@ def npb_cg(spec: Spec, n: int) -> CommGraph:
         dst.append(d)
         w.append(np.full(len(s), vol))
     # transpose exchange: rank (i, j) with (j mod rows, ...) as in NPB's exch_proc
+    s, d = _cg_transpose(n, rows, cols)
+    src.append(s)
+    dst.append(d)
+    w.append(np.full(len(s), vol))
+    return _graph(np.concatenate(src), np.concatenate(dst), np.concatenate(w), n, spec)
+
+
+def _cg_grid(n: int) -> tuple[int, int]:
+    log = _power_of_two(n, "npb-cg")
+    rows = 1 << (log // 2)
+    return rows, n // rows
+
+
+def npb_cg_phases(spec: Spec, n: int) -> PhasedGraph:
+    """NPB CG by phase: :func:`npb_cg`'s graph (exactly) carrying log2(cols) row steps
+    -- step k pairs (r, c) with (r, c xor 2^k), each process row synchronising only
+    with itself -- then the transpose exchange, where every rank synchronises (it ends
+    in the iteration's global dot-product allreduce).  NPB 3.x CG, conj_grad: the
+    row-sum reduction's ``l = 1..l2npcols`` exchanges, then the ``exch_proc`` swap.
+    O(n log n)."""
+    rows, cols = _cg_grid(n)
+    vol = _volume(spec)
+    grid = np.arange(n).reshape(rows, cols)
+    row_sets = [grid[r] for r in range(rows)]
+    phases = []
+    k = 1
+    while k < cols:
+        c = np.arange(cols)
+        lo = c[(c & k) == 0]
+        s, d = grid[:, lo].ravel(), grid[:, lo | k].ravel()
+        g = _graph(s, d, np.full(len(s), vol), n, spec)
+        phases.append(make_phase(g, groups=row_sets, name=f"row step {k.bit_length() - 1}"))
+        k <<= 1
+    s, d = _cg_transpose(n, rows, cols)
+    phases.append(make_phase(_graph(s, d, np.full(len(s), vol), n, spec), name="transpose"))
+    return with_phases(npb_cg(spec, n), phases)
+
+
+def _cg_transpose(n: int, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """rank (i, j) → (j mod rows, …), as in NPB's exch_proc; self-partners dropped."""
     r_idx, c_idx = np.divmod(np.arange(n), cols)
     partner = (c_idx % rows) * cols + (r_idx * (cols // rows)) + (c_idx // rows)
     keep = partner != np.arange(n)
-    src.append(np.arange(n)[keep])
-    dst.append(partner[keep])
-    w.append(np.full(int(keep.sum()), vol))
-    return _graph(np.concatenate(src), np.concatenate(dst), np.concatenate(w), n, spec)
+    return np.arange(n)[keep], partner[keep]
 
 
 def _square(n: int, name: str) -> int:
@@ -292,6 +328,26 @@ def npb_ft(spec: Spec, n: int) -> CommGraph:
     return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
 
 
+def npb_ft_phases(spec: Spec, n: int) -> PhasedGraph:
+    """NPB FT by phase: :func:`npb_ft`'s graph (exactly) carrying the all-to-all within
+    every process row (each row synchronising with itself), then the one within every
+    column (each column with itself) -- the two transposes of NPB 3.x FT's 2D layout
+    (``transpose_x_y``/``transpose_y_z`` over the row and column communicators).
+    O(n·(rows + cols))."""
+    rows, cols = _dims(spec, n, 2)
+    vol = _volume(spec)
+    grid = np.arange(n).reshape(rows, cols)
+    a, b = np.triu_indices(cols, 1)
+    s, d = grid[:, a].ravel(), grid[:, b].ravel()
+    row_phase = make_phase(_graph(s, d, np.full(len(s), vol), n, spec),
+                           groups=list(grid), name="row all-to-all")
+    a, b = np.triu_indices(rows, 1)
+    s, d = grid[a, :].ravel(), grid[b, :].ravel()
+    col_phase = make_phase(_graph(s, d, np.full(len(s), vol), n, spec),
+                           groups=list(grid.T), name="column all-to-all")
+    return with_phases(npb_ft(spec, n), [row_phase, col_phase])
+
+
 def summa(spec: Spec, n: int) -> CommGraph:
     """SUMMA matrix multiply on a near-square 2D grid: every step broadcasts panels
     along rows and columns, so each rank talks to all ranks of its row and column."""
@@ -356,9 +412,28 @@ GENERATORS: dict[str, Callable[[Spec, int], CommGraph]] = {
 }
 
 
+#: the generators that can also give their graph by phase (:func:`generate_phases`)
+PHASED_GENERATORS: dict[str, Callable[[Spec, int], PhasedGraph]] = {
+    "npb-cg": npb_cg_phases, "npb-ft": npb_ft_phases,
+}
+
+
 def generate(spec: str, ntasks: int) -> CommGraph:
     """The pattern ``spec`` sized to ``ntasks`` ranks."""
     parsed = parse_spec(spec)
     if ntasks < 1:
         raise GeneratorError(f"{spec}: the job has no tasks")
     return GENERATORS[parsed.name](parsed, ntasks)
+
+
+def generate_phases(spec: str, ntasks: int) -> PhasedGraph:
+    """The pattern ``spec`` at ``ntasks`` ranks by phase: the graph :func:`generate`
+    returns, exactly, carrying its phases (:mod:`mapper.phases`).  Only the families
+    of :data:`PHASED_GENERATORS` know their phases; the others are refused."""
+    parsed = parse_spec(spec)
+    if ntasks < 1:
+        raise GeneratorError(f"{spec}: the job has no tasks")
+    if parsed.name not in PHASED_GENERATORS:
+        raise GeneratorError(f"{parsed.name}: no phases modelled (generators with phases: "
+                             f"{', '.join(PHASED_GENERATORS)})")
+    return PHASED_GENERATORS[parsed.name](parsed, ntasks)

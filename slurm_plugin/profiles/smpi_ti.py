@@ -46,6 +46,7 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
+from mapper.phases import PhasedGraph, make_phase, with_phases
 
 from . import collectives
 
@@ -226,10 +227,9 @@ def read_lines(text: str, source: str) -> list[tuple[int, _Line]]:
     return out
 
 
-def import_ti(paths: Sequence[str | Path],
-              progress: Callable[[int, int], None] | None = None) -> CommGraph:
-    """Read the traces into one undirected graph of bytes (volumes of both directions
-    summed); ``progress(done, total)`` after each file is read."""
+def _read_all(paths: Sequence[str | Path], progress: Callable[[int, int], None] | None
+              ) -> tuple[list[Path], list[tuple[int, _Line]], int]:
+    """The trace files, their (rank, line)s in file order, and the rank count."""
     files = trace_files(paths)
     lines: list[tuple[int, _Line]] = []
     for i, path in enumerate(files):
@@ -248,10 +248,82 @@ def import_ti(paths: Sequence[str | Path],
     if len(missing):
         raise TraceError(f"no trace lines for ranks {missing[:10].tolist()} of {n} "
                          f"(a per-rank file missing?)")
-    parts = [expand_line(line, rank, n) for rank, line in lines]
-    src = np.concatenate([p[0] for p in parts])
-    dst = np.concatenate([p[1] for p in parts])
-    w = np.concatenate([p[2] for p in parts])
+    return files, lines, n
+
+
+def _graph(parts: Sequence[Edges], n: int, source: str) -> CommGraph:
+    src = np.concatenate([p[0] for p in parts]) if parts else _empty()[0]
+    dst = np.concatenate([p[1] for p in parts]) if parts else _empty()[1]
+    w = np.concatenate([p[2] for p in parts]) if parts else _empty()[2]
     keep = (src != dst) & (w > 0)
-    return CommGraph.from_edges(src[keep], dst[keep], w[keep], n=n,
-                                source=f"SMPI TI trace {files[0]}")
+    return CommGraph.from_edges(src[keep], dst[keep], w[keep], n=n, source=source)
+
+
+def import_ti(paths: Sequence[str | Path],
+              progress: Callable[[int, int], None] | None = None) -> CommGraph:
+    """Read the traces into one undirected graph of bytes (volumes of both directions
+    summed); ``progress(done, total)`` after each file is read."""
+    files, lines, n = _read_all(paths, progress)
+    parts = [expand_line(line, rank, n) for rank, line in lines]
+    return _graph(parts, n, f"SMPI TI trace {files[0]}")
+
+
+def _is_collective(line: _Line) -> bool:
+    low = line.fields[1].lower()
+    return low in ("barrier", "ibarrier") or (
+        low not in _SENDS and low != "sendrecv" and low not in _IGNORED
+        and not low.startswith(_IGNORED_PREFIXES) and collectives.canonical(low) is not None)
+
+
+def import_ti_phases(paths: Sequence[str | Path],
+                     progress: Callable[[int, int], None] | None = None) -> PhasedGraph:
+    """The traces as :func:`import_ti`'s graph carrying phases split at every
+    collective call (barriers included).
+
+    Each rank's lines are taken in order; the point-to-point messages a rank sends
+    between its (k-1)-th and k-th collective call belong to phase "p2p k", the
+    messages of its k-th collective to phase "<op> k" (every rank must call the same
+    number of collectives: the TI format does not name communicators, so, as for the
+    expansion, all are taken as MPI_COMM_WORLD's).  Phases without volume are dropped;
+    every phase synchronises all ranks (a collective is a barrier in the model), repeat
+    1.  The total is :func:`import_ti`'s graph.  A trace of I iterations gives O(I x
+    collectives per iteration) phases: merging the repeats is not done.
+    O(lines + messages + Σ_p m_p log m_p)."""
+    files, lines, n = _read_all(paths, progress)
+    count = np.zeros(n, dtype=np.int64)
+    first_op: dict[int, str] = {}
+    by_phase: dict[int, list[Edges]] = {}
+    parts = []
+    for rank, line in lines:
+        e = expand_line(line, rank, n)
+        parts.append(e)
+        if _is_collective(line):
+            k = int(count[rank])
+            op = line.fields[1].lower()
+            if first_op.setdefault(k, op) != op:
+                raise TraceError(f"{line.where}: rank {rank}'s collective call {k + 1} is "
+                                 f"{op}, another rank's is {first_op[k]} (calls on other "
+                                 f"communicators cannot be split into phases)")
+            phase = 2 * k + 1
+            count[rank] += 1
+        else:
+            phase = 2 * int(count[rank])
+        by_phase.setdefault(phase, []).append(e)
+    if count.min() != count.max():
+        r = int(np.argmin(count))
+        raise TraceError(f"rank {r} calls {count[r]} collectives, rank "
+                         f"{int(np.argmax(count))} {count.max()}: cannot split phases at "
+                         f"collective calls")
+    source = f"SMPI TI trace {files[0]}"
+    total = _graph(parts, n, source)
+    phases = []
+    for phase in sorted(by_phase):
+        g = _graph(by_phase[phase], n, f"{source} phase {len(phases)}")
+        if g.m == 0:
+            continue
+        name = (f"p2p {phase // 2}" if phase % 2 == 0
+                else f"{first_op[phase // 2]} {phase // 2}")
+        phases.append(make_phase(g, name=name))
+    if not phases:
+        raise TraceError(f"{files[0]}: no messages to split into phases")
+    return with_phases(total, phases)

@@ -18,6 +18,20 @@ Each sample must be a file in the store with the profile's rank count.  The plan
 applies rankmap's placement only when it beats Slurm's default under every sample
 (:mod:`slurm_plugin.profiles.samples`); errors in ``samples`` name the ``.toml``'s line.
 
+A profile measured by phase (a bulk-synchronous code's steps: CG's row reductions,
+an FFT's transposes) lists one matrix per phase, in order, in ``phases``; they must add
+up to ``file``'s matrix (within a relative 1e-9 of its largest volume)::
+
+    file = "cg-256.mtx"                               # the sum: what rankmap maps with
+    phases = ["cg-256.p0.mtx", "cg-256.p1.mtx"]       # one matrix per phase, in order
+
+The job then gets a :class:`mapper.phases.PhasedGraph`: the mapper, J and the
+never-worse rule see ``file``'s graph exactly as without the key; the phases (every
+rank synchronising in each, repeat 1) are there for :func:`mapper.phases.phase_time`.
+Each phase must be a file in the store with the profile's rank count; errors name the
+``.toml`` (and the line of the key).  ``phases`` and ``samples`` together are refused
+for now (which run would the phases belong to?).
+
 A profile whose matrix is one of the generated patterns also names that generator,
 size-free (``rankmap profile import`` writes it when
 :func:`slurm_plugin.profiles.pattern_match.match_generator` finds one)::
@@ -71,6 +85,7 @@ from mapper.io.mesh_file import read_mesh
 from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 from mapper.io.text_lines import text_pieces
 from mapper.mesh.mesh import Mesh
+from mapper.phases import SUM_RTOL, make_phase, sum_mismatch, with_phases
 
 from ..common.job_conventions import PROFILE_NAME
 from .generators import GeneratorError, generate, is_generator_spec, parse_spec
@@ -84,7 +99,7 @@ class ProfileError(RankmapError, ValueError):
 NAME = PROFILE_NAME
 TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str,
              "kind": str, "weights": str, "samples": list, "runs": list,
-             "generator": str}
+             "generator": str, "phases": list}
 #: ``[[runs]]``: where each sample came from (slurm_plugin.profiles.store_writer writes
 #: one per recorded job): its file, the job, the date, the MPI and recorder, the volume
 RUN_KEYS = {"file": str, "job": str, "date": str, "mpi": str, "recorder": str,
@@ -96,7 +111,7 @@ KINDS = ("graph", "mesh")
 MESH_REQUIRED = ("file",)
 MESH_ONLY = ("weights",)
 #: keys a mesh entry cannot have
-GRAPH_ONLY = ("samples", "runs", "generator")
+GRAPH_ONLY = ("samples", "runs", "generator", "phases")
 #: the size a ``generator`` value is checked at: a power of two and a square
 GENERATOR_CHECK_RANKS = 16
 
@@ -115,6 +130,7 @@ class ProfileInfo:
     samples: tuple[Path, ...] = ()   # the matrices of the measured runs (may include file)
     runs: tuple[dict, ...] = ()      # provenance of recorded samples ([[runs]], RUN_KEYS)
     generator: str = ""              # size-free generator spec for other task counts
+    phases: tuple[Path, ...] = ()    # one matrix per communication phase, in order
 
     @property
     def is_mesh(self) -> bool:
@@ -240,31 +256,38 @@ class ProfileStore:
         weights = (self._store_file(toml, store, "weights", data["weights"])
                    if "weights" in data else None)
         samples = self._samples(toml, store, data.get("samples"), text)
+        phases = self._samples(toml, store, data.get("phases"), text, key="phases")
+        if samples and phases:
+            raise ProfileError(f"{toml}:{_key_line(text, 'phases')}: phases: a profile "
+                               f"with samples cannot have phases yet (the phases of which "
+                               f"run?); keep one of the keys")
         runs = _runs(toml, data.get("runs", []), text)
         generator = _generator(toml, data["generator"]) if "generator" in data else ""
         return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
                            data.get("units", "bytes"), data.get("description", ""),
                            data.get("source", ""), kind, weights, samples, runs,
-                           generator)
+                           generator, phases)
 
     def _samples(self, toml: Path, store: Path, value: list | None,
-                 text: str) -> tuple[Path, ...]:
-        """The ``samples`` list as files inside ``store``; errors name the line of
-        ``text`` (the .toml's) where the key is."""
+                 text: str, key: str = "samples") -> tuple[Path, ...]:
+        """The ``samples`` (or ``phases``: ``key``) list as files inside ``store``;
+        errors name the line of ``text`` (the .toml's) where the key is."""
         if value is None:
             return ()
-        where = f"{toml}:{_key_line(text, 'samples')}"
+        where = f"{toml}:{_key_line(text, key)}"
         if not value:
-            raise ProfileError(f"{where}: samples: empty list (remove the key, or list "
-                               f"one matrix file per measured run)")
+            what = ("one matrix file per measured run" if key == "samples"
+                    else "one matrix file per phase")
+            raise ProfileError(f"{where}: {key}: empty list (remove the key, or list "
+                               f"{what})")
         out = []
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                raise ProfileError(f"{where}: samples[{i}]: must be a file name (str), "
+                raise ProfileError(f"{where}: {key}[{i}]: must be a file name (str), "
                                    f"got {type(item).__name__}")
-            path = self._store_file(toml, store, f"samples[{i}]", item, where)
+            path = self._store_file(toml, store, f"{key}[{i}]", item, where)
             if path in out:
-                raise ProfileError(f"{where}: samples[{i}]: {item!r} is listed twice")
+                raise ProfileError(f"{where}: {key}[{i}]: {item!r} is listed twice")
             out.append(path)
         return tuple(out)
 
@@ -301,6 +324,8 @@ class ProfileStore:
         if graph.n != ntasks:
             raise ProfileError(f"profile {name!r}: matrix {info.file.name} has {graph.n} "
                                f"ranks, the job has {ntasks} tasks")
+        if info.phases:
+            return self._phased(info, graph, ntasks)
         if not info.samples:
             return graph
         samples = []
@@ -318,6 +343,28 @@ class ProfileStore:
             samples.append(g)
         return with_samples(graph, samples, [p.name for p in info.samples])
 
+
+    def _phased(self, info: ProfileInfo, graph: CommGraph, ntasks: int) -> CommGraph:
+        """``graph`` (entry ``info``'s ``file``) carrying the entry's phases, checked to
+        add up to it; errors name the .toml.  O(Σ phase sizes)."""
+        phases = []
+        for path in info.phases:
+            try:
+                g = read_graph(path, max_bytes=self.max_bytes, expected_n=ntasks)
+            except GraphError as exc:
+                raise ProfileError(f"profile {info.name!r}: phase {exc} ({info.path})"
+                                   ) from None
+            if g.n != ntasks:
+                raise ProfileError(f"profile {info.name!r}: phase {path.name} has {g.n} "
+                                   f"ranks, the job has {ntasks} tasks ({info.path})")
+            phases.append(make_phase(g, name=path.name))
+        bad = sum_mismatch(graph, phases)
+        if bad > SUM_RTOL:
+            raise ProfileError(f"profile {info.name!r}: the phases "
+                               f"({', '.join(p.name for p in info.phases)}) do not add up "
+                               f"to {info.file.name} (largest difference {bad:.3g} of its "
+                               f"largest volume, more than {SUM_RTOL:g}; {info.path})")
+        return with_phases(graph, phases)
 
     def load_mesh(self, name: str) -> tuple[Mesh, ProfileInfo]:
         """The mesh of entry ``name`` (``kind = "mesh"``) and the entry; errors name the

@@ -1,0 +1,333 @@
+"""Communication phases: a profile as a sequence of matrices, and per-phase bottlenecks.
+
+J and :mod:`mapper.congestion` see one matrix, the sum of everything a job sends.  A
+bulk-synchronous code sends it in *phases* -- NPB-CG's log2(cols) recursive-doubling
+steps along each process row, then its transpose; an FFT's row and column all-to-alls --
+and a phase lasts about as long as its busiest link, so two placements with the same
+summed link loads can differ in run time by the per-phase maxima (measured:
+``bench/README.md``, "Aiming at the busiest links"; ``bench/benefit/cg_phases.py``).
+
+A :class:`PhasedGraph` is the profile's total graph (what J, the search and the
+never-worse rule use, unchanged) carrying an ordered tuple of :class:`Phase` s.  Each
+phase has a graph, a repeat count and *synchronising groups*: a partition of the ranks
+into sets that wait for each other in that phase (CG's row steps: the process rows; a
+transpose or an all-to-all: every rank, the default).  The invariant
+``Σ_p repeat_p · phase_p == total`` is checked on construction (relative 1e-9).
+
+**Design.**  ``PhasedGraph`` subclasses :class:`~mapper.graph.CommGraph` (as
+``slurm_plugin.profiles.samples.SampledGraph`` does) so that every caller that takes a
+graph -- the solver, the prolog's rule, the reports -- sees the total and behaves
+exactly as for a profile without phases; only code that asks for ``.phases`` sees them.
+A separate container would have needed every such caller to unwrap it.
+
+**The phase time model** (:func:`phase_time`).  On a tree every route is unique, and a
+message between ranks u and v crosses, at each level l below the root where their
+groups differ, the uplink of u's level-l group and the uplink of v's.  The *load* of an
+uplink in phase p is the cut of its group in that phase's graph (both directions, as
+in :mod:`mapper.congestion`), i.e. the volume of **all** of the phase's traffic that
+crosses it -- groups that do not synchronise with each other still share links.  A
+synchronising group S waits for its own messages, i.e. for the edges with at least one
+endpoint in S; the slowest of them is bounded by the busiest link it crosses, so S
+*sees*
+
+    t_p(S) = max over levels l, over edges {u, v} of S crossing level l, of
+             max(cut_p,l(group_l(u)), cut_p,l(group_l(v))) / capacity_l
+
+and the model (:func:`phase_time`) is ``T = Σ_p repeat_p · max_S t_p(S)`` (Hoefler &
+Snir's congestion, taken per phase and per synchronising group), or by default its
+"runs" variant, in which consecutive phases with the same groups are summed per group
+before the maximum (a group that waits for nobody else does not wait at each phase's
+end either).  A machine-wide maximum per phase (every phase synchronising all ranks)
+is the special case of one group; it mispredicted NPB-CG on tree2 (1.67 for a
+placement that simulates at 1.000), and so does the per-group maximum per phase
+(bench/README.md, "Phases"): under that placement each process row is slow in a
+different one of the row steps, so every step's maximum is high, but summed per row
+it waits as long as under block -- only "runs" sees that.  The cut counts both
+directions, so a one-way pattern (a transpose listing each sender once) weighs twice
+its busier direction against pairwise exchanges.  Link capacities per level
+(``capacities``) turn volumes into times; loads of different levels are only compared
+through them (default 1: volumes).  Latency, message counts and the overlap of a
+group's phases with another group's are not modelled.
+
+Reference: T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale
+parallel architectures", ICS 2011, doi:10.1145/1995896.1995909 (maximum congestion
+along routed paths as the mapping metric).
+
+Complexity: :func:`phase_bottlenecks` is O(Σ_p (n + m_p·L)) for phases of m_p edges
+and L levels (one compiled group-cut pass and one vectorised pass over the edges per
+phase and level); construction of a :class:`PhasedGraph` is O(Σ_p m_p log m_p) (the
+sparse sum that checks the invariant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _kernels
+from .graph import CommGraph, GraphError
+from .machine import Hierarchy
+from .objective import check_mapping
+
+#: relative tolerance of the invariant Σ repeat · phase == total
+SUM_RTOL = 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class Phase:
+    """One communication phase: its graph, how often it recurs per unit of the total
+    (``repeat``), and which ranks wait for each other in it.
+
+    ``sync`` is None (every rank is one group) or an int array of length n giving each
+    rank's synchronising group, numbered 0..G-1 without gaps (see :func:`sync_labels`).
+    """
+
+    graph: CommGraph
+    repeat: float = 1.0
+    sync: np.ndarray | None = None
+    name: str = ""
+
+    @property
+    def groups(self) -> int:
+        """Number of synchronising groups."""
+        return 1 if self.sync is None else int(self.sync.max(initial=-1)) + 1
+
+    def labels(self) -> np.ndarray:
+        """Each rank's synchronising group (zeros when the phase synchronises all)."""
+        if self.sync is None:
+            return np.zeros(self.graph.n, dtype=np.int64)
+        return self.sync
+
+
+def sync_labels(groups: Sequence[Sequence[int]] | np.ndarray, n: int,
+                where: str = "phase") -> np.ndarray:
+    """Rank sets (a partition of 0..n-1) as one group label per rank; O(n).
+
+    Raises :class:`~mapper.graph.GraphError` naming ``where`` when a rank is missing,
+    listed twice, or out of range.
+    """
+    label = np.full(n, -1, dtype=np.int64)
+    for g, ranks in enumerate(groups):
+        r = np.asarray(ranks, dtype=np.int64).ravel()
+        if len(r) == 0:
+            raise GraphError(f"{where}: synchronising group {g} is empty")
+        if r.min() < 0 or r.max() >= n:
+            raise GraphError(f"{where}: synchronising group {g} names a rank outside "
+                             f"0..{n - 1}")
+        counts = np.bincount(r)
+        if counts.max() > 1:
+            raise GraphError(f"{where}: rank {int(np.argmax(counts))} is listed twice in "
+                             f"synchronising group {g}")
+        taken = label[r] >= 0
+        if taken.any():
+            raise GraphError(f"{where}: rank {int(r[np.flatnonzero(taken)[0]])} is in two "
+                             f"synchronising groups")
+        label[r] = g
+    if np.any(label < 0):
+        raise GraphError(f"{where}: rank {int(np.flatnonzero(label < 0)[0])} is in no "
+                         f"synchronising group (the groups must cover every rank)")
+    return label
+
+
+def make_phase(graph: CommGraph, repeat: float = 1.0,
+               groups: Sequence[Sequence[int]] | np.ndarray | None = None,
+               name: str = "") -> Phase:
+    """A :class:`Phase` from rank sets (None: all ranks synchronise); O(n)."""
+    where = f"phase {name or graph.source}"
+    if not (np.isfinite(repeat) and repeat > 0):
+        raise GraphError(f"{where}: repeat must be positive, got {repeat}")
+    sync = None if groups is None else sync_labels(groups, graph.n, where)
+    return Phase(graph, float(repeat), sync, name)
+
+
+@dataclass(frozen=True, eq=False)
+class PhasedGraph(CommGraph):
+    """A profile's total graph (what the mapper optimises) and its phases, in order.
+
+    Everything that takes a :class:`~mapper.CommGraph` sees the total; build it with
+    :func:`with_phases`, which checks ``Σ repeat · phase == total``.
+    """
+
+    phases: tuple[Phase, ...] = ()
+
+
+def phases_sum(phases: Sequence[Phase], n: int) -> sp.csr_matrix:
+    """Σ repeat · phase as a symmetric CSR matrix; O(Σ m_p log m_p)."""
+    out = sp.csr_matrix((n, n), dtype=np.float64)
+    for p in phases:
+        out = out + p.repeat * p.graph.to_csr()
+    return out.tocsr()
+
+
+def sum_mismatch(total: CommGraph, phases: Sequence[Phase]) -> float:
+    """max |Σ repeat · phase − total| / max(total): 0 when the phases add up exactly."""
+    diff = abs(phases_sum(phases, total.n) - total.to_csr())
+    scale = float(np.abs(total.weights).max(initial=0.0)) or 1.0
+    return float(diff.max()) / scale if diff.nnz else 0.0
+
+
+def with_phases(total: CommGraph, phases: Sequence[Phase],
+                rtol: float = SUM_RTOL) -> PhasedGraph:
+    """``total`` carrying ``phases``; raises :class:`~mapper.graph.GraphError` when a
+    phase has another rank count, there are no phases, or the phases (times their
+    repeat counts) do not add up to ``total`` within ``rtol`` of its largest volume.
+    O(Σ m_p log m_p)."""
+    if not phases:
+        raise GraphError(f"{total.source}: no phases (use the graph itself)")
+    for i, p in enumerate(phases):
+        if p.graph.n != total.n:
+            raise GraphError(f"{total.source}: phase {i} ({p.name or p.graph.source}) has "
+                             f"{p.graph.n} ranks, the total has {total.n}")
+        if p.sync is not None and len(p.sync) != total.n:
+            raise GraphError(f"{total.source}: phase {i}: {len(p.sync)} sync labels for "
+                             f"{total.n} ranks")
+    bad = sum_mismatch(total, phases)
+    if bad > rtol:
+        raise GraphError(f"{total.source}: the phases do not add up to the total graph "
+                         f"(largest difference {bad:.3g} of the largest volume)")
+    return PhasedGraph(total.indptr, total.indices, total.weights, total.source,
+                       tuple(phases))
+
+
+def phased_from_graphs(graphs: Sequence[CommGraph], names: Sequence[str] | None = None,
+                       source: str = "<phases>") -> PhasedGraph:
+    """Phases given as graphs (repeat 1, all ranks synchronising) and their sum as the
+    total; O(Σ m_p log m_p)."""
+    names = list(names) if names is not None else [g.source for g in graphs]
+    phases = [make_phase(g, name=nm) for g, nm in zip(graphs, names, strict=True)]
+    if not phases:
+        raise GraphError(f"{source}: no phases")
+    total = CommGraph.from_matrix(phases_sum(phases, graphs[0].n), directed=False,
+                                  source=source)
+    return with_phases(total, phases)
+
+
+@dataclass(frozen=True)
+class PhaseLoad:
+    """What one phase's synchronising groups wait for under a placement.
+
+    ``loads[g, i]`` is the busiest uplink at ``levels[i]`` among those that group g's
+    edges cross, loaded by all of the phase's traffic (volume, both directions; 0 when
+    the group crosses none there).  ``times[g]`` = max_i loads[g, i] / capacity_i.
+    """
+
+    name: str
+    repeat: float
+    levels: tuple[int, ...]
+    loads: np.ndarray   # (groups, len(levels))
+    times: np.ndarray   # (groups,)
+
+    @property
+    def time(self) -> float:
+        """The phase's duration in the model: its slowest group's."""
+        return float(self.times.max(initial=0.0))
+
+    @property
+    def slowest(self) -> int:
+        """The group that waits longest (the first of equals)."""
+        return int(np.argmax(self.times)) if len(self.times) else 0
+
+
+def phase_bottlenecks(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
+                      levels: Sequence[int],
+                      capacities: Sequence[float] | None = None) -> tuple[PhaseLoad, ...]:
+    """Per phase and synchronising group, the busiest uplink the group's edges cross at
+    each of ``levels`` (indices into ``machine``'s levels below the root), loaded by the
+    whole phase (see the module's docstring).  ``capacities`` (one per level, default 1)
+    divide the loads into times.  O(Σ_p (n + m_p·L))."""
+    if not isinstance(machine, Hierarchy):
+        raise TypeError("phase bottlenecks need a tree machine (Hierarchy)")
+    pi = check_mapping(mapping, machine.n, phased.n)
+    levels = tuple(int(x) for x in levels)
+    for level in levels:
+        if not 0 <= level < machine.levels - 1:
+            raise ValueError(f"level {level} has no uplink (levels 0..{machine.levels - 2})")
+    cap = np.ones(len(levels)) if capacities is None else np.asarray(capacities, float)
+    if cap.shape != (len(levels),) or not np.all(cap > 0):
+        raise ValueError(f"need {len(levels)} positive capacities, got {capacities}")
+    out = []
+    for phase in phased.phases:
+        g = phase.graph
+        u, v, _ = g.edges()
+        label = phase.labels()
+        lu, lv = label[u], label[v]
+        loads = np.zeros((phase.groups, len(levels)))
+        for i, level in enumerate(levels):
+            groups = len(machine.bounds[level]) - 1
+            cut = _kernels.group_cuts(g.indptr, g.indices, g.weights, pi,
+                                      machine.group_ids, level, groups)
+            gu = machine.group_ids[pi[u], level]
+            gv = machine.group_ids[pi[v], level]
+            cross = gu != gv
+            if not cross.any():
+                continue
+            seen = np.maximum(cut[gu[cross]], cut[gv[cross]])
+            col = loads[:, i]
+            np.maximum.at(col, lu[cross], seen)
+            np.maximum.at(col, lv[cross], seen)
+            loads[:, i] = col
+        times = (loads / cap).max(axis=1) if len(levels) else np.zeros(phase.groups)
+        out.append(PhaseLoad(phase.name, phase.repeat, levels, loads, times))
+    return tuple(out)
+
+
+def same_sync(a: Phase, b: Phase) -> bool:
+    """True when two phases synchronise the same rank sets (labels compared as
+    partitions: equal after renumbering in first-appearance order); O(n)."""
+    la, lb = a.labels(), b.labels()
+    if len(la) != len(lb):
+        return False
+    _, ia = np.unique(la, return_inverse=True)
+    _, ib = np.unique(lb, return_inverse=True)
+    # a partition is determined by which pairs share a group: map each label to the
+    # first rank carrying it and compare those representatives
+    first_a = np.full(ia.max(initial=-1) + 1, len(la))
+    np.minimum.at(first_a, ia, np.arange(len(la)))
+    first_b = np.full(ib.max(initial=-1) + 1, len(lb))
+    np.minimum.at(first_b, ib, np.arange(len(lb)))
+    return bool(np.array_equal(first_a[ia], first_b[ib]))
+
+
+#: the phase time models of :func:`phase_time`
+MODELS = ("runs", "phases")
+
+
+def phase_time(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
+               levels: Sequence[int], capacities: Sequence[float] | None = None,
+               model: str = "runs") -> float:
+    """The phase time model of a placement (module docstring); O(Σ_p (n + m_p·L)).
+
+    ``model="phases"``: T = Σ_p repeat_p · max_S t_p(S) -- every phase ends when its
+    slowest group ends.  ``model="runs"`` (default): consecutive phases with the same
+    synchronising groups form a *run*, in which a group goes on to its next phase as
+    soon as its own members are done (they wait for nobody else), so
+
+        T = Σ_runs max_S Σ_{p in run} repeat_p · t_p(S),
+
+    and a change of groups (e.g. CG's row steps, then the transpose and the global
+    allreduce) is taken as a barrier.  "runs" ≤ "phases", equal when every phase
+    synchronises all ranks.  Measured on NPB-CG's pattern (bench/README.md, "Phases"):
+    on tree2 the solver's placement slows a different row in each row step, and it
+    simulates as fast as block, as "runs" predicts and "phases" does not.
+    """
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+    loads = phase_bottlenecks(phased, machine, mapping, levels, capacities)
+    if model == "phases":
+        return float(sum(p.repeat * p.time for p in loads))
+    # per rank (its group's time): a run's phases may number the same groups apart
+    total, first, acc = 0.0, None, None
+    for phase, load in zip(phased.phases, loads, strict=True):
+        t = load.repeat * load.times[phase.labels()]
+        if first is not None and same_sync(first, phase):
+            acc = acc + t
+            continue
+        if acc is not None:
+            total += float(acc.max(initial=0.0))
+        first, acc = phase, t
+    if acc is not None:
+        total += float(acc.max(initial=0.0))
+    return total

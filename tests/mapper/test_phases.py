@@ -1,0 +1,220 @@
+"""mapper.phases: the phased graph's invariant and the per-phase bottleneck model,
+checked against a pure-Python recomputation on small random cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mapper import CommGraph, Hierarchy
+from mapper.graph import GraphError
+from mapper.objective import evaluate
+from mapper.phases import (
+    PhasedGraph,
+    make_phase,
+    phase_bottlenecks,
+    phase_time,
+    phased_from_graphs,
+    same_sync,
+    sync_labels,
+    with_phases,
+)
+
+
+def _random_graph(rng: np.random.Generator, n: int, m: int) -> CommGraph:
+    u = rng.integers(0, n, m)
+    v = rng.integers(0, n, m)
+    keep = u != v
+    return CommGraph.from_edges(u[keep], v[keep], rng.integers(1, 9, keep.sum()).astype(float),
+                                n=n)
+
+
+def _random_partition(rng: np.random.Generator, n: int) -> list[list[int]]:
+    k = int(rng.integers(1, 4))
+    label = rng.integers(0, k, n)
+    groups = [np.flatnonzero(label == g).tolist() for g in range(k)]
+    return [g for g in groups if g]
+
+
+def _brute(phase, machine: Hierarchy, pi: np.ndarray, levels, caps) -> np.ndarray:
+    """Per group: max over the group's edges and the uplinks they cross of that uplink's
+    load in the phase / capacity, from the definitions (dicts and loops)."""
+    n = phase.graph.n
+    label = phase.labels()
+    a = phase.graph.to_csr().toarray()
+    edges = [(u, v, a[u, v]) for u in range(n) for v in range(u + 1, n) if a[u, v] > 0]
+    times = np.zeros(phase.groups)
+    for i, level in enumerate(levels):
+        grp = [int(machine.group_ids[pi[r], level]) for r in range(n)]
+        cut: dict[int, float] = {}
+        for u, v, w in edges:
+            if grp[u] != grp[v]:
+                cut[grp[u]] = cut.get(grp[u], 0.0) + w
+                cut[grp[v]] = cut.get(grp[v], 0.0) + w
+        for u, v, _ in edges:
+            if grp[u] == grp[v]:
+                continue
+            seen = max(cut[grp[u]], cut[grp[v]]) / caps[i]
+            for s in {int(label[u]), int(label[v])}:
+                times[s] = max(times[s], seen)
+    return times
+
+
+def _same_partition(a, b) -> bool:
+    def sets(p):
+        lab = p.labels()
+        return {frozenset(np.flatnonzero(lab == g).tolist()) for g in range(p.groups)}
+    return sets(a) == sets(b)
+
+
+def _machine() -> Hierarchy:
+    # 2 cores per node, 2 nodes per leaf, 2 leaves per spine, 2 spines: 16 PEs
+    return Hierarchy.homogeneous([2, 2, 2, 2], [1, 10, 100, 1000])
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_bottlenecks_match_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    machine = _machine()
+    n = machine.n
+    graphs = [_random_graph(rng, n, int(rng.integers(0, 30))) for _ in range(4)]
+    phases, groups = [], None
+    for i, g in enumerate(graphs):
+        draw = rng.random()
+        if draw < 0.4 and groups is not None:  # the previous partition, maybe relabelled
+            groups = groups[::-1] if draw < 0.2 else groups
+        else:
+            groups = _random_partition(rng, n) if draw < 0.8 else None
+        phases.append(make_phase(g, repeat=float(rng.integers(1, 4)), groups=groups,
+                                 name=f"p{i}"))
+    total = CommGraph.from_matrix(sum(p.repeat * p.graph.to_csr() for p in phases),
+                                  directed=False)
+    phased = with_phases(total, phases)
+    pi = rng.permutation(n)
+    levels = sorted(rng.choice([0, 1, 2], size=int(rng.integers(1, 4)), replace=False).tolist())
+    caps = rng.uniform(0.5, 4.0, len(levels)).tolist()
+    got = phase_bottlenecks(phased, machine, pi, levels, caps)
+    want_phases = 0.0
+    for phase, load in zip(phases, got, strict=True):
+        want = _brute(phase, machine, pi, levels, caps)
+        np.testing.assert_allclose(load.times, want, rtol=1e-12)
+        want_phases += phase.repeat * want.max(initial=0.0)
+    assert phase_time(phased, machine, pi, levels, caps, model="phases") == \
+        pytest.approx(want_phases, rel=1e-12)
+    # runs: consecutive phases with the same partition summed per group (per rank of
+    # it: labels may differ) first
+    want_runs, acc, prev = 0.0, None, None
+    for phase in phases:
+        t = phase.repeat * _brute(phase, machine, pi, levels, caps)[phase.labels()]
+        if prev is not None and _same_partition(prev, phase):
+            acc = acc + t
+        else:
+            want_runs += 0.0 if acc is None else acc.max(initial=0.0)
+            acc, prev = t, phase
+    want_runs += acc.max(initial=0.0)
+    runs = phase_time(phased, machine, pi, levels, caps)
+    assert runs == pytest.approx(want_runs, rel=1e-12)
+    assert runs <= want_phases * (1 + 1e-12)
+
+
+def test_loads_are_the_phase_cuts_not_the_group_s_own() -> None:
+    # two groups {0,1} and {2,3}, ranks on 4 nodes of one core; group 0 crosses node 1's
+    # link, which also carries group 1's heavy edge 1-2: group 0 sees that load too
+    machine = Hierarchy.homogeneous([1, 4], [1, 10])
+    g = CommGraph.from_edges([0, 1], [1, 2], [1.0, 5.0], n=4)
+    phase = make_phase(g, groups=[[0, 1], [2, 3]])
+    phased = with_phases(g, [phase])
+    (load,) = phase_bottlenecks(phased, machine, np.arange(4), [0])
+    # node 1's cut: 1 + 5 = 6; node 2's: 5; groups: both touch edge 1-2 (rank 1 is in
+    # group 0, rank 2 in group 1), so both see 6
+    np.testing.assert_array_equal(load.times, [6.0, 6.0])
+    g2 = CommGraph.from_edges([0, 2], [1, 3], [1.0, 5.0], n=4)
+    (load2,) = phase_bottlenecks(with_phases(g2, [make_phase(g2, groups=[[0, 1], [2, 3]])]),
+                                 machine, np.arange(4), [0])
+    np.testing.assert_array_equal(load2.times, [1.0, 5.0])
+
+
+def test_runs_model_lets_groups_drift() -> None:
+    # two groups; group 0 is slow in phase 1, group 1 in phase 2: per phase 2 + 2,
+    # per run max(2 + 0, 0 + 2) = 2
+    machine = Hierarchy.homogeneous([1, 4], [1, 10])
+    a = CommGraph.from_edges([0], [1], [2.0], n=4)
+    b = CommGraph.from_edges([2], [3], [2.0], n=4)
+    rows = [[0, 1], [2, 3]]
+    phased = phased_from_graphs([a, b])
+    phased = with_phases(phased, [make_phase(a, groups=rows), make_phase(b, groups=rows)])
+    assert phase_time(phased, machine, np.arange(4), [0], model="phases") == 4.0
+    assert phase_time(phased, machine, np.arange(4), [0]) == 2.0
+    # the same partition under other labels is the same run
+    relabelled = with_phases(phased, [make_phase(a, groups=rows),
+                                      make_phase(b, groups=rows[::-1])])
+    assert phase_time(relabelled, machine, np.arange(4), [0]) == 2.0
+    # another partition ends the run
+    split = with_phases(phased, [make_phase(a, groups=rows),
+                                 make_phase(b, groups=[[0, 2], [1, 3]])])
+    assert phase_time(split, machine, np.arange(4), [0]) == 4.0
+
+
+def test_phased_graph_is_its_total() -> None:
+    rng = np.random.default_rng(1)
+    graphs = [_random_graph(rng, 8, 12) for _ in range(3)]
+    phased = phased_from_graphs(graphs, ["a", "b", "c"])
+    assert isinstance(phased, PhasedGraph) and isinstance(phased, CommGraph)
+    total = sum(g.to_csr() for g in graphs)
+    np.testing.assert_allclose(phased.to_csr().toarray(), total.toarray())
+    machine = Hierarchy.homogeneous([2, 4], [1, 10])
+    pi = rng.permutation(8)
+    plain = CommGraph(phased.indptr, phased.indices, phased.weights)
+    assert evaluate(phased, machine, pi).objective == evaluate(plain, machine, pi).objective
+    assert [p.name for p in phased.phases] == ["a", "b", "c"]
+
+
+def test_sum_invariant_is_checked() -> None:
+    rng = np.random.default_rng(2)
+    a, b = _random_graph(rng, 6, 8), _random_graph(rng, 6, 8)
+    total = CommGraph.from_matrix(a.to_csr() + b.to_csr(), directed=False, source="t")
+    with_phases(total, [make_phase(a), make_phase(b)])
+    with pytest.raises(GraphError, match="do not add up"):
+        with_phases(total, [make_phase(a)])
+    with pytest.raises(GraphError, match="do not add up"):
+        with_phases(total, [make_phase(a, repeat=2.0), make_phase(b)])
+    doubled = CommGraph.from_matrix(2 * a.to_csr(), directed=False)
+    with_phases(doubled, [make_phase(a, repeat=2.0)])
+    with pytest.raises(GraphError, match="ranks"):
+        with_phases(total, [make_phase(_random_graph(rng, 7, 5))])
+    with pytest.raises(GraphError, match="no phases"):
+        with_phases(total, [])
+
+
+def test_sync_groups_must_partition_the_ranks() -> None:
+    np.testing.assert_array_equal(sync_labels([[2, 0], [1, 3]], 4), [0, 1, 0, 1])
+    with pytest.raises(GraphError, match="rank 3 is in no"):
+        sync_labels([[0, 1], [2]], 4)
+    with pytest.raises(GraphError, match="two synchronising"):
+        sync_labels([[0, 1], [1, 2, 3]], 4)
+    with pytest.raises(GraphError, match="listed twice"):
+        sync_labels([[0, 0, 1, 2, 3]], 4)
+    with pytest.raises(GraphError, match="outside"):
+        sync_labels([[0, 1, 2, 4]], 4)
+    with pytest.raises(GraphError, match="empty"):
+        sync_labels([[0, 1, 2, 3], []], 4)
+    g = CommGraph.from_edges([0], [1], n=4)
+    assert same_sync(make_phase(g, groups=[[0, 1], [2, 3]]), make_phase(g, groups=[[3, 2], [1, 0]]))
+    assert same_sync(make_phase(g), make_phase(g, groups=[[0, 1, 2, 3]]))
+    assert not same_sync(make_phase(g, groups=[[0, 1], [2, 3]]),
+                         make_phase(g, groups=[[0, 2], [1, 3]]))
+    assert not same_sync(make_phase(g), make_phase(g, groups=[[0, 1], [2, 3]]))
+    with pytest.raises(GraphError, match="repeat"):
+        make_phase(g, repeat=0.0)
+
+
+def test_bad_arguments() -> None:
+    machine = _machine()
+    g = CommGraph.from_edges([0], [1], n=16)
+    phased = phased_from_graphs([g])
+    with pytest.raises(ValueError, match="no uplink"):
+        phase_bottlenecks(phased, machine, np.arange(16), [4])
+    with pytest.raises(ValueError, match="capacities"):
+        phase_bottlenecks(phased, machine, np.arange(16), [0, 1], [1.0])
+    with pytest.raises(ValueError, match="model"):
+        phase_time(phased, machine, np.arange(16), [0], model="max")

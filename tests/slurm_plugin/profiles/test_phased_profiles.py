@@ -1,0 +1,223 @@
+"""Profiles by phase: the generators' phases (npb-cg, npb-ft) and the store's
+``phases`` key (mapper.phases.PhasedGraph)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mapper import CommGraph, Hierarchy
+from mapper.io.mtx_file import write_mtx
+from mapper.phases import PhasedGraph, phase_time
+from slurm_plugin.profiles.generators import GeneratorError, generate, generate_phases
+from slurm_plugin.profiles.samples import SampledGraph
+from slurm_plugin.profiles.store import ProfileError, ProfileStore
+
+# -- generators ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["npb-cg", "npb-cg:bytes=262144", "npb-ft",
+                                  "npb-ft:4x8,bytes=3"])
+@pytest.mark.parametrize("n", [2, 8, 32, 128, 256])
+def test_phased_generators_total_is_todays_graph(spec: str, n: int) -> None:
+    if spec.startswith("npb-ft:4x8") and n != 32:
+        pytest.skip("dimensions fix the rank count")
+    g = generate(spec, n)
+    p = generate_phases(spec, n)
+    assert isinstance(p, PhasedGraph)
+    np.testing.assert_array_equal(p.indptr, g.indptr)
+    np.testing.assert_array_equal(p.indices, g.indices)
+    np.testing.assert_array_equal(p.weights, g.weights)
+    # the phases add up exactly (volumes are small integers times bytes)
+    s = sum(ph.repeat * ph.graph.to_csr() for ph in p.phases)
+    assert abs(s - g.to_csr()).max() == 0
+
+
+def test_npb_cg_phases_are_row_steps_then_the_transpose() -> None:
+    n = 128  # 8 rows x 16 columns
+    p = generate_phases("npb-cg", n)
+    assert [ph.name for ph in p.phases] == [f"row step {k}" for k in range(4)] + ["transpose"]
+    rows, cols = 8, 16
+    for k, ph in enumerate(p.phases[:4]):
+        u, v, _ = ph.graph.edges()
+        assert np.all(u // cols == v // cols)           # within a row
+        assert np.all((u % cols) ^ (v % cols) == 1 << k)  # partners differ in bit k
+        assert len(u) == n // 2
+        np.testing.assert_array_equal(ph.labels(), np.arange(n) // cols)
+        assert ph.groups == rows
+    assert p.phases[-1].sync is None
+
+
+def test_npb_ft_phases_are_rows_then_columns() -> None:
+    p = generate_phases("npb-ft:4x8", 32)
+    row, col = p.phases
+    u, v, _ = row.graph.edges()
+    assert np.all(u // 8 == v // 8) and len(u) == 4 * 28
+    np.testing.assert_array_equal(row.labels(), np.arange(32) // 8)
+    u, v, _ = col.graph.edges()
+    assert np.all(u % 8 == v % 8) and len(u) == 8 * 6
+    np.testing.assert_array_equal(col.labels(), np.arange(32) % 8)
+
+
+def test_generators_without_phases_are_refused() -> None:
+    with pytest.raises(GeneratorError, match="no phases modelled"):
+        generate_phases("stencil3d", 8)
+    with pytest.raises(GeneratorError, match="power-of-two"):
+        generate_phases("npb-cg", 12)
+
+
+def test_cg_model_ranks_block_and_a_row_splitting_placement() -> None:
+    # 32 ranks (4 rows x 8 columns) on 8 nodes of 4 cores, 2 nodes per leaf (a leaf
+    # holds a row): block puts columns 0-3 of a row on a node, a subcube of the row's
+    # Q_3, crossed in one step by 4 messages.  Columns {0, 1, 2, 4} are no subcube:
+    # 2 messages cross in each of the 3 steps, so the row waits 6 instead of 4
+    # (Harper); columns {0, 1, 4, 5} are another subcube and cost block's time.
+    machine = Hierarchy.homogeneous([4, 2, 4], [1, 10, 100])
+    p = generate_phases("npb-cg", 32)
+    block = np.arange(32)
+    r, c = np.divmod(np.arange(32), 8)
+    tb = phase_time(p, machine, block, [0, 1])
+
+    def placed(order: list[int]) -> np.ndarray:  # column order[i] on slot i of the row
+        slot = np.argsort(order)
+        return r * 8 + slot[c]
+
+    assert phase_time(p, machine, placed([0, 1, 4, 5, 2, 3, 6, 7]), [0, 1]) == tb
+    ts = phase_time(p, machine, placed([0, 1, 2, 4, 3, 5, 6, 7]), [0, 1])
+    assert ts > tb
+
+
+# -- store -----------------------------------------------------------------------------
+
+
+def _graph(edges, n=8):
+    u, v, w = zip(*edges, strict=True)
+    return CommGraph.from_edges(list(u), list(v), list(w), n=n)
+
+
+P0 = _graph([(0, 1, 2.0), (2, 3, 2.0), (4, 5, 1.0)])
+P1 = _graph([(0, 4, 3.0), (1, 5, 1.0), (6, 7, 5.0)])
+TOTAL = CommGraph.from_matrix(P0.to_csr() + P1.to_csr(), directed=False)
+
+
+def _store(tmp_path, extra, files=(("t.mtx", TOTAL), ("p0.mtx", P0), ("p1.mtx", P1))):
+    for name, g in files:
+        write_mtx(g, tmp_path / name)
+    (tmp_path / "p.toml").write_text(f'ranks = 8\nunits = "bytes"\nfile = "t.mtx"\n'
+                                     f'{extra}\n')
+    return ProfileStore([tmp_path])
+
+
+def test_store_loads_phases(tmp_path) -> None:
+    g = _store(tmp_path, 'phases = ["p0.mtx", "p1.mtx"]').load("p", 8)
+    assert isinstance(g, PhasedGraph)
+    assert [ph.name for ph in g.phases] == ["p0.mtx", "p1.mtx"]
+    np.testing.assert_allclose(g.to_csr().toarray(), TOTAL.to_csr().toarray())
+    np.testing.assert_allclose(g.phases[1].graph.to_csr().toarray(), P1.to_csr().toarray())
+    assert all(ph.sync is None and ph.repeat == 1.0 for ph in g.phases)
+
+
+def test_store_without_phases_is_unchanged(tmp_path) -> None:
+    g = _store(tmp_path, "").load("p", 8)
+    assert type(g) is CommGraph
+    info = ProfileStore([tmp_path]).find("p")
+    assert info.phases == ()
+
+
+def test_store_refuses_phases_that_do_not_add_up(tmp_path) -> None:
+    store = _store(tmp_path, 'phases = ["p0.mtx"]')
+    with pytest.raises(ProfileError, match=r"do not add up to t\.mtx.*p\.toml"):
+        store.load("p", 8)
+    # off by a little more than the tolerance
+    off = CommGraph.from_matrix(P1.to_csr() * (1 + 1e-7), directed=False)
+    store = _store(tmp_path, 'phases = ["p0.mtx", "p1.mtx"]',
+                   files=(("t.mtx", TOTAL), ("p0.mtx", P0), ("p1.mtx", off)))
+    with pytest.raises(ProfileError, match="do not add up"):
+        store.load("p", 8)
+    # within it
+    near = CommGraph.from_matrix(P1.to_csr() * (1 + 1e-12), directed=False)
+    store = _store(tmp_path, 'phases = ["p0.mtx", "p1.mtx"]',
+                   files=(("t.mtx", TOTAL), ("p0.mtx", P0), ("p1.mtx", near)))
+    assert isinstance(store.load("p", 8), PhasedGraph)
+
+
+@pytest.mark.parametrize("line, message", [
+    ('phases = []', r"p.toml:4: phases: empty list"),
+    ('phases = ["p0.mtx", "nope.mtx"]', r"p.toml:4: phases\[1\] 'nope.mtx' is missing"),
+    ('phases = ["p0.mtx", "p0.mtx"]', r"phases\[1\]: 'p0.mtx' is listed twice"),
+    ('phases = ["../p0.mtx"]', r"phases\[0\]: must be a path inside the store"),
+    ('phases = [3]', r"phases\[0\]: must be a file name"),
+    ('phases = "p0.mtx"', r"phases: must be list"),
+    ('samples = ["t.mtx"]\nphases = ["p0.mtx", "p1.mtx"]', r"p.toml:5: phases: a profile "
+                                                           r"with samples cannot have phases"),
+])
+def test_store_phases_errors_name_the_toml(tmp_path, line: str, message: str) -> None:
+    with pytest.raises(ProfileError, match=message):
+        _store(tmp_path, line).find("p")
+
+
+def test_store_phase_with_another_rank_count(tmp_path) -> None:
+    small = _graph([(0, 1, 1.0)], n=4)
+    store = _store(tmp_path, 'phases = ["p0.mtx", "s.mtx"]',
+                   files=(("t.mtx", TOTAL), ("p0.mtx", P0), ("s.mtx", small)))
+    with pytest.raises(ProfileError, match="phase"):
+        store.load("p", 8)
+
+
+def test_samples_still_work_beside_the_key(tmp_path) -> None:
+    g = _store(tmp_path, 'samples = ["t.mtx", "p0.mtx"]').load("p", 8)
+    assert isinstance(g, SampledGraph) and not isinstance(g, PhasedGraph)
+
+
+def test_mesh_entry_has_no_phases(tmp_path) -> None:
+    write_mtx(P0, tmp_path / "p0.mtx")
+    (tmp_path / "m.toml").write_text('kind = "mesh"\nfile = "p0.mtx"\nphases = ["p0.mtx"]\n')
+    with pytest.raises(ProfileError, match="a mesh entry has no phases"):
+        ProfileStore([tmp_path]).find("m")
+
+
+# -- SMPI TI traces split at collective calls --------------------------------------------
+
+TI = {
+    0: "0 init\n0 send 1 5 1000 2\n0 bcast 100 0 6 \n0 send 2 1 8 2\n0 barrier\n0 finalize\n",
+    1: "1 init\n1 recv 0 5 1000 2\n1 bcast 100 0 6 \n1 barrier\n1 send 3 1 50 2\n",
+    2: "2 init\n2 bcast 100 0 6 \n2 recv 0 1 8 2\n2 barrier\n2 finalize\n",
+    3: "3 init\n3 bcast 100 0 6 \n3 barrier\n3 recv 1 1 50 2\n",
+}
+
+
+def _ti(tmp_path, ranks=TI):
+    files = []
+    for r, text in ranks.items():
+        p = tmp_path / f"1_rank-{r}.txt"
+        p.write_text(text)
+        files.append(p)
+    return files
+
+
+def test_ti_phases_split_at_collectives(tmp_path) -> None:
+    from slurm_plugin.profiles.smpi_ti import import_ti, import_ti_phases
+
+    files = _ti(tmp_path)
+    g = import_ti_phases(files)
+    assert isinstance(g, PhasedGraph)
+    np.testing.assert_array_equal(g.to_csr().toarray(), import_ti(files).to_csr().toarray())
+    # p2p 0 (0->1), bcast 0 (binomial 0->1, 0->2, 2->3), p2p 1 (0->2); the barrier
+    # has no volume; p2p 2 (1->3)
+    assert [p.name for p in g.phases] == ["p2p 0", "bcast 0", "p2p 1", "p2p 2"]
+    edges = [sorted(zip(*(a.tolist() for a in p.graph.edges()[:2]), strict=True))
+             for p in g.phases]
+    assert edges == [[(0, 1)], [(0, 1), (0, 2), (2, 3)], [(0, 2)], [(1, 3)]]
+    assert [p.graph.total_volume for p in g.phases] == [1000, 300, 8, 50]
+
+
+def test_ti_phases_refuse_unmatched_collectives(tmp_path) -> None:
+    from slurm_plugin.profiles.smpi_ti import TraceError, import_ti_phases
+
+    ranks = dict(TI)
+    ranks[3] = "3 init\n3 bcast 100 0 6 \n3 recv 1 1 50 2\n"  # no barrier
+    with pytest.raises(TraceError, match="rank 3 calls 1 collectives"):
+        import_ti_phases(_ti(tmp_path, ranks))
+    ranks[3] = "3 init\n3 allreduce 1 1 0\n3 barrier\n3 recv 1 1 50 2\n"
+    with pytest.raises(TraceError, match="collective call 1 is"):
+        import_ti_phases(_ti(tmp_path, ranks))
