@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.job_conventions import (
+    INCOMPLETE_REASON,
+    INCOMPLETE_SUFFIX,
     OMPI_MONITORING_FILE_VAR,
     OMPI_MONITORING_VARS,
     PROFILE_NAME,
@@ -101,17 +103,33 @@ def recording_wish(env: Mapping[str, str], cfg: Config, uid: int
     return RecordingWish(name, "rule"), None
 
 
+def retire_stale(base: Path, job_id: str) -> bool:
+    """Set aside a recording directory this job id left earlier (a requeued job, or an
+    older job of the same id after the controller's ids restarted), as
+    ``<id>.incomplete`` with the reason, so that no step of this job writes into it
+    and no epilog merges it under this job.  True when there was one."""
+    job = base / job_id
+    if job.is_symlink() or not job.is_dir():
+        return False
+    aside = base / f"{job_id}{INCOMPLETE_SUFFIX}"
+    if aside.exists():
+        aside = base / f"{job_id}.{time.strftime('%Y%m%d%H%M%S')}{INCOMPLETE_SUFFIX}"
+    os.rename(job, aside)
+    (aside / INCOMPLETE_REASON).write_text(
+        f"set aside when job id {job_id} started again: an earlier run of this id (a "
+        f"requeued job, or an older job) left it unmerged\n")
+    return True
+
+
 def start_recording(base: Path, job_id: str, wish: RecordingWish, ntasks: int,
                     uid: int) -> Path:
     """Make the job's recording directory under ``base`` (the user's; a link or another
-    owner's directory is refused) with its description; returns it.  A requeued job
-    reuses its directory."""
+    owner's directory is refused) with its description; returns it.  A directory an
+    earlier run of the same job id left is set aside first (:func:`retire_stale`)."""
     fd = own_directory(base, uid)
     try:
-        try:
-            os.mkdir(job_id, 0o700, dir_fd=fd)
-        except FileExistsError:
-            pass
+        retire_stale(base, job_id)
+        os.mkdir(job_id, 0o700, dir_fd=fd)
         job = base / job_id
         if job.is_symlink() or not job.is_dir():
             raise UserPathError(f"{job}: not a directory of its own")

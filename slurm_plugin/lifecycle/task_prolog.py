@@ -112,6 +112,7 @@ def recording_lines(env: dict[str, str], cfg: Config, job_id: str,
         recording_exports,
         recording_wish,
         recordings_dir,
+        retire_stale,
         start_recording,
     )
 
@@ -128,6 +129,8 @@ def recording_lines(env: dict[str, str], cfg: Config, job_id: str,
             return recording_exports(job, env, cfg)
         wish, problem = recording_wish(env, cfg, uid)
         if wish is None:
+            # this job does not record: a directory of its id is an earlier job's
+            retire_stale(base, job_id)
             return [f"print rankmap: not recording: {safe_text(problem, 500)}"] if problem else []
         job = start_recording(base, job_id, wish, job_ntasks(env), uid)
     except (UserPathError, OSError) as exc:

@@ -139,3 +139,27 @@ def test_the_task_epilog_collects_the_batch_steps_recording(tmp_path):
     assert said.startswith("profile app recorded by job 42: new profile"), said
     assert (tmp_path / "own/app.toml").is_file() and not job.exists()
     assert collect_job_recording({**env, "SLURM_STEP_ID": "batch"}) is None  # done once
+
+
+def test_a_directory_an_earlier_run_of_the_job_id_left_is_set_aside(tmp_path):
+    """Job ids repeat (a requeued job; a controller whose ids restarted): an unmerged
+    directory of the same id is set aside, never written into or merged under the new
+    job — whether the new job records or not."""
+    _, path = config(tmp_path)
+    (tmp_path / "librec.so").write_text("")
+    old = start_recording(tmp_path / "rec", "42", RecordingWish("old", "option"), 4, UID)
+    (old / "mpi" / "run.0").mkdir()
+    env = {"SLURM_JOB_ID": "42", "SLURM_STEP_ID": "batch", "RANKMAP_CONFIG": str(path)}
+    exports(env)  # a job of the same id that does not record
+    aside = tmp_path / "rec" / "42.incomplete"
+    assert aside.is_dir() and not (tmp_path / "rec" / "42").exists()
+    assert "started again" in (aside / "reason.txt").read_text()
+    step = exports({**env, "SLURM_STEP_ID": "0"})
+    assert not any("RECORD" in line for line in step)
+    # and one that records starts from an empty directory
+    start_recording(tmp_path / "rec", "43", RecordingWish("a", "option"), 4, UID)
+    (tmp_path / "rec" / "43" / "mpi" / "run.0").mkdir()
+    new = start_recording(tmp_path / "rec", "43", RecordingWish("b", "option"), 4, UID)
+    assert list((new / "mpi").iterdir()) == []
+    assert json.loads((new / "recording.json").read_text())["name"] == "b"
+    assert (tmp_path / "rec" / "43.incomplete").is_dir()
