@@ -163,3 +163,21 @@ def test_a_directory_an_earlier_run_of_the_job_id_left_is_set_aside(tmp_path):
     assert list((new / "mpi").iterdir()) == []
     assert json.loads((new / "recording.json").read_text())["name"] == "b"
     assert (tmp_path / "rec" / "43.incomplete").is_dir()
+
+
+def test_rankmap_profile_collect_does_what_the_task_epilog_does(tmp_path, monkeypatch,
+                                                                capsys):
+    from slurm_plugin.commands.cli import main
+
+    _, path = config(tmp_path)
+    monkeypatch.setenv("RANKMAP_CONFIG", str(path))
+    job = start_recording(tmp_path / "rec", "42", RecordingWish("app", "option"), 2, UID)
+    (job / "mpi/run.0").mkdir()
+    (job / "mpi/run.0" / "rank.0").write_text(rank_text(0, 2, p2p="1 64 1\n"))
+    assert main(["profile", "collect", "42", "--config", str(path)]) == 1  # rank 1 missing
+    assert "profile app not recorded: " in capsys.readouterr().out
+    assert (tmp_path / "rec/42.incomplete/reason.txt").is_file()
+    assert main(["profile", "collect", "43", "--config", str(path)]) == 2
+    assert "job 43: no recording" in capsys.readouterr().err
+    assert main(["profile", "list", "--config", str(path)]) == 0
+    assert "job 42: " in capsys.readouterr().out
