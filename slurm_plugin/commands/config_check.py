@@ -257,13 +257,36 @@ def launcher_warnings(config: Config) -> list[str]:
     return warnings
 
 
+def record_warnings(config: Config) -> list[str]:
+    """What a recording job would miss: the recorder library (every MPI but Open MPI
+    under monitoring) usable by the job's users, and a place for the recordings."""
+    from ..lifecycle.recording_setup import default_record_library
+
+    if not config.get("record", "enabled"):
+        return []
+    warnings = []
+    library = config.get("record", "library") or default_record_library()
+    problem = world_access_problem(library, executable=False)
+    if problem:
+        warnings.append(f"[record]: the recorder librankmap_record.so at {library}: "
+                        f"{problem}; without it only Open MPI programs are recorded "
+                        f"(its monitoring components), and only with openmpi = "
+                        f"\"monitoring\"")
+    for key, section in (("dir", "record"), ("user_store", "profiles")):
+        if not config.get(section, key):
+            warnings.append(f"[{section}] {key} is empty: recording jobs cannot "
+                            f"{'write' if key == 'dir' else 'store'} anything; set [record] "
+                            f"enabled = false to switch recording off")
+    return warnings
+
+
 def site_warnings(config: Config, executable: str | None = None,
                   tmpfiles_dirs: Iterable[str | os.PathLike] = TMPFILES_DIRS) -> list[str]:
     """Every warning for this configuration on this machine."""
     return (python_warnings(executable)
             + config_file_warnings(config.path)
             + output_dir_warnings(config.get("general", "output_dir"), tmpfiles_dirs)
-            + launcher_warnings(config))
+            + launcher_warnings(config) + record_warnings(config))
 
 
 def check_command(args) -> int:

@@ -181,3 +181,16 @@ def test_rankmap_profile_collect_does_what_the_task_epilog_does(tmp_path, monkey
     assert "job 43: no recording" in capsys.readouterr().err
     assert main(["profile", "list", "--config", str(path)]) == 0
     assert "job 42: " in capsys.readouterr().out
+
+
+def test_config_check_warns_about_what_recording_jobs_would_miss(tmp_path):
+    from slurm_plugin.commands.config_check import record_warnings
+
+    missing = tmp_path / "nowhere" / "librankmap_record.so"
+    said = record_warnings(parse_config(f'[record]\nlibrary = "{missing}"\n', "r.toml"))
+    assert len(said) == 1 and str(missing) in said[0] and "only Open MPI" in said[0]
+    said = record_warnings(parse_config(f'[record]\nlibrary = "{missing}"\ndir = ""\n'
+                                        f'[profiles]\nuser_store = ""\n', "r.toml"))
+    assert len(said) == 3 and "[record] dir is empty" in said[1], said
+    off = parse_config(f'[record]\nenabled = false\nlibrary = "{missing}"\n', "r.toml")
+    assert record_warnings(off) == []
