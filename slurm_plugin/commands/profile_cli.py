@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import tomllib
+
 from mapper.io.graph_file import read_graph
 from mapper.io.mtx_file import write_mtx
 
@@ -27,6 +29,7 @@ from ..profiles.store import (
     bundled_store,
     toml_string,
 )
+from ..profiles.store_writer import entry_text
 from ..site.config import load_config
 
 
@@ -229,15 +232,19 @@ def _add_sample(store: Path, name: str, g, origin: str) -> int:
     new = f"{name}.s{k}.mtx"
     write_mtx(g, store / new, comment=f"imported from {origin}")
     samples.append(new)
-    listed = ", ".join(toml_string(s) for s in samples)
     generator = _common_generator([store / s for s in samples[:-1]], g)
-    (store / f"{name}.toml").write_text(
-        f"ranks = {info.ranks}\nunits = {toml_string(info.units)}\n"
-        f"description = {toml_string(info.description)}\n"
-        f"source = {toml_string(info.source)}\n"
-        f"file = {toml_string(info.file.relative_to(info.path.parent).as_posix())}\n"
-        f"samples = [{listed}]\n"
-        + (f"generator = {toml_string(generator)}\n" if generator else ""))
+    # every key of the entry is kept (its [[runs]] provenance, phases, …): only samples,
+    # the generator and one more run change
+    data = tomllib.loads(info.path.read_text(encoding="utf-8"))
+    runs = list(data.pop("runs", []))
+    if runs:
+        runs.append({"file": new, "recorder": origin, "ranks": g.n,
+                     "volume": float(g.total_volume)})
+    data["samples"] = samples
+    data.pop("generator", None)
+    if generator:
+        data["generator"] = generator
+    (store / f"{name}.toml").write_text(entry_text(data, runs))
     print(f"{store / name}.toml: sample {len(samples)} ({new}): {g.n} ranks, {g.m} edges, "
           f"{g.total_volume:g} bytes")
     if generator:

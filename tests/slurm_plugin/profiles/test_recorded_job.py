@@ -203,3 +203,20 @@ def test_monitoring_files_are_bounded_like_the_recorders(tmp_path):
     (d / "ompi/prof.1.prof").symlink_to("/etc/passwd")
     done = collect_recording(d, tmp_path / "store", UID, max_file_bytes=1000)
     assert done.stored is None and "not a regular file of at most 1000 bytes" in done.reason
+
+
+def test_a_manual_sample_keeps_the_recorded_provenance(tmp_path, capsys):
+    """``rankmap profile import --add-sample`` on a recorded profile keeps its
+    [[runs]] (and every other key) and adds its own run."""
+    from slurm_plugin.commands.cli import main
+
+    store = tmp_path / "store"
+    data = Path(__file__).resolve().parents[2] / "data" / "ompi_monitoring"
+    rec = recording(tmp_path)
+    collect_recording(rec, store, UID, max_file_bytes=LIMIT)
+    assert main(["profile", "import", str(data / "prof"), "--name", "app", "--store",
+                 str(store), "--add-sample"]) == 0, capsys.readouterr()
+    entry = tomllib.loads((store / "app.toml").read_text())
+    assert entry["samples"] == ["app.mtx", "app.s1.mtx"]
+    assert [r["file"] for r in entry["runs"]] == ["app.mtx", "app.s1.mtx"]
+    assert entry["runs"][0]["job"] == "7" and "monitoring" in entry["runs"][1]["recorder"]
