@@ -137,14 +137,18 @@ def recording_lines(env: dict[str, str], cfg: Config, job_id: str,
         return [f"print rankmap: cannot record this job: {safe_text(exc, 500)}"]
     exports = recording_exports(job, env, cfg)
     why = "you asked" if wish.origin == "option" else "a site rule; it does not exist yet"
-    return [*exports, f"print rankmap: recording this job's communication as profile "
-                      f"{wish.name} ({why}) in {job}; it is added to your profiles when the "
-                      f"job ends"]
+    said = [f"print rankmap: recording this job's communication as profile {wish.name} "
+            f"({why}) in {job}; it is added to your profiles when the job ends"]
+    if not any(line.startswith("export LD_PRELOAD=") for line in exports):
+        said.append("print rankmap: the recorder (librankmap_record.so) is not installed "
+                    "on this node: " + ("only Open MPI programs are recorded"
+                                        if exports else "nothing is recorded"))
+    return [*exports, *said]
 
 
 def merge_preloads(lines: list[str]) -> list[str]:
-    """One ``export LD_PRELOAD`` (the last line's place) joining every export's
-    libraries in order, so that the binder and the recorder are both preloaded."""
+    """One ``export LD_PRELOAD``, first, joining every export's libraries in order, so
+    that the binder and the recorder are both preloaded."""
     key = "export LD_PRELOAD="
     preloads = [line for line in lines if line.startswith(key)]
     if len(preloads) < 2:

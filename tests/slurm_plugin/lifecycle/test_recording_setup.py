@@ -194,3 +194,13 @@ def test_config_check_warns_about_what_recording_jobs_would_miss(tmp_path):
     assert len(said) == 3 and "[record] dir is empty" in said[1], said
     off = parse_config(f'[record]\nenabled = false\nlibrary = "{missing}"\n', "r.toml")
     assert record_warnings(off) == []
+
+
+def test_a_missing_recorder_is_said_in_the_batch_step(tmp_path):
+    _, path = config(tmp_path)  # library = tmp_path/librec.so, not made here
+    env = {"SLURM_JOB_ID": "42", "SLURM_STEP_ID": "batch", "RANKMAP_CONFIG": str(path),
+           "SLURM_SPANK_RANKMAP_RECORD": "app"}
+    said = exports(env)
+    assert "print rankmap: the recorder (librankmap_record.so) is not installed on this " \
+           "node: only Open MPI programs are recorded" in said, said
+    assert not any(line.startswith("export LD_PRELOAD=") for line in said)
