@@ -45,6 +45,9 @@ N = NODES * PER_NODE
 
 HEADER = """
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# the emulated nodes are one machine: Open MPI 5's tcp btl pairs no interface between
+# "hosts" n1..n4 unless told to use lo (seen on Debian 13, Open MPI 5.0.7)
+export OMPI_MCA_btl_tcp_if_include=lo
 echo "RANKMAP_REORDER=$RANKMAP_REORDER"
 [ -n "$OMPI_MCA_rmaps_rank_file_path" ] && sed 's/^/RF: /' "$OMPI_MCA_rmaps_rank_file_path"
 [ -n "$RANKMAP_REPORT" ] && sed 's/^/REPORT: /' "$RANKMAP_REPORT"

@@ -273,7 +273,8 @@ def test_halo_is_recorded_to_the_byte(lane, library, programs, tmp_path):
     rec = read_recording(record(lane, library, programs, tmp_path))
     n = 4
     assert rec.size == n and rec.abi == ("openmpi" if "openmpi" in lane else "mpich")
-    assert {"openmpi": "Open MPI v4", "openmpi5": "Open MPI v5", "mpich": "MPICH",
+    # lane openmpi is the machine's own: Open MPI 4.1 on Debian 12, 5.0 on Debian 13
+    assert {"openmpi": "Open MPI v", "openmpi5": "Open MPI v5", "mpich": "MPICH",
             "impi": "Intel"}[lane] in rec.mpi
     assert np.array_equal(rec.p2p.toarray(), halo_p2p(n))
     assert np.array_equal(undirected(rec.collective),
