@@ -81,27 +81,34 @@ cdef void _swap_loads(const int64_t* indptr, const int32_t* indices, const doubl
                       int32_t* touched, Py_ssize_t* ntouched) noexcept nogil:
     """Move the edges of ranks u and v from their nodes under ``pi`` to the swapped
     nodes.  The edge u-v itself keeps its links (its two routes trade places)."""
-    cdef int64_t a = pe_node[pi[u]], b = pe_node[pi[v]], x, c, e
+    cdef int64_t a = pe_node[pi[u]], b = pe_node[pi[v]]
     if a == b or u == v:
         return
-    for e in range(indptr[u], indptr[u + 1]):
+    _move_edges(indptr, indices, weights, pi, pe_node, rptr, rlinks, nodes, symmetric,
+                u, v, a, b, loads, mark, touched, ntouched)
+    _move_edges(indptr, indices, weights, pi, pe_node, rptr, rlinks, nodes, symmetric,
+                v, u, b, a, loads, mark, touched, ntouched)
+
+
+cdef inline void _move_edges(const int64_t* indptr, const int32_t* indices,
+                             const double* weights, const int64_t* pi,
+                             const int64_t* pe_node, const int64_t* rptr,
+                             const int32_t* rlinks, int64_t nodes, bint symmetric,
+                             int64_t mover, int64_t other, int64_t src, int64_t dst,
+                             double* loads, uint8_t* mark, int32_t* touched,
+                             Py_ssize_t* ntouched) noexcept nogil:
+    """Move the edges of rank ``mover`` (but the one to ``other``, which trades routes
+    with it) from node ``src`` to node ``dst``.  O(deg(mover) · h)."""
+    cdef int64_t x, c, e
+    for e in range(indptr[mover], indptr[mover + 1]):
         x = indices[e]
-        if x == v:
+        if x == other:
             continue
         c = pe_node[pi[x]]
-        _pair_add(rptr, rlinks, nodes, symmetric, a, c, -weights[e], loads, mark, touched,
-                  ntouched)
-        _pair_add(rptr, rlinks, nodes, symmetric, b, c, weights[e], loads, mark, touched,
-                  ntouched)
-    for e in range(indptr[v], indptr[v + 1]):
-        x = indices[e]
-        if x == u:
-            continue
-        c = pe_node[pi[x]]
-        _pair_add(rptr, rlinks, nodes, symmetric, b, c, -weights[e], loads, mark, touched,
-                  ntouched)
-        _pair_add(rptr, rlinks, nodes, symmetric, a, c, weights[e], loads, mark, touched,
-                  ntouched)
+        _pair_add(rptr, rlinks, nodes, symmetric, src, c, -weights[e], loads, mark,
+                  touched, ntouched)
+        _pair_add(rptr, rlinks, nodes, symmetric, dst, c, weights[e], loads, mark,
+                  touched, ntouched)
 
 
 def swap_delta(const int64_t[::1] indptr, const int32_t[::1] indices,

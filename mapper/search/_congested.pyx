@@ -31,53 +31,44 @@ cdef inline void _cut_deltas(const Graph* g, const int32_t* gid, int k, const in
     Only those two groups change at a level: an edge {u, y} whose y is in a third
     group is cut before and after, and counts for y's group both times.
     O((deg u + deg v) · nl)."""
-    cdef int64_t pu = pe[u], pv = pe[v], e, y
     cdef int i
-    cdef int32_t gu, gv, gy
-    cdef double w
     for i in range(nl):
         du[i] = 0.0
         dv[i] = 0.0
-    for e in range(g.indptr[u], g.indptr[u + 1]):
+    _mover_deltas(g, gid, k, lv, nl, pe, u, v, du, dv)
+    _mover_deltas(g, gid, k, lv, nl, pe, v, u, dv, du)
+
+
+cdef inline void _mover_deltas(const Graph* g, const int32_t* gid, int k, const int64_t* lv,
+                               int nl, const int64_t* pe, int64_t mover, int64_t other,
+                               double* dmine, double* dother) noexcept nogil:
+    """What ``mover``'s edges add to :func:`_cut_deltas` when it takes ``other``'s PE:
+    ``dmine`` for the group it leaves, ``dother`` for the group it joins (the edge to
+    ``other`` stays cut: both move).  O(deg(mover) · nl)."""
+    cdef int64_t pm = pe[mover], po = pe[other], e, y
+    cdef int i
+    cdef int32_t gm, go, gy
+    cdef double w
+    for e in range(g.indptr[mover], g.indptr[mover + 1]):
         y = g.indices[e]
-        if y == v:
-            continue  # {u, v} stays cut: both move
-        w = g.weights[e]
-        for i in range(nl):
-            gu = gid[pu * k + lv[i]]
-            gv = gid[pv * k + lv[i]]
-            if gu == gv:
-                continue
-            gy = gid[pe[y] * k + lv[i]]
-            if gy == gu:      # was inside u's group, now cut on both sides
-                du[i] += w
-                dv[i] += w
-            elif gy == gv:    # was cut on both sides, now inside v's old group
-                du[i] -= w
-                dv[i] -= w
-            else:             # cut before and after; moves from u's group to v's
-                du[i] -= w
-                dv[i] += w
-    for e in range(g.indptr[v], g.indptr[v + 1]):
-        y = g.indices[e]
-        if y == u:
+        if y == other:
             continue
         w = g.weights[e]
         for i in range(nl):
-            gu = gid[pu * k + lv[i]]
-            gv = gid[pv * k + lv[i]]
-            if gu == gv:
+            gm = gid[pm * k + lv[i]]
+            go = gid[po * k + lv[i]]
+            if gm == go:
                 continue
             gy = gid[pe[y] * k + lv[i]]
-            if gy == gv:
-                dv[i] += w
-                du[i] += w
-            elif gy == gu:
-                dv[i] -= w
-                du[i] -= w
-            else:
-                dv[i] -= w
-                du[i] += w
+            if gy == gm:      # was inside mover's group, now cut on both sides
+                dmine[i] += w
+                dother[i] += w
+            elif gy == go:    # was cut on both sides, now inside the group it joins
+                dmine[i] -= w
+                dother[i] -= w
+            else:             # cut before and after; moves from one group to the other
+                dmine[i] -= w
+                dother[i] += w
 
 
 def cut_deltas(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
