@@ -239,12 +239,18 @@ def _under_samples(graph: SampledGraph, machine, result: MappingResult,
     why = (f"J {saved:.1f}% lower under the profile, but {against[0].describe(who)} "
            f"({len(against)} of {len(verdicts)} samples disagree: the profile does not "
            f"predict this application's traffic)")
-    kept = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
+    return _kept_default(result, baseline, base_eval, why), note
+
+
+def _kept_default(result: MappingResult, baseline: np.ndarray, base_eval,
+                  why: str) -> MappingResult:
+    """The default placement as the result, ``result``'s algorithm refused with ``why``
+    (its candidates, notes and phases kept for the report)."""
+    return MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
                          result.seconds, result.algorithm, result.seed,
                          result.hit_time_limit, "baseline", dict(result.candidates),
                          {**result.rejected, result.algorithm: why}, result.notes,
                          result.phases)
-    return kept, note
 
 
 def _under_link_loads(graph: CommGraph, machine, routed: RoutedNetwork,
@@ -266,11 +272,7 @@ def _under_link_loads(graph: CommGraph, machine, routed: RoutedNetwork,
     saved = 100 * (1 - result.objective / base_eval.objective)
     why = (f"J {saved:.1f}% lower, but its busiest {routed.level_names[i]} link carries "
            f"{ratio:.2f}x the busiest of Slurm's {default_name} placement ({routed.routing})")
-    return MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
-                         result.seconds, result.algorithm, result.seed,
-                         result.hit_time_limit, "baseline", dict(result.candidates),
-                         {**result.rejected, result.algorithm: why}, result.notes,
-                         result.phases)
+    return _kept_default(result, baseline, base_eval, why)
 
 
 def _verdict(v: SampleVerdict) -> str:

@@ -224,12 +224,7 @@ class ProfileStore:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ProfileError(f"{toml}: TOML syntax error: {exc}") from None
-        for key, value in data.items():
-            if key not in TOML_KEYS:
-                raise ProfileError(f"{toml}: unknown key {key!r} (known: "
-                                   f"{', '.join(TOML_KEYS)})")
-            if not isinstance(value, TOML_KEYS[key]) or isinstance(value, bool):
-                raise ProfileError(f"{toml}: {key}: must be {TOML_KEYS[key].__name__}")
+        _check_keys(data, TOML_KEYS, str(toml))
         kind = data.get("kind", "graph")
         if kind not in KINDS:
             raise ProfileError(f"{toml}: kind: {kind!r} is not one of {', '.join(KINDS)}")
@@ -382,19 +377,28 @@ class ProfileStore:
         return mesh, info
 
 
+def _check_keys(table: dict, known: dict, where: str) -> None:
+    """Every key of ``table`` is one of ``known`` and of its type (a bool is no
+    number); errors start with ``where``."""
+    for key, value in table.items():
+        if key not in known:
+            raise ProfileError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
+        kind = known[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            name = " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) \
+                else kind.__name__
+            raise ProfileError(f"{where}: {key}: must be {name}")
+
+
 def _runs(toml: Path, value: list, text: str) -> tuple[dict, ...]:
     """The ``[[runs]]`` tables, checked key by key (errors name the .toml's line)."""
     out = []
+    line = _key_line(text, "[[runs]]", literal=True) if value else "?"
     for i, run in enumerate(value):
-        where = f"{toml}:{_key_line(text, '[[runs]]', literal=True)}: runs[{i}]"
+        where = f"{toml}:{line}: runs[{i}]"
         if not isinstance(run, dict):
             raise ProfileError(f"{where}: must be a [[runs]] table")
-        for key, item in run.items():
-            if key not in RUN_KEYS:
-                raise ProfileError(f"{where}: unknown key {key!r} (known: "
-                                   f"{', '.join(RUN_KEYS)})")
-            if not isinstance(item, RUN_KEYS[key]) or isinstance(item, bool):
-                raise ProfileError(f"{where}: {key}: wrong type {type(item).__name__}")
+        _check_keys(run, RUN_KEYS, where)
         out.append(dict(run))
     return tuple(out)
 
