@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 from pathlib import Path
+
+from .job_conventions import INCOMPLETE_REASON, INCOMPLETE_SUFFIX
 
 
 class UserPathError(ValueError):
@@ -54,3 +57,18 @@ def own_directory(path: Path, uid: int) -> int:
         os.close(fd)
         raise UserPathError(f"{path}: owned by uid {st.st_uid}, not by uid {uid}; refused")
     return fd
+
+
+def set_aside(directory: Path, reason: str) -> Path:
+    """Rename a user's recording ``directory`` to ``<name>.incomplete`` (replacing an
+    older one of that name) with ``reason.txt``, so it is never used; its raw files stay
+    for the user to look at.  Returns the new path; OSError when it cannot be done."""
+    target = directory.with_name(directory.name + INCOMPLETE_SUFFIX)
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target, ignore_errors=True)
+    os.rename(directory, target)
+    fd = os.open(target / INCOMPLETE_REASON,
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(reason.rstrip("\n") + "\n")
+    return target

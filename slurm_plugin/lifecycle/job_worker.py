@@ -34,7 +34,7 @@ from ..common.launcher_support import (
     planned_offer,
     prterun_wrapper_path,
 )
-from ..common.user_paths import UserPathError, expand_user_path
+from ..common.user_paths import UserPathError
 from ..machine.hwloc import CoreGroups, parse_hwloc_xml
 from ..machine.layout import build_layout
 from ..modes.base import Job, JobPlan
@@ -50,6 +50,7 @@ from ..slurm.backends import (
 )
 from ..slurm.slurm_commands import with_bin_dir
 from .limits import apply_worker_limits
+from .recording_setup import user_store
 from .worker_protocol import (
     ProtocolError,
     WorkerRequest,
@@ -153,7 +154,7 @@ def job_stores(cfg: Config, uid: int) -> tuple[str, ...]:
     (``[profiles] user_store``, read as the user: the worker runs as the job's user;
     left out when it cannot be made for this user), the site's, the bundled examples."""
     try:
-        own = expand_user_path(cfg.get("profiles", "user_store"), uid)
+        own = user_store(cfg, uid)
     except UserPathError:
         own = None
     return (*([str(own)] if own else []), *cfg.get("profiles", "stores"),

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.job_conventions import (
-    INCOMPLETE_REASON,
-    INCOMPLETE_SUFFIX,
     OMPI_MONITORING_FILE_VAR,
     OMPI_MONITORING_VARS,
     PROFILE_NAME,
@@ -45,7 +43,7 @@ from ..common.job_conventions import (
     SPANK_PROFILE,
     SPANK_RECORD,
 )
-from ..common.user_paths import UserPathError, expand_user_path, own_directory
+from ..common.user_paths import UserPathError, expand_user_path, own_directory, set_aside
 from ..site.config import Config
 
 
@@ -111,13 +109,8 @@ def retire_stale(base: Path, job_id: str) -> bool:
     job = base / job_id
     if job.is_symlink() or not job.is_dir():
         return False
-    aside = base / f"{job_id}{INCOMPLETE_SUFFIX}"
-    if aside.exists():
-        aside = base / f"{job_id}.{time.strftime('%Y%m%d%H%M%S')}{INCOMPLETE_SUFFIX}"
-    os.rename(job, aside)
-    (aside / INCOMPLETE_REASON).write_text(
-        f"set aside when job id {job_id} started again: an earlier run of this id (a "
-        f"requeued job, or an older job) left it unmerged\n")
+    set_aside(job, f"set aside when job id {job_id} started again: an earlier run of this "
+                   f"id (a requeued job, or an older job) left it unmerged")
     return True
 
 

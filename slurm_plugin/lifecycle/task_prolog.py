@@ -33,8 +33,10 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..site.config import Config
+if TYPE_CHECKING:  # the config reader is imported when a task runs, in exports()
+    from ..site.config import Config
 
 
 def exports(env: dict[str, str]) -> list[str]:
@@ -105,6 +107,7 @@ def recording_lines(env: dict[str, str], cfg: Config, job_id: str,
                     script_step: bool) -> list[str]:
     """A recording job's exports (slurm_plugin.lifecycle.recording_setup): the batch step
     decides and makes the job's recording directory, later steps find it."""
+    from ..common.job_conventions import RECORDING_META
     from ..common.safe_text import safe_text
     from ..common.user_paths import UserPathError
     from .recording_setup import (
@@ -123,7 +126,7 @@ def recording_lines(env: dict[str, str], cfg: Config, job_id: str,
             return []
         if not script_step:
             job = base / job_id
-            meta = job / "recording.json"
+            meta = job / RECORDING_META
             if job.is_symlink() or not _is_file(meta):
                 return []
             return recording_exports(job, env, cfg)

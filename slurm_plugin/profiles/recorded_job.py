@@ -22,7 +22,6 @@ Runs as the user (TaskEpilog, ``rankmap profile collect``).  O(files + edges).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from ..common.job_conventions import (
     RECORDING_META,
     RECORDING_MONITORING_PREFIX,
 )
+from ..common.user_paths import set_aside
 from .ompi_monitoring import MonitoringError, import_monitoring
 from .pattern_match import match_generator
 from .recording import IncompleteRecording, RecordingError, read_recording
@@ -179,17 +179,9 @@ def collect_recording(directory: Path, store: Path, uid: int, *,
 
 
 def _aside(directory: Path, meta: RecordingMeta | None, reason: str) -> Collected:
-    """Rename the recording ``<job>.incomplete`` with ``reason.txt``; raw files stay
-    for the user to look at."""
-    target = directory.with_name(directory.name + INCOMPLETE_SUFFIX)
+    """The recording set aside with ``reason`` (:func:`set_aside`), as the result."""
     try:
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        os.rename(directory, target)
-        fd = os.open(target / INCOMPLETE_REASON,
-                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(reason + "\n")
+        set_aside(directory, reason)
     except OSError:
         pass  # the reason is still returned, and the TaskEpilog logs it
     return Collected(meta, None, reason)
