@@ -15,7 +15,10 @@ derives it from the program's comment, independently of the recorder):
   persistent sends, which Open MPI 4.1's pml monitoring does not count;
 * a recording job cancelled while its program runs leaves no profile, and a reason;
 * a store that is a symbolic link to root's directory is refused, nothing written there;
-* a site rule with ``record = true`` records a job whose profile does not exist yet.
+* a site rule with ``record = true`` records a job whose profile does not exist yet;
+* a job both mapped and recorded, under Open MPI 4.1's and 5's mpirun, MPICH's mpiexec
+  and srun: every rank on its planned host and core (the binder and the recorder
+  preloaded together, Open MPI's monitoring on), and the ring the ranks pass recorded.
 """
 
 from __future__ import annotations
@@ -29,6 +32,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# the launcher matrix's fixtures (lane, profiles, program) and checks
+from tests.e2e.test_launchers import JOB_ARGS as LAUNCH_ARGS
+from tests.e2e.test_launchers import (
+    MACHINEFILE,
+    SRUN_JOBS,
+    assert_applied,
+    assert_ranks_where_planned,
+    job_script,
+    lane,  # noqa: F401
+    launch_failed,
+    profiles,  # noqa: F401
+    program,  # noqa: F401
+)
 from tests.slurm_plugin.profiles.test_recording import (
     expected_collectives,
     halo_p2p,
@@ -283,3 +299,46 @@ def test_a_site_rule_records_a_missing_profile(slurm_cluster, halo, tmp_path):
                               halo_expected(N, tmp_path))
     finally:
         c.write_config()
+
+
+# -- a recording job that is also mapped: every launcher still puts every rank on its ----
+# -- planned host and core (the recorder and the binder preloaded together) -------------
+
+ROWS = {  # row: (program, lane or None, setup, launch prefix, launch, profile)
+    "openmpi4-mpirun": ("debian", None, "", "", "mpirun {prog}", "scrambled8"),
+    "openmpi5-mpirun": ("openmpi5", "openmpi5", "", "", "mpirun {prog}", "scrambled8"),
+    "mpich-mpiexec": ("mpich", "mpich", "export HYDRA_IFACE=lo\n", "", "mpiexec {prog}",
+                      "pairs8"),
+    "srun-pmix": ("debian", None, "", MACHINEFILE, "srun --mpi=pmix {prog}", "scrambled8"),
+}
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_a_recorded_and_mapped_job_runs_every_rank_where_planned(  # noqa: F811
+        row, slurm_cluster, profiles, program, lane):  # noqa: F811
+    """``--comm-profile=P --rankmap-record=NAME``: the ranks run on their planned host
+    and core under each launcher (the binder still binds with the recorder preloaded
+    beside it, and under Open MPI's monitoring), and the ring they pass is recorded."""
+    c = slurm_cluster
+    build, lane_name, setup, prefix, launch, profile = ROWS[row]
+    prog = program(build)
+    if lane_name:
+        setup = f"export PATH={lane(lane_name)}/bin:$PATH\n" + setup
+    setup += "export OMPI_MCA_btl_tcp_if_include=lo\n"
+    name = f"rec-{row}-{time.monotonic_ns()}"
+    retry = {"tries": SRUN_JOBS, "retry": launch_failed} if row.startswith("srun") else {}
+    job = c.run_launch_job(job_script(setup, launch.format(prog=f"{prog} --ring 300 "
+                                                                "--affinity"), prefix),
+                           *LAUNCH_ARGS, f"--comm-profile={profile}",
+                           f"--rankmap-record={name}", user=USER, **retry)
+    plan = assert_applied(job, contiguous=profile == "pairs8")
+    assert re.search(r"^ENV: LD_PRELOAD=\S*librankmap_bind\.so\S*librankmap_record\.so",
+                     job.output, re.M), job.output
+    assert_ranks_where_planned(job, plan)
+    toml = user_dir(c, USER) / "profiles" / f"{name}.toml"
+    assert wait_for(toml.exists), (job.output, sorted((user_dir(c, USER) / "recordings")
+                                                      .glob("*")))
+    ring = read_store_matrix(toml.with_suffix(".mtx"))
+    for r in range(N):
+        a, b = sorted((r, (r + 1) % N))
+        assert ring[a, b] >= 300, ring
