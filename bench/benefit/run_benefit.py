@@ -27,9 +27,9 @@ later runs).  ``--lulesh-generator`` adds a row for rankmap mapping it with gene
 generator's: rank = (plane * A + row) * A + col).  LULESH prints no iteration-loop
 time: its time is SMPI's simulated time of the whole run.
 
-``--unguarded`` adds the solver's own result (no never-worse rule); ``--aimed`` adds
-the opt-in objective ``congestion`` (:mod:`mapper.search.congested`; bench/README.md,
-"Aiming at the busiest links").
+``--unguarded`` adds the solver's own result (no never-worse rule); ``--objectives
+congestion J`` simulates both solver objectives in the same run (rows ``rankmap ALG``
+and ``rankmap ALG [J]``; bench/README.md, "Aiming at the busiest links").
 
 Example: ``python3 bench/benefit/run_benefit.py --ranks 128 256 1024 --machines tree3
 --apps halo``.  Simulations run one after the other (one core each).
@@ -220,10 +220,10 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--unguarded", action="store_true",
                     help="also simulate the solver's result without the never-worse rule")
-    ap.add_argument("--aimed", action="store_true",
-                    help="also simulate the opt-in objective 'congestion' (J under caps on "
-                    "every level's busiest link at block's): its applied result and the "
-                    "solver's own result repaired under the caps (rankmap simulate --aimed)")
+    ap.add_argument("--objectives", nargs="+", default=["congestion"],
+                    choices=["congestion", "J"],
+                    help="solver objectives, the first as 'rankmap ALG', the others as "
+                    "'rankmap ALG [OBJ]' (rankmap simulate --objective)")
     ap.add_argument("--skip", nargs="*", default=[], metavar="PLACEMENT",
                     help="placements not to simulate (passed to rankmap simulate --skip)")
     ap.add_argument("--lulesh", default="/tmp/rankmap-lulesh/lulesh2.0",
@@ -283,7 +283,7 @@ def main() -> int:
                     profile_args = ["--profile", profile]
                 cmd = [*base, *profile_args, "--out", str(case), "--json",
                        *(["--unguarded"] if args.unguarded else []),
-                       *(["--aimed"] if args.aimed else []),
+                       *(x for obj in args.objectives for x in ("--objective", obj)),
                        *(x for name in args.skip for x in ("--skip", name)),
                        "--", *command]
                 proc = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -89,10 +89,11 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unguarded", action="store_true",
                    help="also run each algorithm's own result, without the never-worse "
                         "comparison with Slurm's default (to measure that rule)")
-    p.add_argument("--aimed", action="store_true",
-                   help="also run each algorithm with the opt-in objective 'congestion' "
-                        "(J under caps on every level's busiest link at the default's): "
-                        "the applied result and the solver's own repaired result")
+    p.add_argument("--objective", action="append", choices=["congestion", "J"],
+                   metavar="OBJ",
+                   help="solver objective, repeatable: one row per algorithm each, the "
+                        "first as 'rankmap ALG', the others 'rankmap ALG [OBJ]' (default: "
+                        "the site config's [solver] objective)")
     net = p.add_argument_group(
         "network", "SimGrid units (12.5GBps, 100Gbps, 1us); an uplink's bandwidth is the "
                    "sum of the host links below it / the oversubscription unless given")
@@ -304,7 +305,8 @@ def _simulate(args: argparse.Namespace) -> int:
     places = placements(layout, graph, algorithms,
                         time_limit=args.time_limit or cfg.get("solver", "time_limit"),
                         seed=args.seed, distribution=parse_distribution(args.distribution),
-                        unguarded=args.unguarded, aimed=args.aimed)
+                        unguarded=args.unguarded,
+                        objectives=args.objective or [cfg.get("solver", "objective")])
     tmp = None
     out = Path(args.out) if args.out else Path(tmp := tempfile.mkdtemp(prefix="rankmap-sim-"))
     try:

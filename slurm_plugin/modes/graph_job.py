@@ -75,7 +75,8 @@ class GraphMode:
                          fallback_reason=reason, templates_dir=job.templates_dir,
                          progress=job.progress, distribution=job.slurm_distribution,
                          distribution_assumed=job.distribution_assumed,
-                         units=data.units if data is not None else "bytes", network=machine)
+                         units=data.units if data is not None else "bytes", network=machine,
+                         objective=job.cfg.get("solver", "objective"))
         if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
             plan.files.update(reorder_files(job.layout, plan.result.mapping, graph))
         return plan
@@ -103,7 +104,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               progress: Callable[[str], None] | None = None,
               distribution: Distribution = DEFAULT,
               distribution_assumed: bool = True, units: str = "bytes",
-              network: HopNetwork | None = None) -> JobPlan[MappingResult]:
+              network: HopNetwork | None = None,
+              objective: str = "congestion") -> JobPlan[MappingResult]:
     """Map, compare with Slurm's default, render; any reason not to apply becomes a fallback.
 
     ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
@@ -169,11 +171,16 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     if fallback_reason is None and graph.n != layout.n:
         fallback_reason = (f"profile {profile or graph.source!r} has {graph.n} ranks but the "
                            f"job has {layout.n} tasks")
+    aimed = objective == "congestion" and bool(congestion_levels) and network is None
+    notes.append(_objective_note(objective, aimed,
+                                 bool(congestion_levels) or routed is not None,
+                                 network is not None))
     if fallback_reason is None:
         result = map_processes(graph, machine, algorithm, seed,
                                time_limit * SOLVER_SHARE, progress=progress,
                                baseline=defaults[default_name],
-                               congestion_levels=congestion_levels)
+                               congestion_levels=congestion_levels,
+                               objective="congestion" if aimed else "J")
         phases.update({_solver_phase(k): v for k, v in result.phases.items()})
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
@@ -213,6 +220,18 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                    seconds=result.seconds if result else None,
                    notes=list(layout.notes) + notes, status_notes=tuple(layout.notes),
                    phases=phases, result=result)
+
+
+def _objective_note(objective: str, aimed: bool, checked: bool, network: bool) -> str:
+    """The report's line on what the solver minimised (``checked``: a link check
+    follows; ``network``: a ``[network]`` job)."""
+    if aimed:
+        return ("objective: J under the default's busiest link of each level (a result "
+                "that loads one more is repaired under them, not only refused)")
+    return ("objective: J" + (", the link check refusing what loads a busiest link more"
+                              if checked else "")
+            + (" (no search under link caps on a [network] yet)"
+               if objective == "congestion" and network else ""))
 
 
 def _solver_phase(name: str) -> str:

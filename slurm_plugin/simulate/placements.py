@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper import CommGraph, map_processes
+from mapper.api import aim_at_congestion
 from mapper.congestion import UplinkLoad, uplink_loads
 from mapper.objective import evaluate
-from mapper.search import congested
 
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
@@ -41,20 +41,22 @@ class Placement:
 
 def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
                time_limit: float, seed: int = 0,
-               distribution: Distribution = DEFAULT,
-               unguarded: bool = False, aimed: bool = False) -> list[Placement]:
-    """Block (the job's default) first, then cyclic, scrambled, one per algorithm.
+               distribution: Distribution = DEFAULT, unguarded: bool = False,
+               objectives: Sequence[str] = ("congestion",)) -> list[Placement]:
+    """Block (the job's default) first, then cyclic, scrambled, one per algorithm and
+    objective.
 
-    ``unguarded`` adds, per algorithm, the solver's own result without the comparison
-    with Slurm's default (no baseline, no congestion check): what the product would
-    have applied without its never-worse rule, to measure that rule.
+    ``objectives`` (``[solver] objective`` values, the product's own first) give one
+    row per algorithm each: ``rankmap ALG`` for the first, ``rankmap ALG [OBJ]`` for
+    the others, what :func:`make_plan` applies with it, so that two objectives are
+    compared in one run.
 
-    ``aimed`` adds, per algorithm, two rows of the opt-in objective ``congestion``
-    (:mod:`mapper.search.congested`: J under caps on every network level's busiest
-    link, the caps being Slurm's default's): ``ALG aimed``, what the product would
-    apply with it (``map_processes(..., objective="congestion")`` against the
-    default), and ``ALG aimed unguarded``, the solver's own result repaired under the
-    caps and nothing else (the default's row when the repair fails)."""
+    ``unguarded`` adds, per algorithm and objective, the solver's own result before
+    the comparison with Slurm's default (``ALG unguarded``, ``ALG unguarded [OBJ]``):
+    under ``J`` the algorithm's result; under ``congestion`` that result brought under
+    the default's link caps (:func:`mapper.api.aim_at_congestion`: repaired, else the
+    default polished under them), which the objective does before any comparison.
+    What the product would apply without its never-worse rule, to measure that rule."""
     defaults = default_placements(layout, distribution)
     default_name = dist_label(distribution)
     base = defaults[default_name]
@@ -63,52 +65,34 @@ def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
         for name, m in defaults.items()]
     rng = np.random.default_rng(seed)
     named.append(("scrambled", base[rng.permutation(layout.n)], f"random, seed {seed}"))
+    levels = list(layout.network_levels)
     for alg in algorithms:
-        plan = make_plan(layout, graph, algorithm=alg, time_limit=time_limit, seed=seed,
-                         files=(), distribution=distribution)
-        if plan.applied:
-            assert plan.result is not None
-            named.append((f"rankmap {alg}", np.asarray(plan.result.mapping, dtype=np.int64),
-                          f"applied ({plan.result.origin})"))
-        else:
-            why = plan.fallback_reason or plan.summary
-            named.append((f"rankmap {alg}", base, why))
-        raw = None
-        if unguarded or aimed:
-            raw = map_processes(graph, layout.hierarchy, alg, seed, time_limit)
-        if unguarded:
-            named.append((f"{alg} unguarded", np.asarray(raw.mapping, dtype=np.int64),
-                          "the solver's result, not compared with Slurm's default"))
-        if aimed:
-            named += _aimed_rows(layout, graph, alg, raw, base, seed, time_limit)
-    levels = layout.network_levels
+        raw = map_processes(graph, layout.hierarchy, alg, seed, time_limit) if unguarded \
+            else None
+        for k, objective in enumerate(objectives):
+            tag = "" if k == 0 else f" [{objective}]"
+            plan = make_plan(layout, graph, algorithm=alg, time_limit=time_limit, seed=seed,
+                             files=(), distribution=distribution, objective=objective)
+            if plan.applied:
+                assert plan.result is not None
+                named.append((f"rankmap {alg}{tag}",
+                              np.asarray(plan.result.mapping, dtype=np.int64),
+                              f"applied ({plan.result.origin})"))
+            else:
+                why = plan.fallback_reason or plan.summary
+                named.append((f"rankmap {alg}{tag}", base, why))
+            if raw is None:
+                continue
+            own, note = raw, "the solver's result, not compared with Slurm's default"
+            if objective == "congestion" and levels:
+                own = aim_at_congestion(graph, layout.hierarchy, raw, base, levels, seed,
+                                        time_limit)
+                note = f"the solver's result, not compared with Slurm's default; {own.notes[-1]}"
+            named.append((f"{alg} unguarded{tag}", np.asarray(own.mapping, dtype=np.int64),
+                          note))
     return [Placement(name, m, evaluate(graph, layout.hierarchy, m).objective, note,
                       uplink_loads(graph, layout.hierarchy, m, levels))
             for name, m, note in named]
-
-
-def _aimed_rows(layout: Layout, graph: CommGraph, alg: str, raw, base: np.ndarray,
-                seed: int, time_limit: float) -> list[tuple[str, np.ndarray, str]]:
-    """The two rows of ``aimed`` (see :func:`placements`)."""
-    levels = list(layout.network_levels)
-    res = map_processes(graph, layout.hierarchy, alg, seed, time_limit, baseline=base,
-                        congestion_levels=levels, objective="congestion")
-    aim = [n for n in res.notes if n.startswith("aimed")]
-    rows = [(f"{alg} aimed", np.asarray(res.mapping, dtype=np.int64),
-             f"applied with objective congestion ({res.origin}); {'; '.join(aim)}")]
-    pe = np.array(raw.mapping, dtype=np.int64)
-    caps = congested.caps_of(graph, layout.hierarchy, base, levels)
-    st = congested.constrained_search(graph, layout.hierarchy, pe, levels, caps, seed,
-                                      time_limit)
-    if st.feasible:
-        rows.append((f"{alg} aimed unguarded", pe,
-                     f"the solver's result repaired under the default's link caps "
-                     f"({st.moves} swaps, {st.sweeps} sweeps)"))
-    else:
-        rows.append((f"{alg} aimed unguarded", base,
-                     f"repair failed (violation {st.violation_before:.3g} -> "
-                     f"{st.violation:.3g}): the default"))
-    return rows
 
 
 def hosts_per_rank(layout: Layout, mapping: np.ndarray) -> list[str]:

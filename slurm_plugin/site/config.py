@@ -241,6 +241,10 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
         "algorithm": ("", _algorithm,
                       "a preset or an algorithm such as topdown+n10; overrides "
                       "default_preset (unset: the preset)"),
+        "objective": ("congestion", _choice("congestion", "J"),
+                      "congestion: J under Slurm's default's busiest link of each switch "
+                      "level (a result loading one more is repaired under them); J: J "
+                      "alone, such results only refused (docs/solver.md: Objectives)"),
         "time_limit": (5.0, _positive_number, "seconds the solver may use per job"),
         "max_time_limit": (30.0, _positive_number, "cap on users' --rankmap-time"),
         "seed": (0, _non_negative_int, "random seed (reproducible placements)"),
