@@ -35,6 +35,7 @@ from .graph import CommGraph, GraphError
 from .machine import Hierarchy, Machine, MachineError
 from .objective import check_mapping, evaluate
 from .partitioners.metis import balanced_partition
+from .phases import PhasedGraph, raised_phase_time
 from .result import PHASES, MappingResult
 from .search import congested
 from .search.cycles import cycle_search
@@ -222,7 +223,11 @@ def _aimed_candidate(graph: CommGraph, machine: Hierarchy, refused: MappingResul
     key = "under the caps"
     candidates[key] = aimed.objective
     tol = 1e-12 * max(abs(winner.objective), 1.0)
-    if aimed.objective < winner.objective - tol:
+    why = phase_refusal(graph, machine, aimed.mapping, baseline, levels,
+                        "under the caps, but its")
+    if why is not None:
+        notes.append(why)
+    elif aimed.objective < winner.objective - tol:
         return MappingResult(aimed.mapping, aimed.objective, aimed.traffic, winner.seconds,
                              winner.algorithm, winner.seed,
                              winner.hit_time_limit or aimed.hit_time_limit,
@@ -415,12 +420,12 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
             return None
         loads = uplink_loads(graph, machine, cand.mapping, levels)
         raised = raised_uplink(loads, base_loads, LINK_TOLERANCE)
-        if raised is None:
-            return None
-        ref = base_loads[levels.index(raised.level)].volume
-        ratio = f"{raised.volume / ref:.2f}x" if ref > 0 else "more than"
-        return (f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its "
-                f"busiest {raised.name} link carries {ratio} the baseline's busiest")
+        saved = f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its"
+        if raised is not None:
+            ref = base_loads[levels.index(raised.level)].volume
+            ratio = f"{raised.volume / ref:.2f}x" if ref > 0 else "more than"
+            return f"{saved} busiest {raised.name} link carries {ratio} the baseline's busiest"
+        return phase_refusal(graph, machine, cand.mapping, baseline, levels, saved)
 
     def lower(cand: MappingResult | None) -> bool:
         return cand is not None and cand.objective < base_eval.objective - tol
@@ -467,6 +472,24 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
         if cand.objective < winner.objective - tol:
             winner, origin = cand, name
     return winner, origin, candidates, rejected
+
+
+def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
+                  baseline: np.ndarray, levels: Sequence[int], saved: str) -> str | None:
+    """For a profile with phases (:class:`~mapper.phases.PhasedGraph`) on a tree: why
+    ``mapping`` may not replace ``baseline`` — its phase time at some level rises above
+    the baseline's by more than :data:`LINK_TOLERANCE`
+    (:func:`mapper.phases.raised_phase_time`) — or None (also without phases).
+    ``saved`` starts the reason.  O(L² · Σ_p (n + m_p))."""
+    if not (isinstance(graph, PhasedGraph) and graph.phases and levels
+            and isinstance(machine, Hierarchy)):
+        return None
+    raised = raised_phase_time(graph, machine, mapping, baseline, levels, LINK_TOLERANCE)
+    if raised is None:
+        return None
+    return (f"{saved} {raised.name} links' phase time ({len(graph.phases)} phases, each "
+            f"synchronising group waiting for its busiest link) is {raised.ratio:.2f}x "
+            f"the baseline's")
 
 
 #: The polish's first slice, as a share of the smallest polish budget

@@ -331,3 +331,34 @@ def phase_time(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     if acc is not None:
         total += float(acc.max(initial=0.0))
     return total
+
+
+@dataclass(frozen=True)
+class RaisedPhaseTime:
+    """A level at which a placement's phase time exceeds the reference's."""
+
+    level: int
+    name: str
+    ratio: float  # candidate's phase time at that level over the reference's
+
+
+def raised_phase_time(phased: PhasedGraph, machine: Hierarchy, candidate: np.ndarray,
+                      reference: np.ndarray, levels: Sequence[int],
+                      rtol: float = 1e-9) -> RaisedPhaseTime | None:
+    """The first of ``levels`` at which ``candidate``'s phase time (:func:`phase_time`,
+    model "runs", that level's uplinks alone) exceeds ``reference``'s by more than
+    ``rtol``; None when it exceeds it at none.
+
+    Each level is compared only with itself, as :func:`mapper.congestion.raised_uplink`
+    compares busiest links, so no capacities between levels are assumed.  Measured on
+    NPB-CG's pattern (bench/README.md, "Phases"): the solver's J-optimal placements that
+    simulate 1.7–2.3× slower than block on a 3-level tree rise at the node and leaf
+    levels (1.33–1.67×), those that simulate as fast as block on a 2-level tree rise at
+    none.  O(L · Σ_p (n + m_p·L))."""
+    for level in levels:
+        ref = phase_time(phased, machine, reference, [level])
+        got = phase_time(phased, machine, candidate, [level])
+        if got > ref * (1.0 + rtol) + 1e-300:
+            ratio = got / ref if ref > 0 else float("inf")
+            return RaisedPhaseTime(int(level), machine.level_names[level], ratio)
+    return None

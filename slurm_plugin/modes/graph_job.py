@@ -25,6 +25,7 @@ from mapper import CommGraph, MappingResult, map_processes
 from mapper.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from mapper.link_load import RoutedNetwork, level_congestion, link_loads
 from mapper.objective import evaluate
+from mapper.phases import PhasedGraph
 from mapper.result import PHASES
 
 from ..common.job_conventions import GRAPH_MODE
@@ -172,6 +173,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
         fallback_reason = (f"profile {profile or graph.source!r} has {graph.n} ranks but the "
                            f"job has {layout.n} tasks")
     aimed = objective == "congestion" and bool(congestion_levels) and network is None
+    if isinstance(graph, PhasedGraph) and graph.phases:
+        notes.append(_phase_note(graph, bool(congestion_levels)))
     notes.append(_objective_note(objective, aimed,
                                  bool(congestion_levels) or routed is not None,
                                  network is not None))
@@ -232,6 +235,16 @@ def _objective_note(objective: str, aimed: bool, checked: bool, network: bool) -
                               if checked else "")
             + (" (no search under link caps on a [network] yet)"
                if objective == "congestion" and network else ""))
+
+
+def _phase_note(graph: PhasedGraph, checked: bool) -> str:
+    """The report's line on a profile's phases and whether the rule checks them."""
+    what = f"profile by phase: {len(graph.phases)} phases"
+    if checked:
+        return (f"{what}; a placement whose phase time at a link level (each synchronising "
+                f"group waiting for its busiest link, mapper.phases) exceeds the "
+                f"default's is refused")
+    return f"{what}, not checked (no switch tree)"
 
 
 def _solver_phase(name: str) -> str:

@@ -419,10 +419,14 @@ PHASED_GENERATORS: dict[str, Callable[[Spec, int], PhasedGraph]] = {
 
 
 def generate(spec: str, ntasks: int) -> CommGraph:
-    """The pattern ``spec`` sized to ``ntasks`` ranks."""
+    """The pattern ``spec`` sized to ``ntasks`` ranks; for the families of
+    :data:`PHASED_GENERATORS` carrying its phases (a :class:`~mapper.phases.PhasedGraph`
+    whose total is the family's graph, exactly), which the never-worse rule checks."""
     parsed = parse_spec(spec)
     if ntasks < 1:
         raise GeneratorError(f"{spec}: the job has no tasks")
+    if parsed.name in PHASED_GENERATORS:
+        return PHASED_GENERATORS[parsed.name](parsed, ntasks)
     return GENERATORS[parsed.name](parsed, ntasks)
 
 

@@ -55,6 +55,7 @@ def test_congestion_is_the_default_and_aims_where_J_is_refused():
                         uplink_loads(graph, layout.hierarchy, block, levels), strict=True):
         assert got.volume <= ref.volume * (1 + 1e-9)
     assert aimed.result.objective <= only_j.result.objective
+    assert "profile by phase: 5 phases; a placement whose phase time" in notes_of(aimed)
 
 
 def test_the_site_config_names_the_objective():
