@@ -27,7 +27,7 @@ import numpy as np
 
 from . import construction, presets, search
 from .algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
-from .congestion import raised_uplink, uplink_loads
+from .congestion import LinkWeights, check_link_weights, raised_uplink, uplink_loads
 from .construction.ohtma import ohtma_greedy
 from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
 from .errors import RankmapError
@@ -69,7 +69,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                   progress: Callable[[str], None] | None = None,
                   baseline: np.ndarray | None = None,
                   congestion_levels: Sequence[int] | None = None,
-                  objective: str = "J") -> MappingResult:
+                  objective: str = "J",
+                  link_weights: LinkWeights | None = None) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
@@ -95,7 +96,11 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     levels more than the baseline does (beyond ``LINK_TOLERANCE``), whatever its J
     (:mod:`mapper.congestion`: J does not see that a bulk-synchronous step waits for
     its busiest link).  Refused candidates are listed in ``result.rejected`` with the
-    reason.
+    reason.  ``link_weights`` (:data:`mapper.congestion.LinkWeights`: per hierarchy
+    level, each group's link cost, 1 / relative capacity, e.g. from the switches'
+    LinkSpeed; 0 for a group without a link) make that comparison one of load over
+    capacity, cut × weight (Hoefler & Snir's congestion); without them the links of a
+    level are alike and the rule compares volumes, as before weights existed.
 
     Budgets: with ``time_limit`` the result comes back within it plus the final
     evaluations of J (O(m) each), on dense graphs too: the constructions partition a
@@ -111,7 +116,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     (opt-in, needs ``baseline`` and ``congestion_levels`` on a hierarchy): the
     algorithm's result is then replaced by the best mapping, by J, of
     :func:`mapper.search.congested.constrained_search` run from it and from the
-    baseline, with every congestion level's busiest link capped at the baseline's:
+    baseline, with every congestion level's busiest link (by load, with
+    ``link_weights``) capped at the baseline's:
     J minimised subject to what the never-worse rule checks, instead of the rule
     refusing the search's result afterwards.  It stands in ``result.candidates`` under
     the algorithm's name (a note says which start won); the comparison with the
@@ -136,6 +142,13 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     _check_inputs(graph, machine, AlgorithmSpec.parse(base))
     if congestion_levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
+    if link_weights is not None:
+        if not isinstance(machine, Hierarchy):
+            raise MachineError("link weights need a hierarchical machine")
+        try:
+            link_weights = check_link_weights(machine, link_weights)
+        except ValueError as exc:
+            raise MachineError(str(exc)) from None
     if baseline is not None:
         baseline = check_mapping(baseline, machine.n, graph.n)
     if uniform_pattern(graph):
@@ -180,7 +193,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         aimed_at = time.perf_counter()
         best = aim_at_congestion(graph, machine, best, baseline, sorted(congestion_levels),
                                  seed, None if time_limit is None
-                                 else time_limit - reserve - (aimed_at - start))
+                                 else time_limit - reserve - (aimed_at - start),
+                                 link_weights)
         notes += [note for note in best.notes if note not in notes]
         phases["search"] += time.perf_counter() - aimed_at
     if baseline is not None:
@@ -188,7 +202,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         best, origin, candidates, rejected = _against_baseline(
             graph, machine, algorithm, base, seed, best, baseline,
             None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
-            congestion_levels)
+            congestion_levels, link_weights)
         phases["baseline"] += time.perf_counter() - compared
         notes += [note for note in best.notes if note not in notes]
     else:
@@ -205,21 +219,24 @@ OBJECTIVES = ("J", "congestion")
 
 def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
                       baseline: np.ndarray, levels: Sequence[int], seed: int,
-                      time_limit: float | None) -> MappingResult:
+                      time_limit: float | None,
+                      link_weights: LinkWeights | None = None) -> MappingResult:
     """The lower-J one of two constrained searches (:mod:`mapper.search.congested`),
     from ``best.mapping`` (a congestion repair) and from ``baseline`` (a constrained
-    polish), each level's busiest link capped at the baseline's; the repair counts only
-    when it reached every cap.  ``time_limit`` (None: none) is shared by the two.
-    Cost: two searches, O(n + m·L) each to start."""
-    caps = congested.caps_of(graph, machine, baseline, levels)
+    polish), each level's busiest link (by load, cut × link weight) capped at the
+    baseline's; the repair counts only when it reached every cap.  ``time_limit``
+    (None: none) is shared by the two.  Cost: two searches, O(n + m·L) each to start."""
+    caps = congested.caps_of(graph, machine, baseline, levels, link_weights=link_weights)
     start = time.perf_counter()
     half = None if time_limit is None else max(time_limit, 0.05) / 2
     repaired = np.ascontiguousarray(best.mapping, dtype=np.int64).copy()
-    rs = congested.constrained_search(graph, machine, repaired, levels, caps, seed, half)
+    rs = congested.constrained_search(graph, machine, repaired, levels, caps, seed, half,
+                                      link_weights=link_weights)
     polished = np.ascontiguousarray(baseline, dtype=np.int64).copy()
     left = (None if time_limit is None
             else max(time_limit - (time.perf_counter() - start), 0.05))
-    ps = congested.constrained_search(graph, machine, polished, levels, caps, seed, left)
+    ps = congested.constrained_search(graph, machine, polished, levels, caps, seed, left,
+                                      link_weights=link_weights)
     runs = [(polished, "the baseline", ps)]
     if rs.feasible:
         runs.insert(0, (repaired, "the algorithm's result", rs))
@@ -346,10 +363,12 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                       seed: int,
                       best: MappingResult, baseline: np.ndarray, time_limit: float | None,
                       start: float, progress: Callable[[str], None] | None,
-                      congestion_levels: Sequence[int] | None
+                      congestion_levels: Sequence[int] | None,
+                      link_weights: LinkWeights | None = None
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
     """The best of the algorithm's result, the baseline and the polished baseline,
-    among those that do not load a shared link more than the baseline.
+    among those that do not load a shared link more than the baseline (its volume, or
+    with ``link_weights`` its load over capacity: :func:`mapper.congestion.uplink_loads`).
 
     With a time limit the polish gets at most :data:`_POLISH_SHARE` of the time used
     so far (at least :data:`_POLISH_MIN_SECONDS`) and keeps the best mapping it
@@ -366,20 +385,23 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     candidates = {algorithm: best.objective, "baseline": base_eval.objective}
     # strict improvement only: on a tie the caller's own placement stays
     tol = 1e-12 * max(abs(base_eval.objective), 1.0)
-    base_loads = uplink_loads(graph, machine, baseline, levels) if levels else ()
+    base_loads = (uplink_loads(graph, machine, baseline, levels, link_weights) if levels
+                  else ())
 
     def refusal(cand: MappingResult) -> str | None:
         """Why ``cand`` may not replace the baseline although its J is lower."""
         if not levels:
             return None
-        loads = uplink_loads(graph, machine, cand.mapping, levels)
+        loads = uplink_loads(graph, machine, cand.mapping, levels, link_weights)
         raised = raised_uplink(loads, base_loads, LINK_TOLERANCE)
         if raised is None:
             return None
-        ref = base_loads[levels.index(raised.level)].volume
-        ratio = f"{raised.volume / ref:.2f}x" if ref > 0 else "more than"
+        ref = base_loads[levels.index(raised.level)].load
+        ratio = f"{raised.load / ref:.2f}x" if ref > 0 else "more than"
+        what = (f"has {ratio} the load/capacity of" if link_weights is not None
+                else f"carries {ratio}")
         return (f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its "
-                f"busiest {raised.name} link carries {ratio} the baseline's busiest")
+                f"busiest {raised.name} link {what} the baseline's busiest")
 
     def lower(cand: MappingResult | None) -> bool:
         return cand is not None and cand.objective < base_eval.objective - tol
@@ -392,7 +414,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     if levels:
         regrouped = _regrouped(graph, machine, algorithm, seed, baseline, levels,
                                None if time_limit is None
-                               else time_limit - (time.perf_counter() - start))
+                               else time_limit - (time.perf_counter() - start),
+                               link_weights)
         if regrouped is not None:
             candidates["baseline regrouped"] = regrouped.objective
             refused["baseline regrouped"] = refusal(regrouped) if lower(regrouped) else None
@@ -473,21 +496,26 @@ def _polished(graph: CommGraph, machine: Machine, polish: str, seed: int,
 
 
 def _regrouped(graph: CommGraph, machine: Hierarchy, algorithm: str, seed: int,
-               baseline: np.ndarray, levels: list[int], time_limit: float | None
-               ) -> MappingResult | None:
+               baseline: np.ndarray, levels: list[int], time_limit: float | None,
+               link_weights: LinkWeights | None = None) -> MappingResult | None:
     """The baseline's groups at the innermost congestion level (nodes) kept whole and
     placed by ``algorithm`` on the levels above (:func:`construction.regroup`), under
-    the same never-worse rule one level up; None when it does not apply."""
+    the same never-worse rule one level up (the coarse machine's levels are ``machine``'s
+    above the innermost, and so are its link weights); None when it does not apply.
+    With link weights at the innermost level, moving a group to another slot can
+    change its load: the caller's rule checks every level again."""
     if time_limit is not None and time_limit <= 0:
         return None
     inner = levels[0]
     if inner + 2 >= machine.levels:  # only the root above: every slot is alike
         return None
     above = [lv - inner - 1 for lv in levels[1:]]
+    coarse_weights = None if link_weights is None else list(link_weights[inner + 1:])
 
     def map_coarse(quotient: CommGraph, coarse: Hierarchy, start_from: np.ndarray):
         return map_processes(quotient, coarse, algorithm, seed, time_limit,
-                             baseline=start_from, congestion_levels=above).mapping
+                             baseline=start_from, congestion_levels=above,
+                             link_weights=coarse_weights).mapping
 
     pe = construction.regroup(graph, machine, baseline, inner, map_coarse)
     if pe is None:
