@@ -167,15 +167,16 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
             slow = slow_switches(tree, layout.hosts())
             notes.append(f"link check: switch tree, routes up to the lowest common switch "
                          f"and down, each link's load over its capacity from topology "
-                         f"LinkSpeed ({', '.join(names)} links; slower links into "
-                         + ", ".join(f"{s} {f:.3g}x" for s, f in slow.items()) + ")")
+                         f"LinkSpeed ({', '.join(names)} links; "
+                         + ", ".join(f"links into {s} cost {f:.3g}x" for s, f in slow.items())
+                         + ")")
     if isinstance(graph, GeneratedProfile):  # a store profile of another size
         notes.append(graph.note)
     if network is not None:
         notes.append(f"network: {network.description} (per hop {network.per_hop:g}, "
                      f"base {network.base:g}); switch levels not used")
         try:
-            machine, congestion_levels, link_weights = hop_machine(layout, network), None, None
+            machine, congestion_levels = hop_machine(layout, network), None
             routed = routed_network(layout, network, machine)
             notes.append(f"link check: {routed.routing}, every link of a level alike"
                          if routed is not None else

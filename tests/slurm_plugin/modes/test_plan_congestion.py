@@ -154,7 +154,7 @@ def test_link_speed_makes_the_link_check_load_over_capacity_and_says_so():
                      files=("machinefile",), tree=tree)
     (note,) = [n for n in plan.notes if n.startswith("link check")]
     assert "load over its capacity" in note and "LinkSpeed" in note
-    assert "l0 4x" in note and "alike" not in note
+    assert "links into l0 cost 4x" in note and "alike" not in note
     assert "LinkSpeed" in plan.report_text
     # the same wiring without LinkSpeed (or without the tree): today's note and result
     plain = _layout(INTERLEAVED)
