@@ -27,7 +27,7 @@ import numpy as np
 
 from . import construction, presets, search
 from .algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
-from .congestion import raised_uplink, uplink_loads
+from .congestion import LinkWeights, check_link_weights, raised_uplink, uplink_loads
 from .construction.ohtma import ohtma_greedy
 from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
 from .errors import RankmapError
@@ -70,7 +70,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                   progress: Callable[[str], None] | None = None,
                   baseline: np.ndarray | None = None,
                   congestion_levels: Sequence[int] | None = None,
-                  objective: str = "J") -> MappingResult:
+                  objective: str = "J",
+                  link_weights: LinkWeights | None = None) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
@@ -96,7 +97,11 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     levels more than the baseline does (beyond ``LINK_TOLERANCE``), whatever its J
     (:mod:`mapper.congestion`: J does not see that a bulk-synchronous step waits for
     its busiest link).  Refused candidates are listed in ``result.rejected`` with the
-    reason.
+    reason.  ``link_weights`` (:data:`mapper.congestion.LinkWeights`: per hierarchy
+    level, each group's link cost, 1 / relative capacity, e.g. from the switches'
+    LinkSpeed; 0 for a group without a link) make that comparison one of load over
+    capacity, cut × weight (Hoefler & Snir's congestion); without them the links of a
+    level are alike and the rule compares volumes, as before weights existed.
 
     Budgets: with ``time_limit`` the result comes back within it plus the final
     evaluations of J (O(m) each), on dense graphs too: the constructions partition a
@@ -111,7 +116,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     ``objective`` is ``"J"`` (the default: everything above) or ``"congestion"``
     (needs ``baseline`` and ``congestion_levels`` on a hierarchy; what the Slurm plugin
     uses on switch trees): J minimised subject to every congestion level's busiest link
-    staying at or below the baseline's.  The candidates are those of objective J; when
+    (by load, cut × link weight, with ``link_weights``) staying at or below the
+    baseline's.  The candidates are those of objective J; when
     the comparison refuses the algorithm's result for a link, that result is brought
     under the caps (:func:`aim_at_congestion`: a congestion repair, else a constrained
     polish of the baseline) and becomes candidate ``"under the caps"``, applied when
@@ -138,6 +144,13 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     _check_inputs(graph, machine, AlgorithmSpec.parse(base))
     if congestion_levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
+    if link_weights is not None:
+        if not isinstance(machine, Hierarchy):
+            raise MachineError("link weights need a hierarchical machine")
+        try:
+            link_weights = check_link_weights(machine, link_weights)
+        except ValueError as exc:
+            raise MachineError(str(exc)) from None
     if baseline is not None:
         baseline = check_mapping(baseline, machine.n, graph.n)
     if uniform_pattern(graph):
@@ -183,7 +196,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         best, origin, candidates, rejected = _against_baseline(
             graph, machine, algorithm, base, seed, best, baseline,
             None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
-            congestion_levels)
+            congestion_levels, link_weights)
         phases["baseline"] += time.perf_counter() - compared
         notes += [note for note in best.notes if note not in notes]
         if objective == "congestion" and algorithm in rejected:
@@ -195,7 +208,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
             else:
                 best, origin = _aimed_candidate(graph, machine, refused_result, baseline,
                                                 sorted(congestion_levels), seed, left, best,
-                                                origin, candidates, notes)
+                                                origin, candidates, notes, link_weights)
             phases["search"] += time.perf_counter() - aimed_at
     else:
         rejected = {}
@@ -212,13 +225,14 @@ OBJECTIVES = ("J", "congestion")
 def _aimed_candidate(graph: CommGraph, machine: Hierarchy, refused: MappingResult,
                      baseline: np.ndarray, levels: list[int], seed: int,
                      time_limit: float | None, winner: MappingResult, origin: str,
-                     candidates: dict[str, float], notes: list[str]
-                     ) -> tuple[MappingResult, str]:
+                     candidates: dict[str, float], notes: list[str],
+                     link_weights: LinkWeights | None = None) -> tuple[MappingResult, str]:
     """Objective ``congestion`` after the comparison with the baseline refused the
     algorithm's result: that result brought under the baseline's link caps
     (:func:`aim_at_congestion`) replaces ``winner`` when its J is lower.  Updates
     ``candidates`` and ``notes``; returns the winner and its origin."""
-    aimed = aim_at_congestion(graph, machine, refused, baseline, levels, seed, time_limit)
+    aimed = aim_at_congestion(graph, machine, refused, baseline, levels, seed, time_limit,
+                              link_weights)
     notes.append(aimed.notes[-1])
     key = "under the caps"
     candidates[key] = aimed.objective
@@ -237,9 +251,11 @@ def _aimed_candidate(graph: CommGraph, machine: Hierarchy, refused: MappingResul
 
 def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
                       baseline: np.ndarray, levels: Sequence[int], seed: int,
-                      time_limit: float | None) -> MappingResult:
+                      time_limit: float | None,
+                      link_weights: LinkWeights | None = None) -> MappingResult:
     """``best`` brought under the baseline's busiest links: J minimised subject to
-    every level's busiest uplink ≤ the baseline's (:mod:`mapper.search.congested`).
+    every level's busiest uplink (by load with ``link_weights``) ≤ the baseline's
+    (:mod:`mapper.search.congested`).
 
     ``best`` within every cap comes back as it is (it already minimised J, and the
     caps hold).  Otherwise a *congestion repair* (the constrained search from
@@ -250,8 +266,9 @@ def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
 
     Cost: O(n + m·L) to find the caps and check ``best``; each search O(n + m·L) to
     start, then its sweeps (module docstring of :mod:`mapper.search.congested`)."""
-    caps = congested.caps_of(graph, machine, baseline, levels)
-    if congested.violation(graph, machine, best.mapping, levels, caps) <= 0.0:
+    caps = congested.caps_of(graph, machine, baseline, levels, link_weights=link_weights)
+    if congested.violation(graph, machine, best.mapping, levels, caps,
+                           link_weights=link_weights) <= 0.0:
         return MappingResult(best.mapping, best.objective, best.traffic, best.seconds,
                              best.algorithm, best.seed, best.hit_time_limit,
                              notes=(*best.notes, f"{_AIMED}: the algorithm's result "
@@ -259,7 +276,8 @@ def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
     start = time.perf_counter()
     half = None if time_limit is None else max(time_limit, 0.05) / 2
     repaired = np.ascontiguousarray(best.mapping, dtype=np.int64).copy()
-    rs = congested.constrained_search(graph, machine, repaired, levels, caps, seed, half)
+    rs = congested.constrained_search(graph, machine, repaired, levels, caps, seed, half,
+                                      link_weights=link_weights)
     if rs.feasible:
         pe, note, timed_out = repaired, (f"{_AIMED}: the algorithm's result repaired in "
                                          f"{rs.moves} swaps"), rs.hit_time_limit
@@ -267,7 +285,8 @@ def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
         pe = np.ascontiguousarray(baseline, dtype=np.int64).copy()
         left = (None if time_limit is None
                 else max(time_limit - (time.perf_counter() - start), 0.05))
-        ps = congested.constrained_search(graph, machine, pe, levels, caps, seed, left)
+        ps = congested.constrained_search(graph, machine, pe, levels, caps, seed, left,
+                                          link_weights=link_weights)
         note = (f"{_AIMED}: the algorithm's result could not be repaired (violation "
                 f"{rs.violation_before:.3g} -> {rs.violation:.3g}); the baseline polished "
                 f"under them in {ps.moves} swaps")
@@ -392,10 +411,12 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                       seed: int,
                       best: MappingResult, baseline: np.ndarray, time_limit: float | None,
                       start: float, progress: Callable[[str], None] | None,
-                      congestion_levels: Sequence[int] | None
+                      congestion_levels: Sequence[int] | None,
+                      link_weights: LinkWeights | None = None
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
     """The best of the algorithm's result, the baseline and the polished baseline,
-    among those that do not load a shared link more than the baseline.
+    among those that do not load a shared link more than the baseline (its volume, or
+    with ``link_weights`` its load over capacity: :func:`mapper.congestion.uplink_loads`).
 
     With a time limit the polish gets at most :data:`_POLISH_SHARE` of the time used
     so far (at least :data:`_POLISH_MIN_SECONDS`) and keeps the best mapping it
@@ -412,19 +433,22 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     candidates = {algorithm: best.objective, "baseline": base_eval.objective}
     # strict improvement only: on a tie the caller's own placement stays
     tol = 1e-12 * max(abs(base_eval.objective), 1.0)
-    base_loads = uplink_loads(graph, machine, baseline, levels) if levels else ()
+    base_loads = (uplink_loads(graph, machine, baseline, levels, link_weights) if levels
+                  else ())
 
     def refusal(cand: MappingResult) -> str | None:
         """Why ``cand`` may not replace the baseline although its J is lower."""
         if not levels:
             return None
-        loads = uplink_loads(graph, machine, cand.mapping, levels)
+        loads = uplink_loads(graph, machine, cand.mapping, levels, link_weights)
         raised = raised_uplink(loads, base_loads, LINK_TOLERANCE)
         saved = f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its"
         if raised is not None:
-            ref = base_loads[levels.index(raised.level)].volume
-            ratio = f"{raised.volume / ref:.2f}x" if ref > 0 else "more than"
-            return f"{saved} busiest {raised.name} link carries {ratio} the baseline's busiest"
+            ref = base_loads[levels.index(raised.level)].load
+            ratio = f"{raised.load / ref:.2f}x" if ref > 0 else "more than"
+            what = (f"has {ratio} the load/capacity of" if link_weights is not None
+                    else f"carries {ratio}")
+            return f"{saved} busiest {raised.name} link {what} the baseline's busiest"
         return phase_refusal(graph, machine, cand.mapping, baseline, levels, saved)
 
     def lower(cand: MappingResult | None) -> bool:
@@ -438,7 +462,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     if levels:
         regrouped = _regrouped(graph, machine, algorithm, seed, baseline, levels,
                                None if time_limit is None
-                               else time_limit - (time.perf_counter() - start))
+                               else time_limit - (time.perf_counter() - start),
+                               link_weights)
         if regrouped is not None:
             candidates["baseline regrouped"] = regrouped.objective
             refused["baseline regrouped"] = refusal(regrouped) if lower(regrouped) else None
@@ -537,21 +562,26 @@ def _polished(graph: CommGraph, machine: Machine, polish: str, seed: int,
 
 
 def _regrouped(graph: CommGraph, machine: Hierarchy, algorithm: str, seed: int,
-               baseline: np.ndarray, levels: list[int], time_limit: float | None
-               ) -> MappingResult | None:
+               baseline: np.ndarray, levels: list[int], time_limit: float | None,
+               link_weights: LinkWeights | None = None) -> MappingResult | None:
     """The baseline's groups at the innermost congestion level (nodes) kept whole and
     placed by ``algorithm`` on the levels above (:func:`construction.regroup`), under
-    the same never-worse rule one level up; None when it does not apply."""
+    the same never-worse rule one level up (the coarse machine's levels are ``machine``'s
+    above the innermost, and so are its link weights); None when it does not apply.
+    With link weights at the innermost level, moving a group to another slot can
+    change its load: the caller's rule checks every level again."""
     if time_limit is not None and time_limit <= 0:
         return None
     inner = levels[0]
     if inner + 2 >= machine.levels:  # only the root above: every slot is alike
         return None
     above = [lv - inner - 1 for lv in levels[1:]]
+    coarse_weights = None if link_weights is None else list(link_weights[inner + 1:])
 
     def map_coarse(quotient: CommGraph, coarse: Hierarchy, start_from: np.ndarray):
         return map_processes(quotient, coarse, algorithm, seed, time_limit,
-                             baseline=start_from, congestion_levels=above).mapping
+                             baseline=start_from, congestion_levels=above,
+                             link_weights=coarse_weights).mapping
 
     pe = construction.regroup(graph, machine, baseline, inner, map_coarse)
     if pe is None:

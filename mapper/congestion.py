@@ -7,18 +7,24 @@ and run slower (measured: NPB-CG's pattern on a 3-level 4:1 tree, J 3 % lower, r
 time 1.57× longer).  This module measures that load so that callers can refuse such a
 trade.
 
-The load of a group's uplink is the volume of the edges with exactly one endpoint
+The volume on a group's uplink is the volume of the edges with exactly one endpoint
 inside the group (its cut), both directions together: every such message crosses the
-group's link to the level above once.  Uplinks of one level are assumed to have equal
-capacity (one switch model per level), so loads of one level are compared directly
-and levels are never compared with each other.  This is the *congestion* of Hoefler
-& Snir's topology-mapping model restricted to a tree, where routes are unique.
+group's link to the level above once.  Its *load* is that volume over the link's
+capacity, relative to the level's fastest link: cut_g × w_g with ``link_weights``
+(per hierarchy level, one weight per group: w_g = the level's fastest capacity / g's
+capacity, e.g. from topology.conf's LinkSpeed; 0 where a group has no link of its own,
+a padding level, which is then never loaded).  Without weights every uplink of a level
+has the same capacity (w_g = 1, load = volume, exactly as before weights existed).
+Loads of one level are compared directly and levels are never compared with each
+other.  This is the *congestion* of Hoefler & Snir's topology-mapping model (a link's
+load over its capacity, maximised over the links) restricted to a tree, where routes
+are unique.
 
 Reference: T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale
-parallel architectures", ICS 2011, doi:10.1145/1995896.1995909 (congestion as a
-mapping metric beside dilation).
+parallel architectures", ICS 2011, doi:10.1145/1995896.1995909 (congestion, load /
+capacity of the busiest link, as a mapping metric beside dilation).
 
-Complexity: O(n + m·L) for L levels, m edges.
+Complexity: O(n + m·L) for L levels, m edges (the weights add O(groups) per level).
 """
 
 from __future__ import annotations
@@ -33,25 +39,80 @@ from .graph import CommGraph
 from .machine import Hierarchy
 from .objective import check_mapping
 
+#: Per hierarchy level (index = level, innermost first), the relative cost of each
+#: group's uplink, 1 / relative capacity (one float per group of that level), or None
+#: for a level whose links are alike; see the module docstring.
+LinkWeights = Sequence[np.ndarray | Sequence[float] | None]
+
 
 @dataclass(frozen=True)
 class UplinkLoad:
-    """The heaviest uplink of one hierarchy level."""
+    """The busiest uplink of one hierarchy level: the group with the largest load.
+
+    ``volume`` is that group's cut (both directions); ``load`` its cut × its link
+    weight (load / relative capacity), the quantity compared; without weights it is
+    ``volume`` itself."""
 
     level: int
     name: str
-    volume: float  # cut of the heaviest group, both directions
+    volume: float  # cut of the busiest group, both directions
     group: int  # which group (index at that level) carries it
+    load: float | None = None  # volume x the group's link weight (None: unweighted)
+
+    def __post_init__(self) -> None:
+        if self.load is None:
+            object.__setattr__(self, "load", self.volume)
+
+    @property
+    def weighted(self) -> bool:
+        """The load is the volume scaled by a link weight other than 1."""
+        return self.load != self.volume
 
     def as_dict(self) -> dict:
-        return {"level": self.name, "volume": self.volume, "group": self.group}
+        out = {"level": self.name, "volume": self.volume, "group": self.group}
+        if self.weighted:
+            out["load"] = self.load
+        return out
+
+
+def check_link_weights(machine: Hierarchy, weights: LinkWeights | None
+                       ) -> tuple[np.ndarray | None, ...] | None:
+    """``weights`` as float64 arrays, one per level (None where not given), after
+    checking them: one entry per level of ``machine``, one finite weight >= 0 per group.
+    None stays None.  O(groups)."""
+    if weights is None:
+        return None
+    if len(weights) != machine.levels:
+        raise ValueError(f"link weights: {len(weights)} levels, the machine has "
+                         f"{machine.levels}")
+    out: list[np.ndarray | None] = []
+    for level, w in enumerate(weights):
+        if w is None:
+            out.append(None)
+            continue
+        a = np.asarray(w, dtype=np.float64)
+        groups = len(machine.bounds[level]) - 1
+        if a.shape != (groups,):
+            raise ValueError(f"link weights of level {level} ({machine.level_names[level]}):"
+                             f" {a.size} values for {groups} groups")
+        if not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise ValueError(f"link weights of level {level} ({machine.level_names[level]})"
+                             f" must be finite and >= 0")
+        out.append(a)
+    return tuple(out)
 
 
 def uplink_loads(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
-                 levels: Sequence[int]) -> tuple[UplinkLoad, ...]:
-    """The heaviest group cut at each of ``levels`` (indices into ``machine``'s levels;
-    the root level has no uplink and is refused).  O(n + m·len(levels))."""
+                 levels: Sequence[int], link_weights: LinkWeights | None = None
+                 ) -> tuple[UplinkLoad, ...]:
+    """The busiest uplink at each of ``levels`` (indices into ``machine``'s levels; the
+    root level has no uplink and is refused): the group whose cut × link weight is the
+    largest (``link_weights``: :data:`LinkWeights`; without them, or at a level without
+    them, the largest cut).  A group of weight 0 has no link and is never the busiest
+    unless every group of its level has weight 0 (load 0 then).
+    O(n + m·len(levels))."""
     pi = check_mapping(mapping, machine.n, graph.n)
+    weights = check_link_weights(machine, link_weights)
     out = []
     for level in levels:
         if not 0 <= level < machine.levels - 1:
@@ -60,16 +121,24 @@ def uplink_loads(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
         # compiled (the edges' gathers and bincounts took 0.07 s per level at 2^20)
         cut = _kernels.group_cuts(graph.indptr, graph.indices, graph.weights, pi,
                                   machine.group_ids, level, groups)
-        g = int(np.argmax(cut))  # a level has at least one group
-        out.append(UplinkLoad(level, machine.level_names[level], float(cut[g]), g))
+        w = None if weights is None else weights[level]
+        if w is None:
+            g = int(np.argmax(cut))  # a level has at least one group
+            out.append(UplinkLoad(level, machine.level_names[level], float(cut[g]), g))
+        else:
+            load = cut * w
+            g = int(np.argmax(load))
+            out.append(UplinkLoad(level, machine.level_names[level], float(cut[g]), g,
+                                  float(load[g])))
     return tuple(out)
 
 
 def raised_uplink(candidate: Sequence[UplinkLoad], reference: Sequence[UplinkLoad],
                   rtol: float = 1e-9) -> UplinkLoad | None:
-    """The first level whose heaviest uplink ``candidate`` loads more than ``reference``
-    (beyond the relative tolerance ``rtol``), or None when it raises none."""
+    """The first level whose busiest uplink ``candidate`` loads more than ``reference``
+    (``load``: volume over relative capacity; beyond the relative tolerance ``rtol``),
+    or None when it raises none."""
     for c, r in zip(candidate, reference, strict=True):
-        if c.volume > r.volume * (1.0 + rtol):
+        if c.load > r.load * (1.0 + rtol):
             return c
     return None

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Compiled loops of :mod:`mapper.search.congested` (J under per-level link caps).
+"""Compiled loops of :mod:`mapper.search.congested` (J under per-group link caps).
 
 The documentation, complexity and references are in :mod:`mapper.search.congested`;
 this file only makes its inner loops fast.  The distance oracle is a hierarchy's
@@ -18,9 +18,10 @@ from mapper._oracle cimport Graph, Oracle, _make_oracle, _now, _rng_next, _shuff
 cnp.import_array()
 
 
-cdef inline double _excess(double c, double cap, double scale) noexcept nogil:
-    """The violation one group contributes: its cut above the level's cap, relative."""
-    return (c - cap) / scale if c > cap else 0.0
+cdef inline double _excess(double c, double cap) noexcept nogil:
+    """The violation one group contributes: its cut above its cap, relative to the cap
+    (cap 0 counts as 1; an infinite cap, a group without a link, never contributes)."""
+    return (c - cap) / (cap if cap > 0 else 1.0) if c > cap else 0.0
 
 
 cdef inline void _cut_deltas(const Graph* g, const int32_t* gid, int k, const int64_t* lv,
@@ -101,16 +102,18 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                        cnp.ndarray[double, ndim=1, mode="c"] dist,
                        cnp.ndarray[int64_t, ndim=1, mode="c"] levels,
                        cnp.ndarray[double, ndim=2, mode="c"] cut,
-                       cnp.ndarray[double, ndim=1, mode="c"] caps,
+                       cnp.ndarray[double, ndim=2, mode="c"] caps,
                        cnp.ndarray[int64_t, ndim=1, mode="c"] part_bounds,
                        int part_level, int64_t max_sweeps, uint64_t seed,
                        double time_limit, double eps_j):
     """Lexicographic first-improvement swap search on (violation, J); ``pe`` and ``cut``
-    (levels x groups, the current cuts) are updated in place.
+    (levels x groups, the current cuts) are updated in place; ``caps`` (levels x groups)
+    holds each group's cap on its cut (the level's cap over the group's link weight;
+    inf for a group without a link).
 
     A swap of ranks u, v is taken when it lowers the violation V = Σ over levels and
     groups of (cut − cap)⁺ / cap, or when it lowers J by more than ``eps_j`` and raises
-    no group of a level above max(its cut, the level's cap).  u's partners: the ranks on
+    no group above max(its cut, its cap).  u's partners: the ranks on
     the ``part_level`` groups (PE ranges ``part_bounds``) of u's communication partners,
     outside u's own group.  Returns (violation, J change, moves, sweeps, hit the time
     limit, evaluations)."""
@@ -123,11 +126,11 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef const int64_t* lv = &levels[0]
     cdef int64_t* pep = &pe[0]
     cdef double* cutp = &cut[0, 0]
-    cdef const double* capp = &caps[0]
+    cdef const double* capp = &caps[0, 0]
     cdef const int64_t* pb = &part_bounds[0]
     cdef int64_t sweep = 0, moves = 0, evals = 0, idx, u, v, e, y, part, p, pu, pv, pu_part
     cdef int64_t moved_in_sweep
-    cdef double viol = 0.0, dviol, dj, total_dj = 0.0, cu, cv, nu, nv, scale
+    cdef double viol = 0.0, dviol, dj, total_dj = 0.0, cu, cv, nu, nv, kapu, kapv
     cdef double start = _now()
     cdef bint timed_out = False, ok, taken
     cdef uint64_t rng = seed
@@ -142,9 +145,8 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int64_t* stamp = <int64_t*>malloc((nparts + 1) * sizeof(int64_t))
     cdef double* du = <double*>malloc(nl * sizeof(double))
     cdef double* dv = <double*>malloc(nl * sizeof(double))
-    cdef double* sc = <double*>malloc(nl * sizeof(double))
-    if not (rank_at and order and stamp and du and dv and sc):
-        free(rank_at); free(order); free(stamp); free(du); free(dv); free(sc)
+    if not (rank_at and order and stamp and du and dv):
+        free(rank_at); free(order); free(stamp); free(du); free(dv)
         raise MemoryError()
     cdef int64_t tick = 0
     try:
@@ -155,9 +157,8 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
             for part in range(nparts + 1):
                 stamp[part] = -1
             for i in range(nl):
-                sc[i] = capp[i] if capp[i] > 0 else 1.0
                 for part in range(G):
-                    viol += _excess(cutp[i * G + part], capp[i], sc[i])
+                    viol += _excess(cutp[i * G + part], capp[i * G + part])
             while sweep < max_sweeps and not timed_out:
                 sweep += 1
                 moved_in_sweep = 0
@@ -192,13 +193,17 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                     continue
                                 cu = cutp[i * G + gu]
                                 cv = cutp[i * G + gv]
+                                kapu = capp[i * G + gu]
+                                kapv = capp[i * G + gv]
                                 nu = cu + du[i]
                                 nv = cv + dv[i]
-                                dviol += (_excess(nu, capp[i], sc[i]) - _excess(cu, capp[i], sc[i])
-                                          + _excess(nv, capp[i], sc[i]) - _excess(cv, capp[i], sc[i]))
+                                dviol += (_excess(nu, kapu) - _excess(cu, kapu)
+                                          + _excess(nv, kapv) - _excess(cv, kapv))
                                 # rounding of the sums: a relative 1e-12 of the cap
-                                if (du[i] > 1e-12 * sc[i] and nu > capp[i] * (1 + 1e-12)) or \
-                                        (dv[i] > 1e-12 * sc[i] and nv > capp[i] * (1 + 1e-12)):
+                                if (du[i] > 1e-12 * (kapu if kapu > 0 else 1.0)
+                                        and nu > kapu * (1 + 1e-12)) or \
+                                        (dv[i] > 1e-12 * (kapv if kapv > 0 else 1.0)
+                                         and nv > kapv * (1 + 1e-12)):
                                     ok = False
                             if dviol < -1e-12:
                                 dj = _swap_delta(&g, &o, pep, u, v)
@@ -232,7 +237,7 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
             viol = 0.0
             for i in range(nl):
                 for part in range(G):
-                    viol += _excess(cutp[i * G + part], capp[i], sc[i])
+                    viol += _excess(cutp[i * G + part], capp[i * G + part])
     finally:
-        free(rank_at); free(order); free(stamp); free(du); free(dv); free(sc)
+        free(rank_at); free(order); free(stamp); free(du); free(dv)
     return viol, total_dj, moves, sweep, timed_out, evals

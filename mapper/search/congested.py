@@ -2,31 +2,37 @@
 
 The solver minimises J (volume × distance).  The never-worse rule
 (:mod:`mapper.congestion`) then refuses its result when some level's busiest uplink (the
-largest group cut at a network level: node links, leaf uplinks, …) carries more than
+largest group load at a network level: node links, leaf uplinks, …) carries more than
 under the scheduler's default placement.  This module aims the search at that test
 instead of using it as a veto: starting from any mapping it looks for
 
-    min J(π)  subject to  maxcut_l(π) ≤ cap_l  for every congestion level l,
+    min J(π)  subject to  max_g cut_g(π)·w_g ≤ cap_l  for every congestion level l,
 
-with cap_l the default's busiest uplink of level l (:func:`caps_of`).  It is a
-lexicographic local search on (V, J), where the violation
+with w_g the relative cost of group g's link (1 / relative capacity, the
+:data:`~mapper.congestion.LinkWeights`; 1 without weights, so that the load is the
+cut) and cap_l the default's busiest load of level l (:func:`caps_of`).  Each group
+thus has its own cap on its cut, cap_g = cap_l / w_g (∞ for w_g = 0, a group without
+a link).  It is a lexicographic local search on (V, J), where the violation
 
-    V(π) = Σ_l Σ_{groups g of level l} (cut_g(π) − cap_l)⁺ / cap_l
+    V(π) = Σ_l Σ_{groups g of level l} (cut_g(π) − cap_g)⁺ / cap_g
 
-is zero exactly when every cap holds.  V sums the excess of *every* group, not only
-the largest: lowering one of two equally loaded groups lowers V, where the maximum
-would not move (a plateau a local search cannot cross).  A swap is taken when it
-lowers V, or when it lowers J and raises no group of a level above max(its cut,
-cap_l); so V never rises, and once it is 0 every later swap keeps all caps (J is then
-minimised under the constraint).  Run from the solver's result it is a *congestion
-repair*: it moves the solver's mapping back inside the caps at the least cost in J it
-finds; run from the default placement (V = 0 there) it is a *constrained polish*.
+(= Σ (cut_g·w_g − cap_l)⁺ / cap_l for cap_l > 0: the load's excess relative to the
+level's cap; a cap of 0 counts as 1 on the cuts) is zero exactly when every cap holds.
+V sums the excess of *every* group, not only the largest: lowering one of two equally
+loaded groups lowers V, where the maximum would not move (a plateau a local search
+cannot cross).  A swap is taken when it lowers V, or when it lowers J and raises no
+group above max(its cut, cap_g); so V never rises, and once it is 0 every later swap
+keeps all caps (J is then minimised under the constraint).  Run from the solver's
+result it is a *congestion repair*: it moves the solver's mapping back inside the caps
+at the least cost in J it finds; run from the default placement (V = 0 there) it is a
+*constrained polish*.
 
 Incremental cuts: swapping ranks u and v changes, at each level, only the cuts of
 u's group g_u and v's group g_v (an edge {u, y} with y in a third group is cut before
 and after and counts for y's group both times), so the two new cuts and the change of
-V come from u's and v's edges in O((deg u + deg v) · L) for L levels; the change of J is
-the swap gain of :mod:`mapper.search.swap`, O(deg u + deg v).
+V come from u's and v's edges in O((deg u + deg v) · L) for L levels (the group caps
+are a table looked up per group, so link weights cost nothing per swap); the change of
+J is the swap gain of :mod:`mapper.search.swap`, O(deg u + deg v).
 
 Neighbourhood: u's partners are the ranks on the groups (at ``part_level``, the
 innermost congestion level: nodes) that hold u's communication partners, outside u's
@@ -45,7 +51,8 @@ References
 ----------
 * T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale parallel
   architectures", ICS 2011, doi:10.1145/1995896.1995909 (maximum congestion along
-  routed paths as the mapping metric beside dilation).
+  routed paths, a link's load over its capacity, as the mapping metric beside
+  dilation).
 * T. Agarwal, A. Sharma, L. V. Kalé, "Topology-aware task mapping for reducing
   communication contention on large parallel machines", IPDPS 2006,
   doi:10.1109/IPDPS.2006.1639379 (hop-bytes versus link contention).
@@ -59,7 +66,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..congestion import uplink_loads
+from ..congestion import LinkWeights, check_link_weights, uplink_loads
 from ..graph import CommGraph
 from ..machine import Hierarchy, MachineError
 from ..objective import objective
@@ -69,6 +76,10 @@ from .swap import _REL_EPS
 #: Sweeps at most (each visits every rank once); the searches measured here stop
 #: earlier, at their first sweep without a move.
 MAX_SWEEPS = 200
+
+#: Relative allowance on a weighted group cap cap_l / w_g for the rounding of the
+#: division (:func:`cap_table`).
+_ROUNDING = 1e-12
 
 
 @dataclass(frozen=True)
@@ -91,12 +102,37 @@ class ConstrainedStats:
 
 
 def caps_of(graph: CommGraph, machine: Hierarchy, baseline: np.ndarray,
-            levels: Sequence[int], slack: float = 0.0) -> np.ndarray:
-    """The busiest uplink of each of ``levels`` under ``baseline``, times 1 + slack:
-    the caps the never-worse rule checks against (slack 0: exactly the default's).
-    O(n + m·L)."""
-    loads = uplink_loads(graph, machine, baseline, levels)
-    return np.array([u.volume for u in loads], dtype=np.float64) * (1.0 + slack)
+            levels: Sequence[int], slack: float = 0.0,
+            link_weights: LinkWeights | None = None) -> np.ndarray:
+    """The busiest uplink's load (cut × link weight, :func:`mapper.congestion.uplink_loads`)
+    of each of ``levels`` under ``baseline``, times 1 + slack: the caps the never-worse
+    rule checks against (slack 0: exactly the default's).  O(n + m·L)."""
+    loads = uplink_loads(graph, machine, baseline, levels, link_weights)
+    return np.array([u.load for u in loads], dtype=np.float64) * (1.0 + slack)
+
+
+def cap_table(machine: Hierarchy, levels: Sequence[int], caps: np.ndarray,
+              link_weights: LinkWeights | None = None) -> np.ndarray:
+    """Each group's cap on its cut (rows: ``levels``; zero-padded columns as in
+    :func:`group_cut_table` get the level's cap): cap_l / w_g, ∞ where w_g = 0 (no
+    link); cap_l itself without weights and where w_g = 1.  A quotient is raised by a
+    relative 1e-12 (:data:`_ROUNDING`) so that its rounding cannot put the group that
+    set the cap (cut_g × w_g = cap_l) above it: the baseline itself keeps every cap.
+    O(groups)."""
+    caps = np.asarray(caps, dtype=np.float64)
+    width = max(len(machine.bounds[lv]) - 1 for lv in levels)
+    table = np.repeat(caps[:, None], width, axis=1)
+    weights = check_link_weights(machine, link_weights)
+    if weights is None:
+        return np.ascontiguousarray(table)
+    for i, lv in enumerate(levels):
+        w = weights[lv]
+        if w is None:
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            quotient = caps[i] / np.where(w > 0, w, 1.0) * (1.0 + _ROUNDING)
+            table[i, :len(w)] = np.where(w == 1, caps[i], np.where(w > 0, quotient, np.inf))
+    return np.ascontiguousarray(table)
 
 
 def group_cut_table(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
@@ -114,21 +150,27 @@ def group_cut_table(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
 
 
 def violation(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
-              levels: Sequence[int], caps: np.ndarray) -> float:
-    """V of ``pe``: Σ over levels and groups of (cut − cap)⁺ / cap (cap 0 counts as 1)."""
+              levels: Sequence[int], caps: np.ndarray,
+              link_weights: LinkWeights | None = None) -> float:
+    """V of ``pe``: Σ over levels and groups of (cut − cap_g)⁺ / cap_g (cap 0 counts as
+    1; cap_g from :func:`cap_table`)."""
     table = group_cut_table(graph, machine, pe, levels)
-    caps = np.asarray(caps, dtype=np.float64)
-    scale = np.where(caps > 0, caps, 1.0)
-    return float((np.maximum(table - caps[:, None], 0.0) / scale[:, None]).sum())
+    kap = cap_table(machine, levels, caps, link_weights)
+    scale = np.where(kap > 0, kap, 1.0)
+    over = table > kap  # a group without a link (cap ∞) never counts
+    return float(np.where(over, (table - np.where(over, kap, 0.0)) / scale, 0.0).sum())
 
 
 def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
                        levels: Sequence[int], caps: np.ndarray, seed: int = 0,
                        time_limit: float | None = None,
-                       max_sweeps: int = MAX_SWEEPS, kicks: int = 0) -> ConstrainedStats:
+                       max_sweeps: int = MAX_SWEEPS, kicks: int = 0,
+                       link_weights: LinkWeights | None = None) -> ConstrainedStats:
     """Lower V, then J under the caps, by swaps from ``pe`` (modified in place; see the
     module docstring).  ``levels`` are hierarchy level indices with an uplink (not the
-    root), ``caps`` one per level (e.g. :func:`caps_of` of the default placement).
+    root), ``caps`` one per level on its busiest load (e.g. :func:`caps_of` of the
+    default placement, with the same ``link_weights``: group g of level l then keeps
+    cut_g × w_g ≤ cap_l).
 
     ``kicks`` > 0: while V stays above 0 after a descent, up to ``kicks`` times swap a
     few random ranks of the overloaded groups with random ranks elsewhere and descend
@@ -150,10 +192,11 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
     caps = np.ascontiguousarray(caps, dtype=np.float64)
     if caps.shape != (len(levels),):
         raise ValueError(f"{len(caps)} caps for {len(levels)} levels")
-    before = violation(graph, machine, pe, levels, caps)
+    kap = cap_table(machine, levels, caps, link_weights)
+    before = violation(graph, machine, pe, levels, caps, link_weights)
     start = time.perf_counter()
     j_before = objective(graph, machine, pe) if kicks else 0.0
-    st = _descend(graph, machine, pe, levels, caps, seed, time_limit, max_sweeps)
+    st = _descend(graph, machine, pe, levels, kap, seed, time_limit, max_sweeps)
     moves, sweeps, evals, timed_out = st[2], st[3], st[5], st[4]
     best_v, best = st[0], pe.copy()
     rng = np.random.default_rng(seed)
@@ -167,8 +210,8 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
                 timed_out = True
                 break
         trial = best.copy()
-        _kick(graph, machine, trial, levels, caps, rng)
-        st = _descend(graph, machine, trial, levels, caps, seed + kick + 1, left, max_sweeps)
+        _kick(graph, machine, trial, levels, kap, rng)
+        st = _descend(graph, machine, trial, levels, kap, seed + kick + 1, left, max_sweeps)
         moves, sweeps, evals, timed_out = (moves + st[2], sweeps + st[3], evals + st[5],
                                            st[4])
         if st[0] < best_v - 1e-12 or (st[0] <= best_v + 1e-12 and
@@ -179,16 +222,17 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
     if kicks:
         pe[:] = best
         dj = objective(graph, machine, pe) - j_before
-    viol = violation(graph, machine, pe, levels, caps)
+    viol = violation(graph, machine, pe, levels, caps, link_weights)
     return ConstrainedStats(before, float(viol), float(dj), int(moves), int(sweeps),
                             bool(timed_out), int(evals))
 
 
 def _kick(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int],
-          caps: np.ndarray, rng: np.random.Generator, size: int = 4) -> None:
-    """Swap ``size`` random ranks of groups above their cap with random ranks."""
+          kap: np.ndarray, rng: np.random.Generator, size: int = 4) -> None:
+    """Swap ``size`` random ranks of groups above their cap (``kap``: :func:`cap_table`)
+    with random ranks."""
     table = group_cut_table(graph, machine, pe, levels)
-    over = [(i, g) for i in range(len(levels)) for g in np.flatnonzero(table[i] > caps[i])]
+    over = [(i, g) for i in range(len(levels)) for g in np.flatnonzero(table[i] > kap[i])]
     if not over:
         return
     for _ in range(size):
@@ -201,8 +245,9 @@ def _kick(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int
 
 
 def _descend(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int],
-             caps: np.ndarray, seed: int, time_limit: float | None, max_sweeps: int):
-    """One compiled descent from ``pe``: (V, ΔJ, moves, sweeps, timed out, evals)."""
+             kap: np.ndarray, seed: int, time_limit: float | None, max_sweeps: int):
+    """One compiled descent from ``pe`` under the group caps ``kap`` (:func:`cap_table`):
+    (V, ΔJ, moves, sweeps, timed out, evals)."""
     table = group_cut_table(graph, machine, pe, levels)
     scale = max(graph.total_volume, 1.0) * float(machine.distances.max(initial=1.0))
     part_level = levels[0]
@@ -210,7 +255,7 @@ def _descend(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[
         graph.indptr, graph.indices, graph.weights, pe,
         np.ascontiguousarray(machine.group_ids, dtype=np.int32),
         np.ascontiguousarray(machine.distances, dtype=np.float64),
-        np.asarray(levels, dtype=np.int64), table, caps,
+        np.asarray(levels, dtype=np.int64), table, kap,
         np.ascontiguousarray(machine.bounds[part_level], dtype=np.int64), part_level,
         int(max_sweeps), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
         _REL_EPS * scale)

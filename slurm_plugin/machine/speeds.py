@@ -23,7 +23,8 @@ ICA3PP 2008, LNCS 5022, pp. 42–53, doi:10.1007/978-3-540-69501-1_6, §2.2: ``w
   lines is an error naming both lines.
 * **Link costs per switch** from topology.conf's ``LinkSpeed``
   (:func:`slurm_plugin.slurm.topology.switch_cost_factors`) placed on the groups of a
-  :class:`~slurm_plugin.machine.layout.Layout` (:func:`layout_uplink_costs`).
+  :class:`~slurm_plugin.machine.layout.Layout` (:func:`layout_uplink_costs`), and the
+  same factors as the never-worse rule's link weights (:func:`layout_link_weights`).
 
 Pure functions: text in, values out; the callers read files and run Slurm commands.
 """
@@ -239,6 +240,39 @@ def layout_uplink_costs(layout: Layout, tree: SwitchTree | None,
                                   * factors.get(parent or "", 1.0))
         out[i] = level_costs
     return out
+
+
+def layout_link_weights(layout: Layout, tree: SwitchTree | None
+                        ) -> list[np.ndarray | None] | None:
+    """The never-worse rule's link weights (:data:`mapper.congestion.LinkWeights`) from
+    the switches' LinkSpeed: per level of ``layout``, each group's uplink cost relative
+    to the fastest switch of its level (:func:`layout_uplink_costs` with unit link
+    costs: the factor of the switch entered, 0 on a padding level), so that the rule
+    compares cut × weight, load over capacity (Hoefler & Snir, ICS 2011,
+    doi:10.1145/1995896.1995909).
+
+    None when no switch on the job's paths is slower than its level's fastest
+    (:func:`slow_switches`: no LinkSpeed, or the same one on every switch of a level,
+    as Slurm before 25.11 prints for a tree without any): the rule then compares
+    volumes exactly as without weights.  O(groups x levels) plus one switch-path walk
+    per node.
+    """
+    if not slow_switches(tree, layout.hosts()):
+        return None
+    return layout_uplink_costs(layout, tree, np.ones(layout.hierarchy.levels))
+
+
+def slow_switches(tree: SwitchTree | None, hosts: Sequence[str] | None = None
+                  ) -> dict[str, float]:
+    """Switches whose LinkSpeed is below their level's fastest, by name, with their
+    cost factor (> 1; :func:`~slurm_plugin.slurm.topology.switch_cost_factors`); with
+    ``hosts``, only the switches on those hosts' paths.  O(switches + hosts x depth)."""
+    factors = {s: f for s, f in switch_cost_factors(tree or SwitchTree()).items()
+               if f != 1.0}
+    if hosts is None or tree is None:
+        return dict(sorted(factors.items()))
+    on_paths = {s for p in tree.paths(hosts).values() for s in (p or ())}
+    return {s: f for s, f in sorted(factors.items()) if s in on_paths}
 
 
 # -- rankmap config check --------------------------------------------------------------------

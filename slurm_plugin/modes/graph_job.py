@@ -38,9 +38,11 @@ from ..machine.network_source import (
     load_network,
     routed_network,
 )
+from ..machine.speeds import layout_link_weights, slow_switches
 from ..outputs import report
 from ..profiles.samples import SampledGraph, SampleVerdict, check_samples
 from ..profiles.store import GeneratedProfile, ProfileError, ProfileStore, resolve_profile
+from ..slurm.topology import SwitchTree
 from .base import RENDERERS, SOLVER_SHARE, Job, JobPlan
 from .reorder_job import reorder_files
 
@@ -77,7 +79,7 @@ class GraphMode:
                          progress=job.progress, distribution=job.slurm_distribution,
                          distribution_assumed=job.distribution_assumed,
                          units=data.units if data is not None else "bytes", network=machine,
-                         objective=job.cfg.get("solver", "objective"))
+                         objective=job.cfg.get("solver", "objective"), tree=job.tree)
         if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
             plan.files.update(reorder_files(job.layout, plan.result.mapping, graph))
         return plan
@@ -106,7 +108,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               distribution: Distribution = DEFAULT,
               distribution_assumed: bool = True, units: str = "bytes",
               network: HopNetwork | None = None,
-              objective: str = "congestion") -> JobPlan[MappingResult]:
+              objective: str = "congestion",
+              tree: SwitchTree | None = None) -> JobPlan[MappingResult]:
     """Map, compare with Slurm's default, render; any reason not to apply becomes a fallback.
 
     ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
@@ -129,6 +132,14 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     report adds hop-bytes.  A job node the network
     does not name is a fallback.
 
+    ``tree`` (the switch tree the layout came from) gives the link check on the switch
+    tree its capacities: when a switch on the job's paths has a LinkSpeed below its
+    level's fastest, each group's link load is its volume times its LinkSpeed cost
+    factor (:func:`~slurm_plugin.machine.speeds.layout_link_weights`; load over
+    capacity, Hoefler & Snir's congestion), the report says so and names the slow
+    switches, and a refusal speaks of load/capacity; otherwise every link of a level
+    is alike, as without LinkSpeed.
+
     A profile measured in several runs (a :class:`~slurm_plugin.profiles.samples.SampledGraph`
     from a store entry with ``samples``) applies rankmap's placement only when it also
     beats the default under every sample (lower J, no busiest link raised:
@@ -147,10 +158,20 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     default_name = dist_label(distribution)
     machine, congestion_levels, notes = layout.hierarchy, layout.network_levels, []
     routed: RoutedNetwork | None = None
+    link_weights = None
     if network is None and congestion_levels:
         names = [layout.hierarchy.level_names[lv] for lv in congestion_levels]
-        notes.append(f"link check: switch tree, routes up to the lowest common switch and "
-                     f"down, each level's links alike ({', '.join(names)} links)")
+        link_weights = layout_link_weights(layout, tree)
+        if link_weights is None:
+            notes.append(f"link check: switch tree, routes up to the lowest common switch "
+                         f"and down, each level's links alike ({', '.join(names)} links)")
+        else:
+            slow = slow_switches(tree, layout.hosts())
+            notes.append(f"link check: switch tree, routes up to the lowest common switch "
+                         f"and down, each link's load over its capacity from topology "
+                         f"LinkSpeed ({', '.join(names)} links; "
+                         + ", ".join(f"links into {s} cost {f:.3g}x" for s, f in slow.items())
+                         + ")")
     if isinstance(graph, GeneratedProfile):  # a store profile of another size
         notes.append(graph.note)
     if network is not None:
@@ -182,7 +203,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
         result = map_processes(graph, machine, algorithm, seed,
                                time_limit * SOLVER_SHARE, progress=progress,
                                baseline=defaults[default_name],
-                               congestion_levels=congestion_levels,
+                               congestion_levels=congestion_levels, link_weights=link_weights,
                                objective="congestion" if aimed else "J")
         phases.update({_solver_phase(k): v for k, v in result.phases.items()})
         if result.seconds > time_limit:
@@ -195,7 +216,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     if (result is not None and result.origin != "baseline"
             and isinstance(graph, SampledGraph) and graph.samples):
         result, note = _under_samples(graph, machine, result, defaults[default_name],
-                                      default_name, congestion_levels)
+                                      default_name, congestion_levels, link_weights)
         notes.append(note)
     kept_default = result is not None and result.origin == "baseline"
     clock = time.perf_counter()
@@ -254,12 +275,13 @@ def _solver_phase(name: str) -> str:
 
 def _under_samples(graph: SampledGraph, machine, result: MappingResult,
                    baseline: np.ndarray, default_name: str,
-                   congestion_levels) -> tuple[MappingResult, str]:
+                   congestion_levels, link_weights=None) -> tuple[MappingResult, str]:
     """``result`` if it beats the default under every sample of ``graph``, else the
     default as a result whose ``rejected`` says which sample disagreed; and a note with
-    the verdict of every sample.  O(S·(n + m·L))."""
+    the verdict of every sample (links weighted as in the solver's check).
+    O(S·(n + m·L))."""
     verdicts = check_samples(graph.samples, graph.sample_names, machine, result.mapping,
-                             baseline, congestion_levels)
+                             baseline, congestion_levels, link_weights=link_weights)
     note = (f"checked under {len(verdicts)} measured sample(s) of the profile, J against "
             f"Slurm's {default_name} placement: " + ", ".join(_verdict(v) for v in verdicts))
     against = [v for v in verdicts if not v.agrees]
@@ -310,7 +332,8 @@ def _under_link_loads(graph: CommGraph, machine, routed: RoutedNetwork,
 def _verdict(v: SampleVerdict) -> str:
     text = f"{v.name} {100 * v.j_change:+.1f}%"
     if v.raised is not None:
-        text += f" (busiest {v.raised} link {v.link_ratio:.2f}x)"
+        what = "load/capacity " if v.weighted else ""
+        text += f" (busiest {v.raised} link {what}{v.link_ratio:.2f}x)"
     return text
 
 

@@ -12,7 +12,8 @@ A store entry may therefore list the matrices of several runs (``samples``, see
 ``file`` is applied only when it beats the job's default placement under **every**
 sample by the same never-worse rule :func:`mapper.map_processes` applies to the one
 profile: a lower J and no busiest node link or switch uplink loaded more than the
-default's (:mod:`mapper.congestion`, the same relative tolerance).  One disagreeing
+default's (:mod:`mapper.congestion`, the same relative tolerance and the same link
+weights: load over capacity where the switches' LinkSpeed differ).  One disagreeing
 sample keeps the default, and the reason names the sample.  This is a robustness test
 over observed scenarios (the placement must win in each, not on their average), as in
 scenario-based robust optimization: A. Ben-Tal, L. El Ghaoui, A. Nemirovski, *Robust
@@ -31,7 +32,7 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.api import LINK_TOLERANCE
-from mapper.congestion import raised_uplink, uplink_loads
+from mapper.congestion import LinkWeights, raised_uplink, uplink_loads
 from mapper.machine import Hierarchy
 from mapper.objective import evaluate
 
@@ -70,6 +71,7 @@ class SampleVerdict:
     j_change: float            # J(candidate) / J(baseline) - 1 (negative: better)
     raised: str | None = None  # the level whose busiest link the candidate loads more
     link_ratio: float = 1.0    # that link's load over the baseline's busiest there
+    weighted: bool = False     # loads are load/capacity (link weights), not volumes
 
     @property
     def agrees(self) -> bool:
@@ -79,8 +81,10 @@ class SampleVerdict:
     def describe(self, baseline: str = "the baseline") -> str:
         """One clause for a report: ``its J is 3.1% above Slurm's block placement's
         under sample hpcc-8.s1.mtx``."""
-        link = (f"its busiest {self.raised} link carries {self.link_ratio:.2f}x "
-                f"{baseline}'s busiest" if self.raised is not None else "")
+        what = (f"has {self.link_ratio:.2f}x the load/capacity of" if self.weighted
+                else f"carries {self.link_ratio:.2f}x")
+        link = (f"its busiest {self.raised} link {what} {baseline}'s busiest"
+                if self.raised is not None else "")
         where = f" under sample {self.name}"
         if self.j_change >= 0:
             text = f"its J is {100 * self.j_change:.1f}% above {baseline}'s"
@@ -93,13 +97,15 @@ class SampleVerdict:
 def check_samples(samples: Sequence[CommGraph], names: Sequence[str], machine,
                   candidate: np.ndarray, baseline: np.ndarray,
                   congestion_levels: Sequence[int] | None = None,
-                  link_tolerance: float = LINK_TOLERANCE) -> list[SampleVerdict]:
+                  link_tolerance: float = LINK_TOLERANCE,
+                  link_weights: LinkWeights | None = None) -> list[SampleVerdict]:
     """The candidate placement against the baseline under every sample.
 
     A sample agrees when the candidate's J is strictly lower than the baseline's and,
     on a :class:`~mapper.machine.Hierarchy` with ``congestion_levels``, no level's
     busiest link carries more than ``1 + link_tolerance`` times the baseline's busiest
-    (:func:`mapper.congestion.raised_uplink`, the rule of :func:`mapper.map_processes`).
+    (:func:`mapper.congestion.raised_uplink`, the rule of :func:`mapper.map_processes`;
+    with ``link_weights`` the busiest by load over capacity, cut × weight).
     A sample without traffic has J 0 for both and does not agree (nothing to gain).
     O(S·(n + m·L)).
     """
@@ -111,13 +117,13 @@ def check_samples(samples: Sequence[CommGraph], names: Sequence[str], machine,
         change = jc / jb - 1.0 if jb > 0 else 0.0
         raised, ratio = None, 1.0
         if levels:
-            base = uplink_loads(graph, machine, baseline, levels)
-            hit = raised_uplink(uplink_loads(graph, machine, candidate, levels), base,
-                                link_tolerance)
+            base = uplink_loads(graph, machine, baseline, levels, link_weights)
+            hit = raised_uplink(uplink_loads(graph, machine, candidate, levels, link_weights),
+                                base, link_tolerance)
             if hit is not None:
-                ref = base[levels.index(hit.level)].volume
-                raised, ratio = hit.name, (hit.volume / ref if ref > 0 else float("inf"))
-        out.append(SampleVerdict(name, change, raised, ratio))
+                ref = base[levels.index(hit.level)].load
+                raised, ratio = hit.name, (hit.load / ref if ref > 0 else float("inf"))
+        out.append(SampleVerdict(name, change, raised, ratio, link_weights is not None))
     return out
 
 

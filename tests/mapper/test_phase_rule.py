@@ -44,13 +44,13 @@ def runs_time(phases, machine, mapping, level):
     for ph in phases:
         u, v, w = ph.graph.edges()
         cut: dict[int, float] = {}
-        for a, b, x in zip(u.tolist(), v.tolist(), w.tolist()):
+        for a, b, x in zip(u.tolist(), v.tolist(), w.tolist(), strict=True):
             if grp[a] != grp[b]:
                 cut[grp[a]] = cut.get(grp[a], 0.0) + x
                 cut[grp[b]] = cut.get(grp[b], 0.0) + x
         lab = ph.labels()
         wait: dict[int, float] = {}
-        for a, b in zip(u.tolist(), v.tolist()):
+        for a, b in zip(u.tolist(), v.tolist(), strict=True):
             if grp[a] != grp[b]:
                 seen = max(cut[grp[a]], cut[grp[b]])
                 for s in (lab[a], lab[b]):

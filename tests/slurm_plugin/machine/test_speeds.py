@@ -10,6 +10,7 @@ from slurm_plugin.machine.layout import build_layout
 from slurm_plugin.machine.speeds import (
     SpeedsError,
     config_node_speeds,
+    layout_link_weights,
     layout_pe_speeds,
     layout_uplink_costs,
     node_speeds,
@@ -120,6 +121,37 @@ SwitchName=core Switches=pod1,l4 LinkSpeed=5
     arch = architecture_from_hierarchy(layout.hierarchy, costs, uplink_costs=up)
     # five physical links: n1-l1, l1-pod1, pod1-core, core-l4, l4-x1
     assert arch.pair_cost(0, 2) == 100**2 + 1000**2 + 10000**2 + 10000**2 + 100**2
+
+
+def test_layout_link_weights_are_the_link_speed_factors_or_none():
+    tree = parse_topology_conf(SPEEDS_CONF)
+    w = layout_link_weights(_layout(tree), tree)
+    # the never-worse rule's weights: l2 half as fast as l1 (factor 2), l3 none (1);
+    # the spine is the job's root: one switch, factor 1
+    assert w[0] is None and w[3] is None
+    assert w[1].tolist() == [1, 1, 2, 1] and w[2].tolist() == [1, 1, 1]
+    # no LinkSpeed, or the same on every switch (Slurm before 25.11 prints
+    # LinkSpeed=1 for each): no weights, the rule compares volumes as before
+    plain = parse_topology_conf(SPEEDS_CONF.replace(" LinkSpeed=100", "")
+                                .replace(" LinkSpeed=50", "").replace(" LinkSpeed=40", ""))
+    assert layout_link_weights(_layout(plain), plain) is None
+    same = parse_topology_conf(SPEEDS_CONF.replace("LinkSpeed=50", "LinkSpeed=100"))
+    assert layout_link_weights(_layout(same), same) is None
+    assert layout_link_weights(_layout(tree), None) is None
+
+
+def test_layout_link_weights_are_zero_on_padding_levels():
+    tree = parse_topology_conf("""\
+SwitchName=l1 Nodes=n1 LinkSpeed=20
+SwitchName=l4 Nodes=x1 LinkSpeed=10
+SwitchName=pod1 Switches=l1
+SwitchName=core Switches=pod1,l4
+""")
+    layout = _layout(tree, (2, 2), ("n1", "x1"))
+    w = layout_link_weights(layout, tree)
+    assert w[1].tolist() == [1, 2]  # x1's link into the slower l4
+    assert w[2].tolist() == [1, 1]
+    assert w[3].tolist() == [1, 0]  # x1's padded level: no link, never loaded
 
 
 # -- node speeds --------------------------------------------------------------------------

@@ -5,9 +5,12 @@ import json
 
 import numpy as np
 
+from mapper import CommGraph
+from mapper.api import LINK_TOLERANCE
 from mapper.congestion import raised_uplink, uplink_loads
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.machine.speeds import layout_link_weights
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate
 from slurm_plugin.slurm.allocation import Allocation
@@ -121,3 +124,70 @@ def test_the_regrouping_comes_before_the_polish_and_sets_its_bar(monkeypatch):
     result = plan.result
     assert "random+n10" in result.rejected and result.origin == "baseline regrouped"
     assert bars[-1] == result.candidates["baseline regrouped"]
+
+
+# INTERLEAVED with leaf l0 at a quarter of the others' LinkSpeed: the links of its
+# nodes n0, n4, n8, n12 cost 4
+SLOW_L0 = "".join(f"SwitchName=l{leaf} LinkSpeed={25 if leaf == 0 else 100} Nodes="
+                  + ",".join(f"n{i}" for i in range(leaf, 16, 4)) + "\n"
+                  for leaf in range(4)) + "SwitchName=top Switches=l[0-3]\n"
+
+
+def _paired_groups(pairs):
+    """Block's node groups (ranks 8k..8k+7) each a ring, and heavy traffic between
+    the groups of each pair: those nodes' links carry the job's load."""
+    src, dst, w = [], [], []
+    for k in range(16):
+        for r in range(8):
+            src.append(8 * k + r), dst.append(8 * k + (r + 1) % 8), w.append(10.0)
+    for a, b in pairs:
+        for r in range(8):
+            src.append(8 * a + r), dst.append(8 * b + r), w.append(100.0)
+    return CommGraph.from_edges(src, dst, w, n=128)
+
+
+def test_link_speed_makes_the_link_check_load_over_capacity_and_says_so():
+    layout = _layout(SLOW_L0)
+    tree = parse_topology_conf(SLOW_L0)
+    graph = generate("stencil3d:8x4x4,periodic", 128)
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=10,
+                     files=("machinefile",), tree=tree)
+    (note,) = [n for n in plan.notes if n.startswith("link check")]
+    assert "load over its capacity" in note and "LinkSpeed" in note
+    assert "links into l0 cost 4x" in note and "alike" not in note
+    assert "LinkSpeed" in plan.report_text
+    # the same wiring without LinkSpeed (or without the tree): today's note and result
+    plain = _layout(INTERLEAVED)
+    old = make_plan(plain, graph, algorithm="topdown+n10", time_limit=10,
+                    files=("machinefile",), tree=parse_topology_conf(INTERLEAVED))
+    (note,) = [n for n in old.notes if n.startswith("link check")]
+    assert "each level's links alike (node, leaf switch links)" in note
+    bare = make_plan(plain, graph, algorithm="topdown+n10", time_limit=10,
+                     files=("machinefile",))
+    assert old.result.mapping.tolist() == bare.result.mapping.tolist()
+    assert old.summary == bare.summary and old.result.candidates == bare.result.candidates
+
+
+def test_a_candidate_on_the_slow_switch_is_refused_by_load_over_capacity():
+    # groups 1 and 2 (nodes n1, n2 on fast leaves) talk; keeping block's node groups,
+    # the regrouping puts them side by side on leaf l0 -- its node link then carries
+    # block's busiest volume at a quarter of the capacity: refused with LinkSpeed,
+    # applied without (volumes alike)
+    graph = _paired_groups([(1, 2)])
+    layout = _layout(SLOW_L0)
+    tree = parse_topology_conf(SLOW_L0)
+    weights = layout_link_weights(layout, tree)
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=10,
+                     files=("machinefile",), tree=tree)
+    why = plan.result.rejected["baseline regrouped"]
+    assert "busiest node link has 4.00x the load/capacity of the baseline's busiest" in why
+    assert "baseline regrouped" in json.loads(plan.report_json)["rejected"]
+    block = default_placements(layout)["block"]
+    levels = layout.network_levels
+    assert raised_uplink(uplink_loads(graph, layout.hierarchy, plan.result.mapping, levels,
+                                      weights),
+                         uplink_loads(graph, layout.hierarchy, block, levels, weights),
+                         LINK_TOLERANCE) is None
+    plain = make_plan(_layout(INTERLEAVED), graph, algorithm="topdown+n10", time_limit=10,
+                      files=("machinefile",), tree=parse_topology_conf(INTERLEAVED))
+    assert not plain.result.rejected  # volumes alone: nothing raised

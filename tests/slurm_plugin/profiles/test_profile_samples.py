@@ -13,6 +13,7 @@ from mapper.objective import evaluate
 from slurm_plugin.commands.profile_cli import add_profile_commands
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout
+from slurm_plugin.machine.speeds import layout_link_weights
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.samples import SampledGraph, check_samples, common_traffic, with_samples
 from slurm_plugin.profiles.store import ProfileError, ProfileStore, resolve_profile
@@ -76,6 +77,30 @@ def test_check_samples_refuses_a_raised_link_even_with_lower_j():
     (w,) = check_samples([c], ["C"], lay.hierarchy, cand, block, lay.network_levels,
                          link_tolerance=0.25)
     assert w.agrees
+
+
+@pytest.mark.parametrize(("slow", "raised"), [("leaf0", True), ("leaf1", False)])
+def test_check_samples_weighs_node_links_by_link_speed(slow, raised):
+    # sample C of the test above, the leaf switch ``slow`` at half the other's
+    # LinkSpeed: its nodes' links cost 2 (slurm_plugin.machine.speeds.layout_link_weights)
+    fast = "leaf1" if slow == "leaf0" else "leaf0"
+    conf = (TREE.replace(f"SwitchName={slow} ", f"SwitchName={slow} LinkSpeed=50 ")
+            .replace(f"SwitchName={fast} ", f"SwitchName={fast} LinkSpeed=100 "))
+    tree = parse_topology_conf(conf)
+    alloc = Allocation("1", ("n0", "n1", "n2", "n3"), (2, 2, 2, 2), 1)
+    lay = build_layout(alloc, NodeShape(1, 2), tree, [1, 10, 100, 1000])
+    weights = layout_link_weights(lay, tree)
+    block = default_placements(lay)["block"]
+    c = graph([(0, 2, 10.0), (1, 3, 10.0), (0, 4, 30.0), (2, 6, 30.0)], "C")
+    cand = np.array([0, 2, 1, 3, 4, 5, 6, 7])
+    (v,) = check_samples([c], ["C"], lay.hierarchy, cand, block, lay.network_levels,
+                         link_weights=weights)
+    # node cuts: block 50, 50, 30, 30; candidate 60, 0, 30, 30 (raw: 1.20x, refused)
+    if raised:  # leaf0 slow: loads block 100, 100, 30, 30; candidate 120, 0, 30, 30
+        assert v.raised == "node" and v.link_ratio == pytest.approx(1.2)
+        assert "1.20x the load/capacity of" in v.describe() and not v.agrees
+    else:  # leaf1 slow: block 50, 50, 60, 60; candidate 60, 0, 60, 60: not raised
+        assert v.raised is None and v.agrees
 
 
 def test_plan_keeps_block_when_a_sample_disagrees_and_says_which():
