@@ -362,3 +362,41 @@ def raised_phase_time(phased: PhasedGraph, machine: Hierarchy, candidate: np.nda
             ratio = got / ref if ref > 0 else float("inf")
             return RaisedPhaseTime(int(level), machine.level_names[level], ratio)
     return None
+
+
+def merge_global_phases(phased: PhasedGraph) -> PhasedGraph:
+    """``phased`` with its equal all-rank phases merged into one, their repeats added,
+    at the first one's place (named ``"<name> x<k>"`` for k merged).
+
+    Exact for :func:`phase_time` in both models when only phases that synchronise every
+    rank are merged: those phases form one run (model "runs") in which each adds its
+    own repeat · t_p, as in model "phases", whatever their order.  Phases with
+    synchronising groups are kept as they are.  A trace of I iterations
+    (:func:`slurm_plugin.profiles.smpi_ti.import_ti_phases`) then has about one phase per
+    distinct step of an iteration instead of I of each.  O(Σ_p m_p) (graphs compared
+    by a hash of their arrays, then exactly)."""
+    merged: list[Phase] = []
+    counts: list[int] = []
+    seen: dict[tuple, list[int]] = {}
+    for phase in phased.phases:
+        if phase.sync is not None:
+            merged.append(phase)
+            counts.append(1)
+            continue
+        g = phase.graph
+        key = (g.m, hash(g.indptr.tobytes()), hash(g.indices.tobytes()),
+               hash(g.weights.tobytes()))
+        for i in seen.get(key, []):
+            h = merged[i].graph
+            if (np.array_equal(h.indptr, g.indptr) and np.array_equal(h.indices, g.indices)
+                    and np.array_equal(h.weights, g.weights)):
+                merged[i] = Phase(h, merged[i].repeat + phase.repeat, None, merged[i].name)
+                counts[i] += 1
+                break
+        else:
+            seen.setdefault(key, []).append(len(merged))
+            merged.append(phase)
+            counts.append(1)
+    named = [p if k == 1 else Phase(p.graph, p.repeat, p.sync, f"{p.name} x{k}")
+             for p, k in zip(merged, counts, strict=True)]
+    return with_phases(phased, named)

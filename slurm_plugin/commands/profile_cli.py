@@ -11,6 +11,7 @@ import tomllib
 
 from mapper.io.graph_file import read_graph
 from mapper.io.mtx_file import write_mtx
+from mapper.phases import PhasedGraph, merge_global_phases
 
 from ..common.job_conventions import RECORDING_META, valid_job_id
 from ..common.user_paths import UserPathError
@@ -20,7 +21,7 @@ from ..profiles.generators import generate
 from ..profiles.ompi_monitoring import import_monitoring
 from ..profiles.pattern_match import generator_line, match_generator
 from ..profiles.recorded_job import collect_recording, incomplete_recordings
-from ..profiles.smpi_ti import import_ti
+from ..profiles.smpi_ti import import_ti, import_ti_phases
 from ..profiles.store import (
     NAME,
     ProfileError,
@@ -29,7 +30,7 @@ from ..profiles.store import (
     bundled_store,
     toml_string,
 )
-from ..profiles.store_writer import entry_text
+from ..profiles.store_writer import entry_text, toml_value
 from ..site.config import load_config
 
 
@@ -87,6 +88,10 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
                    help="add this run as one more sample of the existing profile NAME "
                         "(NAME.sK.mtx, listed in its samples): rankmap then applies a "
                         "placement only if it beats Slurm's default under every sample")
+    q.add_argument("--phases", action="store_true",
+                   help="smpi-ti: also store the trace's phases, split at every collective "
+                        "call (equal ones merged): NAME.pK.mtx, listed in its phases; "
+                        "the never-worse rule then checks each link level's phase time")
     q.set_defaults(func=_import)
 
 
@@ -186,8 +191,12 @@ def _import(args: argparse.Namespace) -> int:
             print(f"\rreading monitoring files {done}/{total}", end="", file=sys.stderr,
                   flush=True)
 
+    if args.phases and (args.format != "smpi-ti" or args.add_sample):
+        raise ProfileError("--phases needs --format smpi-ti and no --add-sample "
+                           "(a profile's phases belong to one run)")
     if args.format == "smpi-ti":
-        g = import_ti(args.prefix, progress)
+        g = (merge_global_phases(import_ti_phases(args.prefix, progress)) if args.phases
+             else import_ti(args.prefix, progress))
         origin = f"SimGrid SMPI TI trace: {' '.join(args.prefix)}"
     else:
         if len(args.prefix) != 1:
@@ -203,13 +212,28 @@ def _import(args: argparse.Namespace) -> int:
     store.mkdir(parents=True, exist_ok=True)
     write_mtx(g, store / f"{args.name}.mtx", comment=f"imported from {origin}")
     line, found = generator_line(g)
+    if isinstance(g, PhasedGraph):
+        line += f"phases = {toml_value(_write_phases(store, args.name, g))}\n"
     (store / f"{args.name}.toml").write_text(
         f'ranks = {g.n}\nunits = "bytes"\ndescription = {toml_string(args.description)}\n'
         f'source = {toml_string(origin)}\nfile = "{args.name}.mtx"\n{line}')
-    print(f"{store / args.name}.toml: {g.n} ranks, {g.m} edges, {g.total_volume:g} bytes")
+    print(f"{store / args.name}.toml: {g.n} ranks, {g.m} edges, {g.total_volume:g} bytes"
+          + (f", {len(g.phases)} phases" if isinstance(g, PhasedGraph) else ""))
     if found is not None:
         print(found.describe())
     return 0
+
+
+def _write_phases(store: Path, name: str, g: PhasedGraph) -> list[str]:
+    """NAME.pK.mtx for each phase, its volumes times its repeat count (the store's
+    phases repeat once; the phase model is linear in a phase's volume); their names."""
+    files = []
+    for k, phase in enumerate(g.phases):
+        pg = phase.graph
+        scaled = type(pg)(pg.indptr, pg.indices, pg.weights * phase.repeat, pg.source)
+        files.append(f"{name}.p{k}.mtx")
+        write_mtx(scaled, store / files[-1], comment=f"phase {k}: {phase.name}")
+    return files
 
 
 def _add_sample(store: Path, name: str, g, origin: str) -> int:

@@ -221,3 +221,58 @@ def test_ti_phases_refuse_unmatched_collectives(tmp_path) -> None:
     ranks[3] = "3 init\n3 allreduce 1 1 0\n3 barrier\n3 recv 1 1 50 2\n"
     with pytest.raises(TraceError, match="collective call 1 is"):
         import_ti_phases(_ti(tmp_path, ranks))
+
+
+# -- repeated steps merged, and `rankmap profile import --phases` -------------------------
+
+def _loop_trace(iterations: int) -> dict[int, str]:
+    """Four ranks in a ring, each iteration a send to the right (1000 bytes, then 10
+    bytes every other iteration) and an allreduce."""
+    out = {}
+    for r in range(4):
+        lines = [f"{r} init"]
+        for it in range(iterations):
+            size = 1000 if it % 2 == 0 else 10
+            lines += [f"{r} send {(r + 1) % 4} {it} {size} 2",
+                      f"{r} recv {(r - 1) % 4} {it} {size} 2",
+                      f"{r} allreduce 1 1 0"]
+        out[r] = "\n".join(lines + [f"{r} finalize"]) + "\n"
+    return out
+
+
+def test_equal_global_phases_merge_without_changing_the_model(tmp_path) -> None:
+    from mapper.phases import merge_global_phases
+    from slurm_plugin.profiles.smpi_ti import import_ti_phases
+
+    g = import_ti_phases(_ti(tmp_path, _loop_trace(6)))
+    merged = merge_global_phases(g)
+    assert len(g.phases) == 12  # 6 x (p2p, allreduce) as traced
+    # the two kinds of ring step and the allreduce: 3 phases with their repeats
+    assert sorted((p.repeat, p.graph.total_volume) for p in merged.phases) == [
+        (3.0, 40.0), (3.0, 4000.0), (6.0, 64.0)], [(p.name, p.repeat) for p in merged.phases]
+    np.testing.assert_array_equal(merged.to_csr().toarray(), g.to_csr().toarray())
+    machine = Hierarchy.parse("1:2:2", "1:10:100")
+    for seed in range(5):
+        pi = np.random.default_rng(seed).permutation(4)
+        for model in ("runs", "phases"):
+            for level in (0, 1):
+                assert phase_time(merged, machine, pi, [level], model=model) == \
+                    pytest.approx(phase_time(g, machine, pi, [level], model=model))
+
+
+def test_profile_import_stores_the_phases(tmp_path) -> None:
+    from slurm_plugin.commands.cli import main
+    from slurm_plugin.profiles.smpi_ti import import_ti_phases
+
+    files = _ti(tmp_path, _loop_trace(4))
+    store = tmp_path / "store"
+    assert main(["profile", "import", "--format", "smpi-ti", *map(str, files),
+                 "--name", "loop", "--store", str(store), "--phases"]) == 0
+    g = ProfileStore([store]).load("loop", 4)
+    assert isinstance(g, PhasedGraph) and len(g.phases) == 3
+    raw = import_ti_phases(files)
+    machine = Hierarchy.parse("1:2:2", "1:10:100")
+    pi = np.array([0, 2, 1, 3])
+    assert phase_time(g, machine, pi, [0]) == pytest.approx(phase_time(raw, machine, pi, [0]))
+    assert main(["profile", "import", "--format", "ompi", str(files[0]), "--name", "x",
+                 "--store", str(store), "--phases"]) != 0
