@@ -13,8 +13,9 @@ the flows crossing it by *weighted* max-min (a flow's weight is 1 / (route laten
 bw_factor(s) of what it is given (0.94 at 256 KiB, 0.34 from 242 B to 1.4 KB, 0.81
 below), delays it by latency × lat_factor(s) (11.6 at 256 KiB, 1.95 at 1 KiB), and,
 with cross-traffic on, charges every flow 5 % of its rate on the links of the reverse
-route.  Links are full
-duplex (SPLITDUPLEX: one capacity per direction); a leaf's backbone is shared.
+route.  Links are full duplex (SPLITDUPLEX: one capacity per direction); a leaf's
+backbone is shared.  The factors are looked up as if a message were FACTOR_SHIFT bytes
+longer, which is what SimGrid 3.32 was measured to do.
 
 Models of one iteration (× iterations to compare with the simulated loop):
 
@@ -29,7 +30,8 @@ Models of one iteration (× iterations to compare with the simulated loop):
 
 Usage: ``python3 bench/benefit/halo_links.py CASE [CASE …]`` (case directories with
 results.json, platform.xml and the hostfiles; halo3d's arguments are read from
-results.json's program).
+results.json's program); ``--sizes B …`` prints the estimate's ratio to block per
+message size instead (the models only, on the case's hostfiles).
 """
 
 from __future__ import annotations
