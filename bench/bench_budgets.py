@@ -2,14 +2,16 @@
 
     .venv/bin/python bench/bench_budgets.py [--sizes 1024,2048,4096] [--budget 5]
         [--profiles uniform,random,stencil3d] [--algorithms topdown+n10,...]
-        [--timeout 600] [--baseline]
+        [--timeout 600] [--baseline] [--objective congestion]
 
 Profiles: ``uniform`` — all-to-all, every pair the same volume (every bijection has
 the same J); ``random`` — all-to-all with volumes uniform in [1, 100) (dense, not
 uniform); ``stencil3d`` — the 7-point stencil of slurm_plugin.profiles.generators.
 Machine: a 3-level tree, 32 cores per node, 8 nodes per switch, distances 1:10:100
 (n / 256 switches).  ``--baseline`` passes block placement (rank r on PE r) as the
-scheduler's baseline, as the Slurm plugin does.
+scheduler's baseline, as the Slurm plugin does; ``--objective congestion`` (implies
+``--baseline``) runs the product's default objective on trees, with the node links and
+switch uplinks as congestion levels (J under block's busiest link of each).
 
 Every run is a fresh child process (``--one``), so ``ru_maxrss`` is that run's own
 peak; the table shows the RSS after the graph was built (the input's own cost) and the
@@ -57,7 +59,8 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
-def run_one(profile: str, n: int, algorithm: str, budget: float, baseline: bool) -> dict:
+def run_one(profile: str, n: int, algorithm: str, budget: float, baseline: bool,
+            objective: str = "J") -> dict:
     """One run in this process; the dictionary the parent prints."""
     from mapper.api import map_processes
 
@@ -65,8 +68,10 @@ def run_one(profile: str, n: int, algorithm: str, budget: float, baseline: bool)
     machine = machine_for(n)
     rss_graph = _rss_mb()
     start = time.perf_counter()
+    aimed = objective == "congestion"
     result = map_processes(graph, machine, algorithm, 0, budget,
-                           baseline=np.arange(n) if baseline else None)
+                           baseline=np.arange(n) if baseline or aimed else None,
+                           congestion_levels=[0, 1] if aimed else None, objective=objective)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "rss_graph": rss_graph, "rss_peak": _rss_mb(),
             "objective": result.objective, "origin": result.origin,
@@ -82,15 +87,17 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=5.0)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--baseline", action="store_true")
+    ap.add_argument("--objective", choices=("J", "congestion"), default="J")
     ap.add_argument("--one", nargs=3, metavar=("PROFILE", "N", "ALGORITHM"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         profile, n, algorithm = args.one
-        print(json.dumps(run_one(profile, int(n), algorithm, args.budget, args.baseline)))
+        print(json.dumps(run_one(profile, int(n), algorithm, args.budget, args.baseline,
+                                 args.objective)))
         return
     print(f"budget {args.budget:g} s, baseline {'block' if args.baseline else 'none'}, "
-          f"machine 32:8:(n/256), distances 1:10:100")
+          f"objective {args.objective}, machine 32:8:(n/256), distances 1:10:100")
     print("| profile | n | algorithm | solver s | within budget | RSS graph MB | "
           "RSS peak MB | J | origin | note |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -98,8 +105,8 @@ def main() -> None:
         for profile in args.profiles.split(","):
             for algorithm in args.algorithms.split(","):
                 cmd = [sys.executable, __file__, "--one", profile, str(n), algorithm,
-                       "--budget", str(args.budget)] + (["--baseline"] if args.baseline
-                                                         else [])
+                       "--budget", str(args.budget), "--objective", args.objective] + (
+                    ["--baseline"] if args.baseline else [])
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          timeout=args.timeout)
