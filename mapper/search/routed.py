@@ -1,0 +1,157 @@
+"""J under caps on every level's busiest routed link: the congestion aim on tori,
+meshes and dragonflies.
+
+:mod:`mapper.search.congested` aims the search at the never-worse rule's link test on
+switch trees, where a link's load is a group's cut.  On a network with fixed routes
+(a :class:`~mapper.link_load.RoutedNetwork`: dimension-order routing on a torus or
+mesh, minimal routing on a dragonfly) a link's load is the volume of the messages
+whose route crosses it, and its congestion that load over its capacity
+(:func:`mapper.link_load.link_loads`).  This module looks for
+
+    min J(π)  subject to  max_{links l of level λ} c_l(π) ≤ cap_λ  for every level λ,
+
+c_l = load_l / capacity_l, with cap_λ the default's busiest congestion of level λ
+(:func:`caps_of`: node links; the router links of a torus or mesh; a dragonfly's local
+and global links apart — the levels of :func:`mapper.link_load.level_congestion`).  It
+is congested.py's lexicographic local search on (V, J), with the violation
+
+    V(π) = Σ_λ Σ_{links l of λ} (c_l(π) − cap_λ)⁺ / cap_λ
+
+(a cap of 0 counts as 1), zero exactly when every cap holds.  A swap is taken when it
+lowers V, or when it lowers J and raises no link above max(its congestion, its level's
+cap): V never rises, and once it is 0 every later swap keeps all caps.  From an
+overloaded mapping it is a *congestion repair*, from the default (V = 0) a
+*constrained polish*.
+
+Incremental: the change of the loads under a swap of u and v is the compiled
+``_swap_loads`` of :mod:`mapper._linkload` (the machinery of
+:func:`mapper.link_load.swap_delta`) written into a scratch array that is zero outside
+the t links it touches, so V's change and the cap test cost O(t); J's change is the
+swap gain of :mod:`mapper.search.swap` on the machine's own distance oracle
+(:class:`mapper.oracle.KernelOracle`: a :class:`~mapper.networks.NodeHopMachine`'s hop
+table between nodes), O(deg u + deg v).  One evaluation costs O((deg u + deg v)·h) for
+h links per route (two routes per edge where a → b and b → a differ).  The max-tree of
+:class:`mapper.link_load.LinkLoadTracker` is not needed: V and the cap test read only
+the touched links.
+
+Neighbourhood: u's partners are the ranks on the job nodes that hold u's communication
+partners, outside u's own node (as congested.py's node level).  A sweep visits the
+ranks in random order and takes u's first improving swap.  Cost per sweep
+O(Σ_u (distinct partner nodes of u) · c · (deg u + d̄) · h) for c PEs per node; sweeps
+stop at ``max_sweeps``, the time limit, or the first sweep without a move.  Start:
+O(n + m·h + links) for the loads and V.
+
+References
+----------
+* T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale parallel
+  architectures", ICS 2011, doi:10.1145/1995896.1995909 (link load along routed paths
+  over capacity, the maximum congestion, as the mapping metric beside dilation).
+* W. J. Dally, B. Towles, Principles and Practices of Interconnection Networks, Morgan
+  Kaufmann 2004, ch. 14 (dimension-order routing); J. Kim, W. J. Dally, S. Scott,
+  D. Abts, ISCA 2008, doi:10.1109/ISCA.2008.19 (dragonfly minimal routing): the routes
+  of :mod:`mapper.link_load`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _linkload
+from ..graph import CommGraph
+from ..link_load import RoutedNetwork, level_congestion, link_loads
+from ..machine import Machine, MachineError
+from ..objective import check_mapping
+from ..oracle import KernelOracle
+from .congested import _ROUNDING, MAX_SWEEPS, ConstrainedStats
+from .swap import _REL_EPS, _max_distance
+
+#: A candidate may load a routed level's busiest link this much more (relative) than
+#: the baseline before the never-worse rule refuses it: only rounding (the routed check
+#: has had no measurement tolerance since graph mode's first link check).
+ROUTED_TOLERANCE = 1e-9
+
+
+def caps_of(graph: CommGraph, network: RoutedNetwork, baseline: np.ndarray,
+            slack: float = 0.0) -> np.ndarray:
+    """Per level of ``network``, the busiest ``load / capacity`` under ``baseline``,
+    times 1 + slack: the caps the never-worse rule checks against.  O(n + m·h + links)."""
+    return level_congestion(link_loads(graph, baseline, network), network) * (1.0 + slack)
+
+
+def link_caps(network: RoutedNetwork, caps: np.ndarray) -> np.ndarray:
+    """Each link's cap on its congestion: its level's, raised by a relative 1e-12
+    (:data:`~mapper.search.congested._ROUNDING`) so that loads summed in another order
+    cannot put the baseline's busiest link above its own cap.  O(links)."""
+    caps = np.asarray(caps, dtype=np.float64)
+    if caps.shape != (len(network.level_names),):
+        raise ValueError(f"{len(caps)} caps for {len(network.level_names)} levels")
+    return np.ascontiguousarray(np.repeat(caps, np.diff(network.level_bounds))
+                                * (1.0 + _ROUNDING))
+
+
+def violation_of_loads(loads: np.ndarray, network: RoutedNetwork, caps: np.ndarray) -> float:
+    """V of the link loads ``loads``: Σ over links of (c − cap)⁺ / cap (cap 0 counts
+    as 1; caps from :func:`link_caps`).  O(links)."""
+    kap = link_caps(network, caps)
+    c = np.asarray(loads, dtype=np.float64) / network.capacity
+    over = c > kap
+    return float(np.where(over, (c - kap) / np.where(kap > 0, kap, 1.0), 0.0).sum())
+
+
+def violation(graph: CommGraph, network: RoutedNetwork, pe: np.ndarray,
+              caps: np.ndarray) -> float:
+    """V of ``pe`` from its loads recomputed (:func:`mapper.link_load.link_loads`)."""
+    return violation_of_loads(link_loads(graph, pe, network), network, caps)
+
+
+def raised_level(graph: CommGraph, network: RoutedNetwork, mapping: np.ndarray,
+                 base: np.ndarray, tolerance: float = ROUTED_TOLERANCE
+                 ) -> tuple[int, float] | None:
+    """The first level whose busiest congestion under ``mapping`` exceeds ``base`` (the
+    baseline's, :func:`caps_of`) by more than ``tolerance``, with the ratio (∞ over a
+    level the baseline leaves idle); None when none does.  O(n + m·h + links)."""
+    ours = level_congestion(link_loads(graph, mapping, network), network)
+    for i in range(len(ours)):
+        if ours[i] > base[i] * (1.0 + tolerance):
+            return i, (float(ours[i] / base[i]) if base[i] > 0 else float("inf"))
+    return None
+
+
+def node_bounds(network: RoutedNetwork) -> np.ndarray:
+    """The PE range of every job node, ``bounds[x]:bounds[x + 1]`` (PEs run node by
+    node, as in :class:`~mapper.networks.NodeHopMachine`)."""
+    pe_node = network.pe_node
+    if len(pe_node) and np.any(np.diff(pe_node) < 0):
+        raise MachineError("the routed network's PEs must run node by node")
+    return np.searchsorted(pe_node, np.arange(network.nodes + 1)).astype(np.int64)
+
+
+def constrained_search(graph: CommGraph, machine: Machine, network: RoutedNetwork,
+                       pe: np.ndarray, caps: np.ndarray, seed: int = 0,
+                       time_limit: float | None = None,
+                       max_sweeps: int = MAX_SWEEPS) -> ConstrainedStats:
+    """Lower V, then J under the caps, by swaps from ``pe`` (modified in place; module
+    docstring).  ``machine`` gives J's distances (its PEs are ``network``'s), ``caps``
+    one per level of ``network`` on its busiest ``load / capacity`` (e.g.
+    :func:`caps_of` of the default placement).  ``violation_before`` and ``violation``
+    are recomputed from the loads, ``j_change`` is the sum of the swaps' gains."""
+    if not (pe.dtype == np.int64 and pe.flags.c_contiguous):
+        raise TypeError("pe must be a C-contiguous int64 array (it is modified in place)")
+    if machine.n != network.n:
+        raise MachineError(f"the machine has {machine.n} PEs but the routed network "
+                           f"{network.n}")
+    check_mapping(pe, network.n, graph.n)
+    kap = link_caps(network, caps)
+    loads = np.ascontiguousarray(link_loads(graph, pe, network), dtype=np.float64)
+    before = violation_of_loads(loads, network, caps)
+    scale = max(graph.total_volume, 1.0) * _max_distance(machine)
+    _, dj, moves, sweeps, timed_out, evals = _linkload.constrained_search(
+        graph.indptr, graph.indices, graph.weights, pe, *KernelOracle.of(machine).args(),
+        network.pe_node, node_bounds(network), network.route_ptr, network.route_links,
+        network.nodes, network.symmetric, loads, 1.0 / network.capacity, kap,
+        int(max_sweeps), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
+        _REL_EPS * scale)
+    after = violation(graph, network, pe, caps)
+    return ConstrainedStats(before, after, float(dj), int(moves), int(sweeps),
+                            bool(timed_out), int(evals))
+
