@@ -141,17 +141,28 @@ def constrained_search(graph: CommGraph, machine: Machine, network: RoutedNetwor
         raise MachineError(f"the machine has {machine.n} PEs but the routed network "
                            f"{network.n}")
     check_mapping(pe, network.n, graph.n)
-    kap = link_caps(network, caps)
     loads = np.ascontiguousarray(link_loads(graph, pe, network), dtype=np.float64)
     before = violation_of_loads(loads, network, caps)
-    scale = max(graph.total_volume, 1.0) * _max_distance(machine)
-    _, dj, moves, sweeps, timed_out, evals = _linkload.constrained_search(
-        graph.indptr, graph.indices, graph.weights, pe, *KernelOracle.of(machine).args(),
-        network.pe_node, node_bounds(network), network.route_ptr, network.route_links,
-        network.nodes, network.symmetric, loads, 1.0 / network.capacity, kap,
-        int(max_sweeps), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
-        _REL_EPS * scale)
+    _, dj, moves, sweeps, timed_out, evals = descend(graph, machine, network, pe, loads,
+                                                     caps, seed, time_limit, max_sweeps)
     after = violation(graph, network, pe, caps)
     return ConstrainedStats(before, after, float(dj), int(moves), int(sweeps),
                             bool(timed_out), int(evals))
 
+
+def descend(graph: CommGraph, machine: Machine, network: RoutedNetwork, pe: np.ndarray,
+            loads: np.ndarray, caps: np.ndarray, seed: int, time_limit: float | None,
+            max_sweeps: int = MAX_SWEEPS) -> tuple[float, float, int, int, bool, int]:
+    """The compiled descent itself: ``pe`` and ``loads`` (its link loads, contiguous
+    ``float64``) updated in place; returns (V from the loads kept incrementally, the
+    sum of the swaps' J gains, moves, sweeps, hit the time limit, evaluations).
+    Unchecked (:func:`constrained_search` checks); tests compare the incremental
+    values with recomputation."""
+    scale = max(graph.total_volume, 1.0) * _max_distance(machine)
+    viol, dj, moves, sweeps, timed_out, evals = _linkload.constrained_search(
+        graph.indptr, graph.indices, graph.weights, pe, *KernelOracle.of(machine).args(),
+        network.pe_node, node_bounds(network), network.route_ptr, network.route_links,
+        network.nodes, network.symmetric, loads, 1.0 / network.capacity,
+        link_caps(network, caps), int(max_sweeps), int(seed) & 0xFFFFFFFFFFFFFFFF,
+        float(time_limit or 0.0), _REL_EPS * scale)
+    return float(viol), float(dj), int(moves), int(sweeps), bool(timed_out), int(evals)
