@@ -351,6 +351,12 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                         for p in range(nb[part], nb[part + 1]):
                             v = rank_at[p]
                             evals += 1
+                            # the clock every 16 evaluations, not every 64 ranks: a rank
+                            # of a dense profile has O(n) candidates of O(n·h) each
+                            if ((evals & 15) == 0 and time_limit > 0
+                                    and _now() - start > time_limit):
+                                timed_out = True
+                                break
                             if viol <= 1e-12:
                                 # no swap can lower V (≥ 0) by more than 1e-12: only a
                                 # lower J can be taken, and it is the cheaper test
@@ -401,8 +407,10 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                 moves += 1
                                 moved_in_sweep += 1
                                 break
-                        if taken:
+                        if taken or timed_out:
                             break
+                    if timed_out:
+                        break
                 if moved_in_sweep == 0:
                     break
             # the violation from the loads themselves, not the running sum of deltas
