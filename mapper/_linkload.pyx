@@ -260,6 +260,31 @@ cdef class LoadTracker:
         return np.array(self._pi_arr, copy=True)
 
 
+cdef inline bint _crosses_over(const int64_t* indptr, const int32_t* indices,
+                               const int64_t* pi, const int64_t* pe_node,
+                               const int64_t* rptr, const int32_t* rlinks, int64_t nodes,
+                               bint symmetric, int64_t r, const double* loads,
+                               const double* inv_cap, const double* kap) noexcept nogil:
+    """Whether a route of some edge of rank r crosses a link above its cap.  A swap
+    lowers the violation only by taking load off such a link, and it takes load only
+    off the routes of the two ranks' edges: when neither rank's routes cross one, the
+    swap cannot lower V.  O(deg r · h), stops at the first such link."""
+    cdef int64_t a = pe_node[pi[r]], c, e, k, pair
+    cdef int32_t l
+    cdef int side
+    for e in range(indptr[r], indptr[r + 1]):
+        c = pe_node[pi[indices[e]]]
+        if c == a:
+            continue
+        for side in range(1 if symmetric else 2):
+            pair = a * nodes + c if side == 0 else c * nodes + a
+            for k in range(rptr[pair], rptr[pair + 1]):
+                l = rlinks[k]
+                if loads[l] * inv_cap[l] > kap[l]:
+                    return True
+    return False
+
+
 cdef inline double _excess(double c, double cap) noexcept nogil:
     """The violation one link contributes: its congestion above its level's cap,
     relative to the cap (a cap of 0 counts as 1)."""
@@ -285,7 +310,8 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
 
     A swap of u and v is taken when it lowers V = Σ_links (c − kap)⁺ / kap, or lowers
     J by more than ``eps_j`` and raises no link above max(its congestion, its cap);
-    while V is 0 the cheaper J test runs first.  u's partners: the PEs ``node_bounds[x]:node_bounds[x + 1]`` of the job nodes x of
+    while V is 0, or when neither rank's routes cross a link above its cap (then the
+    swap cannot lower V), the cheaper J test runs first.  u's partners: the PEs ``node_bounds[x]:node_bounds[x + 1]`` of the job nodes x of
     u's communication partners, but u's own node.  Returns (violation, J change,
     moves, sweeps, hit the time limit, evaluations)."""
     cdef Graph g
@@ -297,7 +323,7 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef int32_t l
     cdef double viol = 0.0, dviol, dj, total_dj = 0.0, old, new, k
     cdef double start = _now()
-    cdef bint timed_out = False, ok, taken
+    cdef bint timed_out = False, ok, taken, u_crosses, j_only
     cdef uint64_t rng = seed
     if n < 2 or links == 0 or route_links.shape[0] == 0:
         return 0.0, 0.0, 0, 0, False, 0
@@ -342,6 +368,10 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                     tick += 1
                     stamp[pn[pep[u]]] = tick
                     taken = False
+                    # the loads change only when u's swap is taken, and u's turn then ends
+                    u_crosses = viol > 1e-12 and _crosses_over(
+                        g.indptr, g.indices, pep, pn, &route_ptr[0], &route_links[0],
+                        nodes, symmetric, u, L, ic, kp)
                     for e in range(g.indptr[u], g.indptr[u + 1]):
                         y = g.indices[e]
                         part = pn[pep[y]]
@@ -357,9 +387,13 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                     and _now() - start > time_limit):
                                 timed_out = True
                                 break
-                            if viol <= 1e-12:
-                                # no swap can lower V (≥ 0) by more than 1e-12: only a
-                                # lower J can be taken, and it is the cheaper test
+                            # no swap can lower V (≥ 0) by more than 1e-12 when V is
+                            # 0, nor one whose ranks' routes cross no link above its
+                            # cap: only a lower J can then be taken, the cheaper test
+                            j_only = viol <= 1e-12 or not (u_crosses or _crosses_over(
+                                g.indptr, g.indices, pep, pn, &route_ptr[0],
+                                &route_links[0], nodes, symmetric, v, L, ic, kp))
+                            if j_only:
                                 dj = _swap_delta(&g, &o, pep, u, v)
                                 if dj >= -eps_j:
                                     continue
@@ -379,7 +413,7 @@ def constrained_search(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                                 if (new - old > 1e-12 * (k if k > 0 else 1.0)
                                         and new > k * (1 + 1e-12)):
                                     ok = False
-                            if viol <= 1e-12:
+                            if j_only:
                                 taken = ok  # dj < -eps_j already
                             elif dviol < -1e-12:
                                 dj = _swap_delta(&g, &o, pep, u, v)
