@@ -310,15 +310,16 @@ def aim_at_routed_congestion(graph: CommGraph, machine: Machine, network: Routed
     """:func:`aim_at_congestion` on a routed network (a torus, mesh or dragonfly,
     :mod:`mapper.link_load`): ``best`` brought under the baseline's busiest link of
     each of ``network``'s levels (``load / capacity``), J from ``machine``
-    (:mod:`mapper.search.routed`).  Same repair, else constrained polish of the
-    baseline; the result always meets the caps.  Cost: O(n + m·h + links) for the caps
-    and the check, then the searches' sweeps."""
+    (:mod:`mapper.search.routed`).  Same repair (with up to
+    :data:`~mapper.search.routed.AIM_KICKS` kicks while the caps are not met), else
+    constrained polish of the baseline; the result always meets the caps.  Cost:
+    O(n + m·h + links) for the caps and the check, then the searches' sweeps."""
     caps = routed_search.caps_of(graph, network, baseline)
     within = routed_search.violation(graph, network, best.mapping, caps) <= 0.0
 
     def search(pe: np.ndarray, limit: float | None) -> congested.ConstrainedStats:
         return routed_search.constrained_search(graph, machine, network, pe, caps, seed,
-                                                limit)
+                                                limit, kicks=routed_search.AIM_KICKS)
     return _repaired_or_polished(graph, machine, best, baseline, time_limit, within, search)
 
 

@@ -137,17 +137,23 @@ def test_incremental_loads_v_and_j_equal_recomputation_and_v_never_rises(seed):
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), slack=st.sampled_from([0.0, 0.3]))
 def test_started_within_the_caps_it_ends_within_them_with_no_higher_J(seed, slack):
+    """Stopped after 1, 2 and up to 200 sweeps (the same swaps replayed): every stop is
+    within the caps, walked independently, at a J no higher than the start's."""
     case = Case(seed)
     graph = _graph(case, seed)
     start = case.rng.permutation(case.machine.n).astype(np.int64)
     caps = routed.caps_of(graph, case.net, start, slack)
-    pe = start.copy()
-    stats = routed.constrained_search(graph, case.machine, case.net, pe, caps, seed)
-    assert stats.violation_before == 0.0 and stats.violation == 0.0 and stats.feasible
-    assert np.all(case.level_max(graph, pe) <= caps * (1 + 1e-9) + 1e-12)
-    assert case.j(graph, pe) <= case.j(graph, start) + 1e-9
-    assert case.j(graph, pe) - case.j(graph, start) == pytest.approx(stats.j_change,
-                                                                     abs=1e-9)
+    for sweeps in (1, 2, 200):
+        pe = start.copy()
+        stats = routed.constrained_search(graph, case.machine, case.net, pe, caps, seed,
+                                          max_sweeps=sweeps)
+        assert stats.violation_before == 0.0 and stats.violation == 0.0 and stats.feasible
+        assert np.all(case.level_max(graph, pe) <= caps * (1 + 1e-9) + 1e-12), sweeps
+        assert case.j(graph, pe) <= case.j(graph, start) + 1e-9
+        assert case.j(graph, pe) - case.j(graph, start) == pytest.approx(stats.j_change,
+                                                                         abs=1e-9)
+        if stats.sweeps < sweeps:
+            break
 
 
 def test_the_aim_lowers_an_overloaded_torus_placement_and_ends_under_the_caps():
@@ -238,3 +244,26 @@ def test_the_routed_objective_refuses_tree_levels_beside_it_and_a_wrong_size():
             map_processes(graph, case.machine, "ohtma", baseline=default, routed=other)
     with pytest.raises(ValueError, match="routed network"):
         map_processes(graph, case.machine, "ohtma", objective="congestion", baseline=default)
+
+
+def test_kicks_keep_the_best_violation_and_report_the_true_J_change():
+    """From the same start and seed the first descent is the one without kicks: kicks
+    never end at a higher V, the J change is the walk's, and somewhere they lower V."""
+    helped = 0
+    for seed in range(60):
+        case = Case(seed)
+        graph = _graph(case, seed)
+        n = case.machine.n
+        start = case.rng.permutation(n).astype(np.int64)
+        caps = case.level_max(graph, case.rng.permutation(n)) * 0.7
+        plain, kicked = start.copy(), start.copy()
+        s0 = routed.constrained_search(graph, case.machine, case.net, plain, caps, seed)
+        s1 = routed.constrained_search(graph, case.machine, case.net, kicked, caps, seed,
+                                       kicks=8)
+        assert sorted(kicked.tolist()) == list(range(n))
+        assert s1.violation <= s0.violation + 1e-12, seed
+        assert s1.violation == pytest.approx(case.violation(graph, kicked, caps), abs=1e-9)
+        assert case.j(graph, start) + s1.j_change == pytest.approx(case.j(graph, kicked),
+                                                                   rel=1e-9, abs=1e-9)
+        helped += s1.violation < s0.violation - 1e-12
+    assert helped, "no instance where a kick lowered V"
