@@ -32,12 +32,14 @@ from .construction.ohtma import ohtma_greedy
 from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
 from .errors import RankmapError
 from .graph import CommGraph, GraphError
+from .link_load import RoutedNetwork
 from .machine import Hierarchy, Machine, MachineError
 from .objective import check_mapping, evaluate
 from .partitioners.metis import balanced_partition
 from .phases import PhasedGraph, raised_phase_time
 from .result import PHASES, MappingResult
 from .search import congested
+from .search import routed as routed_search
 from .search.cycles import cycle_search
 
 
@@ -71,7 +73,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                   baseline: np.ndarray | None = None,
                   congestion_levels: Sequence[int] | None = None,
                   objective: str = "J",
-                  link_weights: LinkWeights | None = None) -> MappingResult:
+                  link_weights: LinkWeights | None = None,
+                  routed: RoutedNetwork | None = None) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
@@ -124,14 +127,32 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     its J is the lowest (``result.origin``).  Where nothing is refused it costs nothing
     and the result is objective J's; the repair uses only the time the comparison left
     (none left: a note says so).
+
+    ``routed`` (a :class:`~mapper.link_load.RoutedNetwork` over the machine's PEs: a
+    torus, mesh or dragonfly with its routing, :mod:`mapper.link_load`) is the link
+    model of a machine that is not a switch tree (a
+    :class:`~mapper.networks.NodeHopMachine`), in place of ``congestion_levels``: the
+    comparison with the baseline refuses a candidate that raises some level's busiest
+    routed link (``load / capacity``; node links, router links, a dragonfly's local and
+    global links) above the baseline's by more than
+    :data:`~mapper.search.routed.ROUTED_TOLERANCE`, and objective ``"congestion"``
+    then repairs the refused result under those caps
+    (:func:`aim_at_routed_congestion`, :mod:`mapper.search.routed`) as on a tree.
     """
     if objective not in OBJECTIVES:
         raise AlgorithmError(f"objective must be one of {', '.join(OBJECTIVES)}, "
                              f"got {objective!r}")
-    if objective == "congestion" and (baseline is None or not congestion_levels
-                                      or not isinstance(machine, Hierarchy)):
-        raise AlgorithmError("objective 'congestion' needs a baseline, congestion levels "
-                             "and a hierarchical machine")
+    if objective == "congestion" and (baseline is None or not (
+            (congestion_levels and isinstance(machine, Hierarchy)) or routed is not None)):
+        raise AlgorithmError("objective 'congestion' needs a baseline, and congestion "
+                             "levels on a hierarchical machine or a routed network")
+    if routed is not None:
+        if congestion_levels:
+            raise MachineError("give congestion levels (a switch tree) or a routed "
+                               "network, not both")
+        if routed.n != machine.n:
+            raise MachineError(f"the routed network has {routed.n} PEs but the machine "
+                               f"{machine.n}")
     if attempts < 1:
         raise AlgorithmError(f"attempts must be at least 1, got {attempts}")
     start = time.perf_counter()
@@ -196,19 +217,20 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         best, origin, candidates, rejected = _against_baseline(
             graph, machine, algorithm, base, seed, best, baseline,
             None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
-            congestion_levels, link_weights)
+            congestion_levels, link_weights, routed)
         phases["baseline"] += time.perf_counter() - compared
         notes += [note for note in best.notes if note not in notes]
         if objective == "congestion" and algorithm in rejected:
-            assert congestion_levels
+            assert congestion_levels or routed is not None
             aimed_at = time.perf_counter()
             left = None if time_limit is None else time_limit - reserve - (aimed_at - start)
             if left is not None and left <= 0:
                 notes.append(f"{_AIMED}: no time left to repair the refused result")
             else:
                 best, origin = _aimed_candidate(graph, machine, refused_result, baseline,
-                                                sorted(congestion_levels), seed, left, best,
-                                                origin, candidates, notes, link_weights)
+                                                sorted(congestion_levels or ()), seed, left,
+                                                best, origin, candidates, notes,
+                                                link_weights, routed)
             phases["search"] += time.perf_counter() - aimed_at
     else:
         rejected = {}
@@ -226,13 +248,19 @@ def _aimed_candidate(graph: CommGraph, machine: Hierarchy, refused: MappingResul
                      baseline: np.ndarray, levels: list[int], seed: int,
                      time_limit: float | None, winner: MappingResult, origin: str,
                      candidates: dict[str, float], notes: list[str],
-                     link_weights: LinkWeights | None = None) -> tuple[MappingResult, str]:
+                     link_weights: LinkWeights | None = None,
+                     routed: RoutedNetwork | None = None) -> tuple[MappingResult, str]:
     """Objective ``congestion`` after the comparison with the baseline refused the
     algorithm's result: that result brought under the baseline's link caps
-    (:func:`aim_at_congestion`) replaces ``winner`` when its J is lower.  Updates
-    ``candidates`` and ``notes``; returns the winner and its origin."""
-    aimed = aim_at_congestion(graph, machine, refused, baseline, levels, seed, time_limit,
-                              link_weights)
+    (:func:`aim_at_congestion`; :func:`aim_at_routed_congestion` on a ``routed``
+    network) replaces ``winner`` when its J is lower.  Updates ``candidates`` and
+    ``notes``; returns the winner and its origin."""
+    if routed is not None:
+        aimed = aim_at_routed_congestion(graph, machine, routed, refused, baseline, seed,
+                                         time_limit)
+    else:
+        aimed = aim_at_congestion(graph, machine, refused, baseline, levels, seed,
+                                  time_limit, link_weights)
     notes.append(aimed.notes[-1])
     key = "under the caps"
     candidates[key] = aimed.objective
@@ -267,8 +295,43 @@ def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
     Cost: O(n + m·L) to find the caps and check ``best``; each search O(n + m·L) to
     start, then its sweeps (module docstring of :mod:`mapper.search.congested`)."""
     caps = congested.caps_of(graph, machine, baseline, levels, link_weights=link_weights)
-    if congested.violation(graph, machine, best.mapping, levels, caps,
-                           link_weights=link_weights) <= 0.0:
+    within = congested.violation(graph, machine, best.mapping, levels, caps,
+                                 link_weights=link_weights) <= 0.0
+
+    def search(pe: np.ndarray, limit: float | None) -> congested.ConstrainedStats:
+        return congested.constrained_search(graph, machine, pe, levels, caps, seed, limit,
+                                            link_weights=link_weights)
+    return _repaired_or_polished(graph, machine, best, baseline, time_limit, within, search)
+
+
+def aim_at_routed_congestion(graph: CommGraph, machine: Machine, network: RoutedNetwork,
+                             best: MappingResult, baseline: np.ndarray, seed: int,
+                             time_limit: float | None) -> MappingResult:
+    """:func:`aim_at_congestion` on a routed network (a torus, mesh or dragonfly,
+    :mod:`mapper.link_load`): ``best`` brought under the baseline's busiest link of
+    each of ``network``'s levels (``load / capacity``), J from ``machine``
+    (:mod:`mapper.search.routed`).  Same repair (with up to
+    :data:`~mapper.search.routed.AIM_KICKS` kicks while the caps are not met), else
+    constrained polish of the baseline; the result always meets the caps.  Cost:
+    O(n + m·h + links) for the caps and the check, then the searches' sweeps."""
+    caps = routed_search.caps_of(graph, network, baseline)
+    within = routed_search.violation(graph, network, best.mapping, caps) <= 0.0
+
+    def search(pe: np.ndarray, limit: float | None) -> congested.ConstrainedStats:
+        return routed_search.constrained_search(graph, machine, network, pe, caps, seed,
+                                                limit, kicks=routed_search.AIM_KICKS)
+    return _repaired_or_polished(graph, machine, best, baseline, time_limit, within, search)
+
+
+def _repaired_or_polished(graph: CommGraph, machine: Machine, best: MappingResult,
+                          baseline: np.ndarray, time_limit: float | None, within: bool,
+                          search: Callable[[np.ndarray, float | None],
+                                           congested.ConstrainedStats]) -> MappingResult:
+    """The repair-else-polish of :func:`aim_at_congestion`: ``best`` unchanged when
+    ``within`` its caps, else ``search`` (a constrained search under the caps, in place,
+    with a time limit) from ``best`` for half of ``time_limit`` and, when that cannot
+    reach every cap, from ``baseline`` with the rest."""
+    if within:
         return MappingResult(best.mapping, best.objective, best.traffic, best.seconds,
                              best.algorithm, best.seed, best.hit_time_limit,
                              notes=(*best.notes, f"{_AIMED}: the algorithm's result "
@@ -276,8 +339,7 @@ def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
     start = time.perf_counter()
     half = None if time_limit is None else max(time_limit, 0.05) / 2
     repaired = np.ascontiguousarray(best.mapping, dtype=np.int64).copy()
-    rs = congested.constrained_search(graph, machine, repaired, levels, caps, seed, half,
-                                      link_weights=link_weights)
+    rs = search(repaired, half)
     if rs.feasible:
         pe, note, timed_out = repaired, (f"{_AIMED}: the algorithm's result repaired in "
                                          f"{rs.moves} swaps"), rs.hit_time_limit
@@ -285,8 +347,7 @@ def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
         pe = np.ascontiguousarray(baseline, dtype=np.int64).copy()
         left = (None if time_limit is None
                 else max(time_limit - (time.perf_counter() - start), 0.05))
-        ps = congested.constrained_search(graph, machine, pe, levels, caps, seed, left,
-                                          link_weights=link_weights)
+        ps = search(pe, left)
         note = (f"{_AIMED}: the algorithm's result could not be repaired (violation "
                 f"{rs.violation_before:.3g} -> {rs.violation:.3g}); the baseline polished "
                 f"under them in {ps.moves} swaps")
@@ -412,7 +473,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                       best: MappingResult, baseline: np.ndarray, time_limit: float | None,
                       start: float, progress: Callable[[str], None] | None,
                       congestion_levels: Sequence[int] | None,
-                      link_weights: LinkWeights | None = None
+                      link_weights: LinkWeights | None = None,
+                      routed: RoutedNetwork | None = None
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
     """The best of the algorithm's result, the baseline and the polished baseline,
     among those that do not load a shared link more than the baseline (its volume, or
@@ -423,7 +485,11 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     reached: from Slurm's block placement of a 3D stencil on 2^20 ranks it ran 52 s
     (CPU) to lower the baseline's J by 0.3 %, after a 20 s algorithm 64 % below it.
     It also stops early when it cannot reach the algorithm's J (:func:`_polished`).
-    Without a time limit it runs to its local optimum, as before."""
+    Without a time limit it runs to its local optimum, as before.
+
+    With ``routed`` (a routed network instead of tree levels) a candidate that raises
+    a level's busiest routed link (:func:`mapper.search.routed.raised_level`) is
+    refused."""
     levels = sorted(congestion_levels or [])
     if levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
@@ -435,9 +501,13 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     tol = 1e-12 * max(abs(base_eval.objective), 1.0)
     base_loads = (uplink_loads(graph, machine, baseline, levels, link_weights) if levels
                   else ())
+    routed_caps = (routed_search.caps_of(graph, routed, baseline) if routed is not None
+                   else None)
 
     def refusal(cand: MappingResult) -> str | None:
         """Why ``cand`` may not replace the baseline although its J is lower."""
+        if routed is not None:
+            return _routed_refusal(graph, routed, cand, routed_caps, base_eval.objective)
         if not levels:
             return None
         loads = uplink_loads(graph, machine, cand.mapping, levels, link_weights)
@@ -497,6 +567,23 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
         if cand.objective < winner.objective - tol:
             winner, origin = cand, name
     return winner, origin, candidates, rejected
+
+
+def _routed_refusal(graph: CommGraph, network: RoutedNetwork, cand: MappingResult,
+                    base_caps: np.ndarray, base_objective: float) -> str | None:
+    """Why ``cand`` may not replace the baseline on a routed network: the first level
+    whose busiest ``load / capacity`` exceeds the baseline's (``base_caps``,
+    :func:`mapper.search.routed.caps_of`) by more than
+    :data:`~mapper.search.routed.ROUTED_TOLERANCE`, with the ratio and the routing;
+    None when none does.  O(n + m·h + links)."""
+    raised = routed_search.raised_level(graph, network, cand.mapping, base_caps)
+    if raised is None:
+        return None
+    level, ratio = raised
+    what = f"{ratio:.2f}x" if np.isfinite(ratio) else "more than"
+    return (f"J {100 * (1 - cand.objective / base_objective):.1f}% lower, but its busiest "
+            f"{network.level_names[level]} link carries {what} the baseline's busiest "
+            f"({network.routing})")
 
 
 def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,

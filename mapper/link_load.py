@@ -75,8 +75,8 @@ from the touched links would be O(t) but wrong whenever a swap lowers the busies
 link — exactly the swaps a congestion-aware search looks for — and would then need an
 O(L) rescan; the tree never does.
 
-How the never-worse rule would use it for ``[network]`` jobs
--------------------------------------------------------------
+How the never-worse rule uses it for ``[network]`` jobs
+--------------------------------------------------------
 As on a tree (:func:`mapper.congestion.raised_uplink`): per level, the candidate's
 busiest ``load / capacity`` against the baseline's (Slurm's default), and a candidate
 that raises any level beyond the tolerance is refused whatever its J.  Levels are
@@ -87,6 +87,10 @@ dragonfly ``local`` and ``global`` apart (different cables and bandwidths); on a
 (and on Tianhe-3's tree approximation) each level from the node level up to the one
 below the root, as :func:`mapper.congestion.uplink_loads` does.  Intra-node traffic
 crosses no link.  :func:`level_congestion` gives those per-level maxima.
+``map_processes(..., routed=network)`` applies that rule to every candidate (tolerance
+:data:`mapper.search.routed.ROUTED_TOLERANCE`) and, under objective ``congestion``,
+repairs a refused result under the baseline's per-level maxima
+(:mod:`mapper.search.routed`).
 
 References
 ----------

@@ -23,7 +23,7 @@ import numpy as np
 
 from mapper import CommGraph, MappingResult, map_processes
 from mapper.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
-from mapper.link_load import RoutedNetwork, level_congestion, link_loads
+from mapper.link_load import RoutedNetwork
 from mapper.objective import evaluate
 from mapper.phases import PhasedGraph
 from mapper.result import PHASES
@@ -127,9 +127,11 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     with its own socket/core levels; a tree-only algorithm (Top-Down, Bottom-Up) is
     replaced by OHTMA with the same neighbourhood; the never-worse rule's link check uses
     the network's links and routing (:func:`~slurm_plugin.machine.network_source.routed_network`:
-    dimension-order on tori and meshes, minimal on dragonflies; the report names it), or
-    none where rankmap has no link model (hop files, Tianhe-3: J only, said so); the
-    report adds hop-bytes.  A job node the network
+    dimension-order on tori and meshes, minimal on dragonflies; the report names it;
+    the solver is given the routed network, so under objective ``congestion`` a result
+    refused for a routed link is repaired under the default's busiest routed links,
+    :func:`mapper.api.aim_at_routed_congestion`), or none where rankmap has no link
+    model (hop files, Tianhe-3: J only, said so); the report adds hop-bytes.  A job node the network
     does not name is a fallback.
 
     ``tree`` (the switch tree the layout came from) gives the link check on the switch
@@ -193,26 +195,25 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     if fallback_reason is None and graph.n != layout.n:
         fallback_reason = (f"profile {profile or graph.source!r} has {graph.n} ranks but the "
                            f"job has {layout.n} tasks")
-    aimed = objective == "congestion" and bool(congestion_levels) and network is None
+    aimed = objective == "congestion" and ((bool(congestion_levels) and network is None)
+                                           or routed is not None)
     if isinstance(graph, PhasedGraph) and graph.phases:
         notes.append(_phase_note(graph, bool(congestion_levels)))
     notes.append(_objective_note(objective, aimed,
                                  bool(congestion_levels) or routed is not None,
-                                 network is not None))
+                                 network is not None,
+                                 routed.routing if routed is not None else None))
     if fallback_reason is None:
         result = map_processes(graph, machine, algorithm, seed,
                                time_limit * SOLVER_SHARE, progress=progress,
                                baseline=defaults[default_name],
                                congestion_levels=congestion_levels, link_weights=link_weights,
-                               objective="congestion" if aimed else "J")
+                               objective="congestion" if aimed else "J", routed=routed)
         phases.update({_solver_phase(k): v for k, v in result.phases.items()})
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")
             result = None
-    if result is not None and result.origin != "baseline" and routed is not None:
-        result = _under_link_loads(graph, machine, routed, result, defaults[default_name],
-                                   default_name)
     if (result is not None and result.origin != "baseline"
             and isinstance(graph, SampledGraph) and graph.samples):
         result, note = _under_samples(graph, machine, result, defaults[default_name],
@@ -246,16 +247,22 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                    phases=phases, result=result)
 
 
-def _objective_note(objective: str, aimed: bool, checked: bool, network: bool) -> str:
+def _objective_note(objective: str, aimed: bool, checked: bool, network: bool,
+                    routing: str | None = None) -> str:
     """The report's line on what the solver minimised (``checked``: a link check
-    follows; ``network``: a ``[network]`` job)."""
+    follows; ``network``: a ``[network]`` job; ``routing``: its routed link model)."""
+    if aimed and routing is not None:
+        return (f"objective: J under the default's busiest routed link of each level "
+                f"({routing}; a result that loads one more is repaired under them, not "
+                f"only refused)")
     if aimed:
         return ("objective: J under the default's busiest link of each level (a result "
                 "that loads one more is repaired under them, not only refused)")
+    if objective == "congestion" and network:
+        return ("objective: J only (no link model for this network: no link caps to "
+                "search under)")
     return ("objective: J" + (", the link check refusing what loads a busiest link more"
-                              if checked else "")
-            + (" (no search under link caps on a [network] yet)"
-               if objective == "congestion" and network else ""))
+                              if checked else ""))
 
 
 def _phase_note(graph: PhasedGraph, checked: bool) -> str:
@@ -305,28 +312,6 @@ def _kept_default(result: MappingResult, baseline: np.ndarray, base_eval,
                          result.hit_time_limit, "baseline", dict(result.candidates),
                          {**result.rejected, result.algorithm: why}, result.notes,
                          result.phases)
-
-
-def _under_link_loads(graph: CommGraph, machine, routed: RoutedNetwork,
-                      result: MappingResult, baseline: np.ndarray,
-                      default_name: str) -> MappingResult:
-    """The never-worse rule on a routed network: ``result`` unless it loads some level's
-    busiest link (load / capacity under the network's routing,
-    :func:`mapper.link_load.link_loads`) more than the default placement does; then
-    the default, its ``rejected`` naming the level and the ratio.  Levels are compared
-    only with themselves, as on trees.  O(n + m·h)."""
-    ours = level_congestion(link_loads(graph, result.mapping, routed), routed)
-    base = level_congestion(link_loads(graph, baseline, routed), routed)
-    raised = [i for i in range(len(ours)) if ours[i] > base[i] * (1.0 + 1e-9)]
-    if not raised:
-        return result
-    i = raised[0]
-    ratio = ours[i] / base[i] if base[i] > 0 else float("inf")
-    base_eval = evaluate(graph, machine, baseline)
-    saved = 100 * (1 - result.objective / base_eval.objective)
-    why = (f"J {saved:.1f}% lower, but its busiest {routed.level_names[i]} link carries "
-           f"{ratio:.2f}x the busiest of Slurm's {default_name} placement ({routed.routing})")
-    return _kept_default(result, baseline, base_eval, why)
 
 
 def _verdict(v: SampleVerdict) -> str:

@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph
+from mapper.api import _routed_refusal
+from mapper.search.routed import caps_of
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.network_source import hop_machine, load_network, routed_network
-from slurm_plugin.modes.graph_job import _under_link_loads, make_plan
+from slurm_plugin.modes.graph_job import make_plan
+from slurm_plugin.profiles.generators import generate
 from tests.mapper.test_link_load import _brute_loads, _grid_links, _grid_route
 from tests.slurm_plugin.modes.test_plan_network import (
     JOB_NODES,
@@ -73,8 +76,8 @@ def test_an_applied_torus_placement_raises_no_level_walked_independently():
 
 def test_a_placement_that_raises_a_link_is_refused_with_the_level_and_routing():
     """Random candidates against block on the torus: whenever the walk says a level's
-    busiest link is raised, the rule keeps block and says which level; otherwise the
-    candidate passes."""
+    busiest link is raised, the solver's rule (mapper.api, given the routed network)
+    refuses it and says which level and routing; otherwise the candidate passes."""
     cfg = _config(NETWORKS["torus"])
     net = load_network(cfg)
     layout = _layout(JOB_NODES, (2,) * 8)
@@ -95,19 +98,18 @@ def test_a_placement_that_raises_a_link_is_refused_with_the_level_and_routing():
         ev = evaluate(graph, machine, cand)
         result = MappingResult(cand, ev.objective, ev.traffic, 0.0, "test", 0, False,
                                "algorithm", {}, {}, (), {})
-        out = _under_link_loads(graph, machine, routed, result, block, "block")
+        why = _routed_refusal(graph, routed, result, caps_of(graph, routed, block),
+                              evaluate(graph, machine, block).objective)
         ours = torus_level_max(graph, layout, cand, net)
         base = torus_level_max(graph, layout, block, net)
         raised = [name for name, o, b in zip(("node", "network"), ours, base, strict=True)
                   if o > b * (1 + 1e-9)]
         if raised:
             refused += 1
-            assert out.origin == "baseline" and np.array_equal(out.mapping, block)
-            why = out.rejected["test"]
             assert f"busiest {raised[0]} link carries" in why and "dimension order" in why
         else:
             kept += 1
-            assert out is result
+            assert why is None
     assert refused and kept  # both branches were exercised
 
 
@@ -124,3 +126,40 @@ def test_a_tree_jobs_report_names_its_link_check():
     assert (f"link check: switch tree, routes up to the lowest common switch and down, "
             f"each level's links alike ({', '.join(names)} links)"
             in json.loads(plan.report_json)["notes"]), plan.report_json
+
+
+def test_objective_congestion_on_a_torus_repairs_what_objective_J_refuses():
+    """Block's 3D stencil on a scattered torus allocation: under objective J the rule
+    refuses the solver's result and the polished block for a routed link and keeps
+    block; under congestion (the default) the refused result is brought under block's
+    busiest routed links and wins with a lower J.  Loads walked independently."""
+    net = load_network(_config(NETWORKS["torus"]))
+    layout = _layout(JOB_NODES, (8,) * 8)
+    graph = generate("stencil3d", 64)
+    block = default_placements(layout)["block"]
+    only_j = make_plan(layout, graph, algorithm="ohtma+n10", time_limit=30, network=net,
+                       objective="J", files=())
+    aimed = make_plan(layout, graph, algorithm="ohtma+n10", time_limit=30, network=net,
+                      files=())
+    assert "ohtma+n10" in only_j.result.rejected
+    assert "under the caps" not in only_j.result.candidates
+    assert aimed.result.origin == "under the caps"
+    assert aimed.result.objective < only_j.result.objective
+    base = torus_level_max(graph, layout, block, net)
+    for plan in (only_j, aimed):
+        ours = torus_level_max(graph, layout, plan.result.mapping, net)
+        assert all(o <= b * (1 + 1e-9) for o, b in zip(ours, base, strict=True)), (ours, base)
+    notes = " ".join(json.loads(aimed.report_json)["notes"])
+    assert ("objective: J under the default's busiest routed link of each level (torus "
+            "4x4: dimension order" in notes), notes
+    assert ("objective: J, the link check refusing what loads a busiest link more"
+            in " ".join(json.loads(only_j.report_json)["notes"]))
+
+
+def test_without_a_link_model_objective_congestion_is_J_only():
+    net = load_network(_config(NETWORKS["tianhe3"]))
+    plan = make_plan(_layout(JOB_NODES, (8,) * 8), generate("stencil3d", 64),
+                     algorithm="ohtma+n10", time_limit=10, network=net, files=())
+    notes = " ".join(json.loads(plan.report_json)["notes"])
+    assert "objective: J only (no link model for this network" in notes, notes
+    assert "under the caps" not in plan.result.candidates
