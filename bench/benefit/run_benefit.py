@@ -224,6 +224,9 @@ def main() -> int:
                     choices=["congestion", "J"],
                     help="solver objectives, the first as 'rankmap ALG', the others as "
                     "'rankmap ALG [OBJ]' (rankmap simulate --objective)")
+    ap.add_argument("--timeout", type=float, default=3600.0,
+                    help="seconds per simulation (rankmap simulate --timeout); 4096 ranks "
+                    "need more than an hour on a busy 2-core machine")
     ap.add_argument("--skip", nargs="*", default=[], metavar="PLACEMENT",
                     help="placements not to simulate (passed to rankmap simulate --skip)")
     ap.add_argument("--lulesh", default="/tmp/rankmap-lulesh/lulesh2.0",
@@ -284,6 +287,7 @@ def main() -> int:
                 cmd = [*base, *profile_args, "--out", str(case), "--json",
                        *(["--unguarded"] if args.unguarded else []),
                        *(x for obj in args.objectives for x in ("--objective", obj)),
+                       "--timeout", str(args.timeout),
                        *(x for name in args.skip for x in ("--skip", name)),
                        "--", *command]
                 proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
