@@ -11,7 +11,9 @@ results.json in the case directory) it prints, per level: how many exchanges a r
 makes, messages and bytes of one exchange, and for one exchange the busiest directed
 link of each network level (messages, bytes) and the farthest neighbour any rank has
 (0 same node, 1 same leaf, 2 through the spine or a middle switch, 3 through the top);
-then the allreduce's recursive-doubling steps by the farthest pair of each step.
+then the allreduce, as the profile expands it (recursive doubling) and as SimGrid's
+default selector runs it (a linear reduce to rank 0, then a binomial bcast from it), by
+the distance of the farthest pair of each step.
 
 Usage: ``python3 bench/benefit/hpcg_phases.py CASE TRACE`` (CASE: e.g.
 /tmp/rankmap-benefit/tree3-hpcg-64; TRACE: the index file of a trace at that rank count,
@@ -157,8 +159,24 @@ def main() -> int:
         while k < n:
             steps.append(max(distance(r, r ^ k, lv) for r in range(n) if r ^ k < n))
             k <<= 1
-        print(f"allreduce (recursive doubling, partner r xor 2^k): farthest pair per step "
-              f"{steps}")
+        print(f"allreduce as the profile expands it (recursive doubling, partner r xor "
+              f"2^k): farthest pair per step {steps}")
+        # what SMPI runs (SimGrid's default selector): reduce = every rank sends to rank 0
+        # (non-blocking, linear), then bcast__binomial_tree from rank 0 (mask from the
+        # highest down: rank r, a multiple of 2·mask, sends to r + mask)
+        into0 = Counter(distance(r, 0, lv) for r in range(1, n))
+        bsteps = []
+        mask = 1 << (n - 1).bit_length() - 1
+        while mask:
+            bsteps.append(max(distance(r, r + mask, lv) for r in range(0, n, 2 * mask)
+                              if r + mask < n))
+            mask >>= 1
+        lat = [0.1] + [2.0 + 1.0 * (d - 1) for d in range(1, len(lv) + 1)]
+        print(f"allreduce as SMPI runs it: reduce, ranks by distance to rank 0 "
+              f"{dict(sorted(into0.items()))} (farthest {max(into0)}); binomial bcast from "
+              f"0, farthest pair per step {bsteps}; one-way latency sum of the chain "
+              f"{lat[max(into0)] + sum(lat[d] for d in bsteps):.1f} us (0.1 us same node, "
+              f"2 us a leaf, +1 us a switch level above; before SMPI's latency factors)")
     return 0
 
 
