@@ -130,7 +130,8 @@ def main() -> int:
               f"{'-' if ratio is None else f'{ratio:.3f}'})")
         print("| level | exchanges | " + " | ".join(
             f"busiest {name} link: msgs / bytes" for name, _ in lv) +
-            " | ranks by farthest neighbour (0/1/2/3) |")
+            " | ranks by farthest neighbour (" + "/".join(map(str, range(len(lv) + 1))) +
+            ") |")
         for level in sorted(first):
             src = np.array([s for s, _, _ in first[level]])
             dst = np.array([d for _, d, _ in first[level]])
