@@ -25,7 +25,17 @@ import --format smpi-ti`` stores profile ``lulesh-N`` in WORK/lulesh-sS-iI (kept
 later runs).  ``--lulesh-generator`` adds a row for rankmap mapping it with generator
 ``stencil3d:AxAxA`` instead (faces only, non-periodic; LULESH's rank numbering is the
 generator's: rank = (plane * A + row) * A + col).  LULESH prints no iteration-loop
-time: its time is SMPI's simulated time of the whole run.
+time: its time is SMPI's simulated time of the whole run.  ``hpcg`` = HPCG 3.1 (built by
+``sh bench/benefit/fetch_hpcg.sh``; any rank count its process grid accepts),
+``--nx=--ny=--nz=--hpcg-size --rt=0`` (its quick path: one CG set), traced, imported
+(profile ``hpcg-N`` in WORK/hpcg-nS) and simulated the same way; HPCG picks its own
+3D process grid (npx ≥ npy ≥ npz, rank = (z·npy + y)·npx + x) and runs in the case
+directory, where it writes its reports.  ``--keep-trace`` keeps a traced app's trace
+(CASE/trace/APP.ti; ``hpcg_phases.py`` splits HPCG's by multigrid level).
+
+``--distinct`` simulates each distinct placement once: ``rankmap simulate
+--platform-only`` writes all hostfiles, placements equal to an earlier one take its
+time (said in the note), the others run with rankmap simulate's smpirun command.
 
 ``--unguarded`` adds the solver's own result (no never-worse rule); ``--objectives
 congestion J`` simulates both solver objectives in the same run (rows ``rankmap ALG``
@@ -49,6 +59,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
+from slurm_plugin.commands.simulate_cli import parse_times, smpirun_command  # noqa: E402
 from slurm_plugin.profiles.generators import near_factors  # noqa: E402
 from slurm_plugin.slurm.topology import parse_node_shape  # noqa: E402
 
@@ -98,54 +109,87 @@ def cube_side(ranks: int) -> int | None:
     return side if side ** 3 == ranks else None
 
 
-def lulesh_binary(path: str) -> Path:
-    """The LULESH SMPI binary, or exit saying how to build it."""
-    exe = Path(path)
+# traced apps: (binary option, archive, fetch script, name of the built binary)
+TRACED = {"lulesh": ("--lulesh", "lulesh-2.0.tar.gz", "fetch_lulesh.sh", "lulesh2.0"),
+          "hpcg": ("--hpcg", "hpcg-3.1.tar.gz", "fetch_hpcg.sh", "xhpcg")}
+
+
+def traced_binary(app: str, path: str) -> Path:
+    """The SMPI binary of traced ``app``, or exit saying how to build it."""
+    exe = Path(path).resolve()
     if not exe.is_file():
+        option, archive, script, _ = TRACED[app]
         raise SystemExit(
-            f"LULESH binary not found: {exe}\nbuild it (needs the unmodified "
-            f"lulesh-2.0.tar.gz; see the script): sh {HERE / 'fetch_lulesh.sh'} {exe.parent}"
-            f" [TARBALL]\nor pass --lulesh PATH")
+            f"{app} binary not found: {exe}\nbuild it (needs the unmodified {archive}; "
+            f"see the script): sh {HERE / script} {exe.parent} [TARBALL]\n"
+            f"or pass {option} PATH")
     return exe
 
 
-def run_checked(cmd: list[str], what: str) -> str:
-    """stdout of ``cmd``; exit with its output when it fails."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+def traced_case(app: str, ranks: int, args: argparse.Namespace,
+                ) -> tuple[str, list[str], str, str] | None:
+    """(stencil3d dims for the tracing platform, command, profile store's name,
+    description) of traced ``app`` at ``ranks``, or None when it does not run there."""
+    if app == "lulesh":
+        side = cube_side(ranks)
+        if side is None:
+            return None
+        return (f"{side}x{side}x{side}",
+                [str(traced_binary(app, args.lulesh)), "-s", str(args.lulesh_size),
+                 "-i", str(args.iterations)],
+                f"lulesh-s{args.lulesh_size}-i{args.iterations}", "LULESH 2.0")
+    # HPCG picks its own process grid from the rank count (ComputeOptimalShapeXYZ);
+    # the tracing platform's profile only shapes placements that are not used.  --rt=0
+    # is HPCG's quick path: one CG set.  With --rt=T the number of sets is T over the
+    # simulated time of a first CG solve, so it would differ from placement to placement
+    n = args.hpcg_size
+    return ("x".join(map(str, near_factors(ranks, 3))),
+            [str(traced_binary(app, args.hpcg)), f"--nx={n}", f"--ny={n}", f"--nz={n}",
+             "--rt=0"],
+            f"hpcg-n{n}", "HPCG 3.1")
+
+
+def run_checked(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+    """stdout of ``cmd`` (run in ``cwd``); exit with its output when it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=cwd)
     if proc.returncode:
         raise SystemExit(f"{what} failed ({proc.returncode}): {' '.join(cmd)}\n"
                          f"{(proc.stdout + proc.stderr)[-3000:]}")
     return proc.stdout
 
 
-def lulesh_profile(base_cmd: list[str], case: Path, store: Path, ranks: int,
-                   command: list[str]) -> str:
-    """Name of LULESH's profile at ``ranks`` in ``store``, traced and imported if absent.
+def traced_profile(base_cmd: list[str], case: Path, store: Path, app: str, ranks: int,
+                   dims: str, command: list[str], description: str, keep: bool = False,
+                   ) -> str:
+    """Name of ``app``'s profile at ``ranks`` in ``store``, traced and imported if absent.
 
     The trace is time-independent (volumes, not times), so any placement will do: the
-    platform and block hostfile of ``rankmap simulate --platform-only`` on this case."""
-    name = f"lulesh-{ranks}"
+    platform and block hostfile of ``rankmap simulate --platform-only`` on this case (its
+    profile, generator ``stencil3d:DIMS``, only shapes the other placements).  The
+    program runs in ``case`` (HPCG writes its reports into its working directory).  The
+    trace is deleted after the import unless ``keep`` (then CASE/trace/APP.ti)."""
+    name = f"{app}-{ranks}"
     if (store / f"{name}.toml").exists():
         return name
     tdir = case / "trace"
-    side = cube_side(ranks)
-    run_checked([*base_cmd, "--profile", f"stencil3d:{side}x{side}x{side}",
+    run_checked([*base_cmd, "--profile", f"stencil3d:{dims}",
                  "--out", str(tdir), "--platform-only", "--", *command],
                 "rankmap simulate --platform-only")
-    trace = tdir / "lulesh.ti"
+    trace = tdir / f"{app}.ti"
     run_checked(["smpirun", "-platform", str(tdir / "platform.xml"),
                  "-hostfile", str(tdir / "hostfile.0.block"), "-np", str(ranks),
                  "--cfg=smpi/simulate-computation:no", "-trace-ti",
-                 f"--cfg=tracing/filename:{trace}", *command], "traced LULESH run")
+                 f"--cfg=tracing/filename:{trace}", *command], f"traced {app} run", cwd=case)
     store.mkdir(parents=True, exist_ok=True)
     run_checked(["rankmap", "profile", "import", "--format", "smpi-ti", str(trace),
                  "--name", name, "--store", str(store), "--description",
-                 f"LULESH 2.0 {' '.join(command[1:])}, {ranks} ranks, SMPI -trace-ti"],
+                 f"{description} {' '.join(command[1:])}, {ranks} ranks, SMPI -trace-ti"],
                 "rankmap profile import")
-    # the per-rank trace files are large (hundreds of MB at 4096 ranks); the profile
-    # holds what rankmap needs
-    shutil.rmtree(tdir / "lulesh.ti_files", ignore_errors=True)
-    trace.unlink(missing_ok=True)
+    if not keep:
+        # the per-rank trace files are large (hundreds of MB at 4096 ranks); the profile
+        # holds what rankmap needs
+        shutil.rmtree(tdir / f"{app}.ti_files", ignore_errors=True)
+        trace.unlink(missing_ok=True)
     return name
 
 
@@ -192,6 +236,65 @@ def generator_row(base_cmd: list[str], case: Path, side: int, command: list[str]
             "ratio_to_default": seconds / block if seconds and block else None}
 
 
+def hpcg_times(report: Path) -> dict[str, float]:
+    """HPCG's "Benchmark Time Summary" (simulated seconds of its timed CG set: DDOT =
+    the dot products' allreduces, SpMV and MG = their halo exchanges, Total) from its
+    HPCG-Benchmark_*.txt report."""
+    out = {}
+    for line in report.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.startswith("Benchmark Time Summary::"):
+            out[key.split("::")[1]] = float(value)
+    return out
+
+
+def simulate_distinct(cmd: list[str], case: Path, skip: list[str]) -> dict:
+    """``rankmap simulate``'s record for ``cmd`` (… ``--json -- PROGRAM``), each distinct
+    placement simulated once: ``--platform-only`` writes every placement's hostfile, a
+    placement whose hostfile equals an earlier one's takes that one's time (said in its
+    note), the others run with the smpirun command rankmap simulate uses, in ``case``."""
+    split = cmd.index("--")
+    rec = json.loads(run_checked([*cmd[:split], "--platform-only", *cmd[split:]],
+                                 "rankmap simulate --platform-only"))
+    opts = argparse.Namespace(smpirun="smpirun", measured_compute=False, replay=None)
+    done: list[dict] = []
+    for p in rec["placements"]:
+        if p["name"] in skip:
+            continue
+        same = next((q for q in done if filecmp.cmp(q["hostfile"], p["hostfile"],
+                                                    shallow=False)), None)
+        if same is not None:
+            p["seconds"], p["simulated_total"] = same["seconds"], same["simulated_total"]
+            if "hpcg_times" in same:
+                p["hpcg_times"] = same["hpcg_times"]
+            p["note"] = f"{p['note']}; same placement as {same['name']}"
+        else:
+            run = smpirun_command(opts, Path(rec["platform"]), Path(p["hostfile"]),
+                                  rec["ranks"], cmd[split + 1:])
+            start = time.perf_counter()
+            before = set(case.glob("HPCG-Benchmark_*.txt"))
+            proc = subprocess.run(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, check=False, cwd=case)
+            for report in sorted(set(case.glob("HPCG-Benchmark_*.txt")) - before):
+                p["hpcg_times"] = hpcg_times(report)
+                report.rename(Path(p["hostfile"]).with_name(
+                    "HPCG-Benchmark." + Path(p["hostfile"]).name.removeprefix("hostfile.")))
+            app, total = parse_times(proc.stdout)
+            if proc.returncode or total is None:
+                raise SystemExit(f"smpirun failed ({proc.returncode}): {' '.join(run)}\n"
+                                 f"{proc.stdout[-3000:]}")
+            p["seconds"] = app if app is not None else total
+            p["simulated_total"] = total
+            print(f"<!-- {p['name']}: {time.perf_counter() - start:.0f} s wall -->",
+                  file=sys.stderr, flush=True)
+        done.append(p)
+    block = rec["placements"][0]["seconds"]
+    for p in rec["placements"]:
+        p["ratio_to_default"] = (p["seconds"] / block if p["seconds"] and block else None)
+    (case / "results.json").write_text(json.dumps(rec, indent=2) + "\n")
+    return rec
+
+
 def print_rows(machine: str, app: str, ranks: int, rec: dict) -> None:
     """The Markdown rows of one case."""
     for p in rec["placements"]:
@@ -199,8 +302,13 @@ def print_rows(machine: str, app: str, ranks: int, rec: dict) -> None:
         secs = "not run" if p["seconds"] is None else f"{p['seconds']:.6g}"
         ratio = "-" if p["ratio_to_default"] is None else f"{p['ratio_to_default']:.3f}"
         j = "-" if p["J"] is None else f"{p['J']:.4g}"
+        note = p["note"]
+        if "hpcg_times" in p:  # HPCG's own timer, simulated: its timed CG set
+            t = p["hpcg_times"]
+            note += (f"; HPCG timed set {t['Total']:.4g} s (DDOT {t['DDOT']:.3g}, SpMV "
+                     f"{t['SpMV']:.3g}, MG {t['MG']:.3g})")
         print(f"| {machine} | {app} | {ranks} | {p['name']} | {secs} | {ratio} | {j} | "
-              f"{links} | {p['note']} |", flush=True)
+              f"{links} | {note} |", flush=True)
     print(f"<!-- {machine} {app} {ranks}: {rec['wall_seconds']:.0f} s wall -->", flush=True)
 
 
@@ -209,7 +317,7 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, nargs="+", default=[128, 256, 1024])
     ap.add_argument("--machines", nargs="+", default=["tree3"],
                     choices=["tree2", "tree3", "interleaved"])
-    ap.add_argument("--apps", nargs="+", default=["halo"], choices=["halo", "cg", "lulesh"])
+    ap.add_argument("--apps", nargs="+", default=["halo"], choices=["halo", "cg", "lulesh", "hpcg"])
     ap.add_argument("--node-info", default="Sockets=2 CoresPerSocket=4")
     ap.add_argument("--leaf-nodes", type=int, default=4)
     ap.add_argument("--fanout", type=int, default=4)
@@ -229,6 +337,13 @@ def main() -> int:
                     "need more than an hour on a busy 2-core machine")
     ap.add_argument("--skip", nargs="*", default=[], metavar="PLACEMENT",
                     help="placements not to simulate (passed to rankmap simulate --skip)")
+    ap.add_argument("--distinct", action="store_true",
+                    help="simulate each distinct placement once (rankmap simulate "
+                    "--platform-only, then smpirun per distinct hostfile); a placement equal "
+                    "to an earlier one takes its time")
+    ap.add_argument("--keep-trace", action="store_true",
+                    help="traced apps: keep the trace (CASE/trace/APP.ti and its per-rank "
+                    "files; bench/benefit/hpcg_phases.py reads HPCG's)")
     ap.add_argument("--lulesh", default="/tmp/rankmap-lulesh/lulesh2.0",
                     help="LULESH binary (sh bench/benefit/fetch_lulesh.sh DIR builds "
                     "DIR/lulesh2.0)")
@@ -237,14 +352,20 @@ def main() -> int:
     ap.add_argument("--lulesh-generator", action="store_true",
                     help="also simulate rankmap's placement for LULESH mapped with "
                     "generator stencil3d:AxAxA instead of its trace")
+    ap.add_argument("--hpcg", default="/tmp/rankmap-hpcg/xhpcg",
+                    help="HPCG binary (sh bench/benefit/fetch_hpcg.sh DIR builds DIR/xhpcg)")
+    ap.add_argument("--hpcg-size", type=int, default=16,
+                    help="HPCG --nx=--ny=--nz=: local grid points per rank along each edge "
+                    "(HPCG raises values below 16 to 16)")
     ap.add_argument("--work-dir", default="/tmp/rankmap-benefit")
     ap.add_argument("--json-out", metavar="FILE")
     args = ap.parse_args()
     if shutil.which("smpicc") is None or shutil.which("smpirun") is None:
         raise SystemExit("smpicc/smpirun not found: apt-get install libsimgrid-dev simgrid")
-    if "lulesh" in args.apps:
-        lulesh_binary(args.lulesh)  # before any long run
-    work = Path(args.work_dir)
+    for app in TRACED:
+        if app in args.apps:
+            traced_binary(app, getattr(args, app))  # before any long run
+    work = Path(args.work_dir).resolve()
     exes = build(work / "build", args.apps)
     cores = parse_node_shape(args.node_info).cores
     results = []
@@ -256,12 +377,11 @@ def main() -> int:
             for ranks in args.ranks:
                 if ranks % cores:
                     continue
-                if app == "lulesh":
-                    side = cube_side(ranks)
-                    if side is None:
+                if app in TRACED:
+                    traced = traced_case(app, ranks, args)
+                    if traced is None:
                         continue
-                    command = [str(lulesh_binary(args.lulesh)), "-s", str(args.lulesh_size),
-                               "-i", str(args.iterations)]
+                    dims, command, store_name, description = traced
                     profile = None
                 else:
                     spec = app_args(app, ranks, exes[app], args.bytes, args.iterations)
@@ -279,9 +399,10 @@ def main() -> int:
                         "--oversubscription", args.oversubscription]
                 start = time.perf_counter()
                 if profile is None:
-                    store = work / f"lulesh-s{args.lulesh_size}-i{args.iterations}"
+                    store = work / store_name
                     profile_args = ["--store", str(store), "--profile",
-                                    lulesh_profile(base, case, store, ranks, command)]
+                                    traced_profile(base, case, store, app, ranks, dims,
+                                                   command, description, args.keep_trace)]
                 else:
                     profile_args = ["--profile", profile]
                 cmd = [*base, *profile_args, "--out", str(case), "--json",
@@ -290,13 +411,18 @@ def main() -> int:
                        "--timeout", str(args.timeout),
                        *(x for name in args.skip for x in ("--skip", name)),
                        "--", *command]
-                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                if proc.returncode:
-                    print(f"FAILED: {' '.join(cmd)}\n{proc.stderr}", file=sys.stderr)
-                    continue
-                rec = json.loads(proc.stdout)
+                if args.distinct:
+                    rec = simulate_distinct(cmd, case, args.skip)
+                else:
+                    proc = subprocess.run(cmd, capture_output=True, text=True,
+                                          check=False, cwd=case)
+                    if proc.returncode:
+                        print(f"FAILED: {' '.join(cmd)}\n{proc.stderr}", file=sys.stderr)
+                        continue
+                    rec = json.loads(proc.stdout)
                 if app == "lulesh" and args.lulesh_generator:
-                    rec["placements"].append(generator_row(base, case, side, command, rec))
+                    rec["placements"].append(generator_row(base, case, cube_side(ranks),
+                                                           command, rec))
                 rec.update(machine=machine, app=app, command=cmd,
                            wall_seconds=time.perf_counter() - start)
                 results.append(rec)
