@@ -19,10 +19,12 @@ bench/benefit do: their iteration loop), else SMPI's ``Simulated time`` line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -250,19 +252,33 @@ def smpirun_command(args: argparse.Namespace, platform: Path, hostfile: Path, n:
 
 def _run(cmd: list[str], timeout: float, ok_exit: Sequence[int] = (0,),
          ) -> tuple[float | None, float | None]:
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise SimulationError(f"smpirun took longer than {timeout:g} s: {' '.join(cmd)}"
-                              ) from None
-    app, total = parse_times(proc.stdout)
+    # smpirun is a script that starts smpimain: in its own session, so that a timeout
+    # kills the simulation too (a killed smpirun left a 4096-rank smpimain running, 13 GB)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            proc.communicate()
+            raise SimulationError(f"smpirun took longer than {timeout:g} s: "
+                                  f"{' '.join(cmd)}") from None
+        except BaseException:  # e.g. Ctrl-C: take the simulation down with us
+            _kill_group(proc.pid)
+            raise
+    app, total = parse_times(out)
     if proc.returncode not in ok_exit or (app is None and total is None):
-        tail = "\n".join(proc.stdout.splitlines()[-15:])
+        tail = "\n".join(out.splitlines()[-15:])
         raise SimulationError(f"smpirun exited with {proc.returncode} and "
                               f"{'no' if total is None else 'a'} time:\n"
                               f"{' '.join(cmd)}\n{tail}")
     return app, total
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL to the process group (nothing when it is gone already)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def format_table(runs: list[Run]) -> str:

@@ -233,3 +233,31 @@ def test_skip_unguarded_and_ok_exit(tmp_path, capsys):
     assert all(p["ratio_to_default"] is None for p in rows.values())
     assert all(set(p["busiest_links"]) == {"node", "leaf switch", "switch level 1"}
                for p in rows.values())
+
+
+def test_a_timed_out_smpirun_takes_its_simulation_with_it(tmp_path):
+    # smpirun is a script that starts smpimain; a timeout must kill both (a 4096-rank
+    # smpimain once kept running, 13 GB, after its smpirun was killed)
+    import os
+    import time
+
+    from slurm_plugin.commands.simulate_cli import SimulationError, _run
+
+    pidfile = tmp_path / "child.pid"
+    fake = tmp_path / "smpirun"
+    fake.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pidfile}\nwait\n")
+    fake.chmod(0o755)
+    with pytest.raises(SimulationError, match="longer than 1 s"):
+        _run([str(fake)], timeout=1)
+    child = int(pidfile.read_text())
+    for _ in range(50):  # reaped by init shortly after the kill
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{child}/stat") as fh:
+            if fh.read().split()[2] == "Z":
+                break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the simulation (pid {child}) outlived its smpirun")
