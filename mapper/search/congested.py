@@ -61,7 +61,7 @@ References
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -196,11 +196,42 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
     before = violation(graph, machine, pe, levels, caps, link_weights)
     start = time.perf_counter()
     j_before = objective(graph, machine, pe) if kicks else 0.0
-    st = _descend(graph, machine, pe, levels, kap, seed, time_limit, max_sweeps)
-    moves, sweeps, evals, timed_out = st[2], st[3], st[5], st[4]
-    best_v, best = st[0], pe.copy()
+    dj, moves, sweeps, timed_out, evals = kicked_descents(
+        graph, machine, pe, j_before, _descend(graph, machine, pe, levels, kap, seed, time_limit,
+                                     max_sweeps),
+        lambda trial, s, left: _descend(graph, machine, trial, levels, kap, s, left,
+                                        max_sweeps),
+        lambda trial, rng: _kick(graph, machine, trial, levels, kap, rng),
+        kicks, seed, start, time_limit)
+    viol = violation(graph, machine, pe, levels, caps, link_weights)
+    return ConstrainedStats(before, float(viol), float(dj), int(moves), int(sweeps),
+                            bool(timed_out), int(evals))
+
+
+#: What one descent returns: (V, ΔJ, moves, sweeps, timed out, evaluations).
+Descent = tuple[float, float, int, int, bool, int]
+
+
+def kicked_descents(graph: CommGraph, machine, pe: np.ndarray, j_before: float,
+                    first: Descent,
+                    descend: Callable[[np.ndarray, int, float | None], Descent],
+                    kick: Callable[[np.ndarray, np.random.Generator], None], kicks: int,
+                    seed: int, start: float, time_limit: float | None
+                    ) -> tuple[float, int, int, bool, int]:
+    """The iterated search on the violation shared by the tree and routed constrained
+    searches: after the ``first`` descent from ``pe`` (whose J was ``j_before``; only
+    needed with kicks), while V > 0, up to ``kicks``
+    times perturb the best mapping (``kick``) and ``descend(trial, seed, time left)``
+    again, keeping the best (V, then J); ``pe`` gets the best.  Returns (ΔJ from
+    ``pe`` as given — the first descent's own when there are no kicks —, moves,
+    sweeps, timed out, evaluations), summed over the descents.  Each kick costs one
+    descent and two evaluations of J (O(m))."""
+    best_v, dj, moves, sweeps, timed_out, evals = first
+    if kicks <= 0:
+        return dj, moves, sweeps, timed_out, evals
+    best, best_j = pe.copy(), None
     rng = np.random.default_rng(seed)
-    for kick in range(kicks):
+    for k in range(kicks):
         if best_v <= 0 or timed_out:
             break
         left = None
@@ -210,21 +241,17 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
                 timed_out = True
                 break
         trial = best.copy()
-        _kick(graph, machine, trial, levels, kap, rng)
-        st = _descend(graph, machine, trial, levels, kap, seed + kick + 1, left, max_sweeps)
+        kick(trial, rng)
+        st = descend(trial, seed + k + 1, left)
         moves, sweeps, evals, timed_out = (moves + st[2], sweeps + st[3], evals + st[5],
                                            st[4])
-        if st[0] < best_v - 1e-12 or (st[0] <= best_v + 1e-12 and
-                                      objective(graph, machine, trial)
-                                      < objective(graph, machine, best)):
-            best_v, best = st[0], trial
-    dj = st[1]
-    if kicks:
-        pe[:] = best
-        dj = objective(graph, machine, pe) - j_before
-    viol = violation(graph, machine, pe, levels, caps, link_weights)
-    return ConstrainedStats(before, float(viol), float(dj), int(moves), int(sweeps),
-                            bool(timed_out), int(evals))
+        if best_j is None:
+            best_j = objective(graph, machine, best)
+        trial_j = objective(graph, machine, trial)
+        if st[0] < best_v - 1e-12 or (st[0] <= best_v + 1e-12 and trial_j < best_j):
+            best_v, best, best_j = st[0], trial, trial_j
+    pe[:] = best
+    return objective(graph, machine, pe) - j_before, moves, sweeps, timed_out, evals
 
 
 def _kick(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int],

@@ -78,7 +78,7 @@ from ..link_load import RoutedNetwork, level_congestion, link_loads
 from ..machine import Machine, MachineError
 from ..objective import check_mapping, objective
 from ..oracle import KernelOracle
-from .congested import _ROUNDING, MAX_SWEEPS, ConstrainedStats
+from .congested import _ROUNDING, MAX_SWEEPS, ConstrainedStats, kicked_descents
 from .swap import _REL_EPS, _max_distance
 
 #: A candidate may load a routed level's busiest link this much more (relative) than
@@ -170,35 +170,18 @@ def constrained_search(graph: CommGraph, machine: Machine, network: RoutedNetwor
     loads = np.ascontiguousarray(link_loads(graph, pe, network), dtype=np.float64)
     before = violation_of_loads(loads, network, caps)
     j_before = objective(graph, machine, pe) if kicks else 0.0
-    best_v, dj, moves, sweeps, timed_out, evals = descend(graph, machine, network, pe,
-                                                          loads, caps, seed, time_limit,
-                                                          max_sweeps)
-    best, best_j = pe.copy(), None
-    rng = np.random.default_rng(seed)
-    for kick in range(kicks):
-        if best_v <= 0 or timed_out:
-            break
-        left = None
-        if time_limit is not None:
-            left = time_limit - (time.perf_counter() - start)
-            if left <= 0:
-                timed_out = True
-                break
-        trial = best.copy()
-        _kick(graph, network, trial, caps, rng)
-        loads = np.ascontiguousarray(link_loads(graph, trial, network), dtype=np.float64)
-        st = descend(graph, machine, network, trial, loads, caps, seed + kick + 1, left,
-                     max_sweeps)
-        moves, sweeps, evals, timed_out = (moves + st[2], sweeps + st[3], evals + st[5],
-                                           st[4])
-        if best_j is None:
-            best_j = objective(graph, machine, best)
-        trial_j = objective(graph, machine, trial)
-        if st[0] < best_v - 1e-12 or (st[0] <= best_v + 1e-12 and trial_j < best_j):
-            best_v, best, best_j = st[0], trial, trial_j
-    if kicks:
-        pe[:] = best
-        dj = objective(graph, machine, pe) - j_before
+    first = descend(graph, machine, network, pe, loads, caps, seed, time_limit, max_sweeps)
+
+    def again(trial: np.ndarray, s: int, left: float | None):
+        trial_loads = np.ascontiguousarray(link_loads(graph, trial, network),
+                                           dtype=np.float64)
+        return descend(graph, machine, network, trial, trial_loads, caps, s, left,
+                       max_sweeps)
+
+    dj, moves, sweeps, timed_out, evals = kicked_descents(
+        graph, machine, pe, j_before, first, again,
+        lambda trial, rng: _kick(graph, network, trial, caps, rng),
+        kicks, seed, start, time_limit)
     after = violation(graph, network, pe, caps)
     return ConstrainedStats(before, after, float(dj), int(moves), int(sweeps),
                             bool(timed_out), int(evals))
