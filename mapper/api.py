@@ -27,6 +27,7 @@ import numpy as np
 
 from . import construction, presets, search
 from .algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
+from .cartesian import cartesian_grid
 from .congestion import LinkWeights, check_link_weights, raised_uplink, uplink_loads
 from .construction.ohtma import ohtma_greedy
 from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
@@ -128,6 +129,14 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     and the result is objective J's; the repair uses only the time the comparison left
     (none left: a note says so).
 
+    On a hierarchy, a graph that is a Cartesian grid in rank order
+    (:func:`mapper.cartesian.cartesian_grid`: most halo exchanges, numbered as
+    ``MPI_Cart_create`` does) also gets the grid cut into the tree's groups by
+    coordinate bisection (:func:`mapper.construction.coordinate_bisection`: boxes of
+    least surface, where partitioners only approach it), candidate :data:`BOXES`:
+    without a baseline the lower J of it and the algorithm's result is returned, with
+    one it is compared like the others.
+
     ``routed`` (a :class:`~mapper.link_load.RoutedNetwork` over the machine's PEs: a
     torus, mesh or dragonfly with its routing, :mod:`mapper.link_load`) is the link
     model of a machine that is not a switch tree (a
@@ -212,12 +221,23 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                          algorithm, best.seed, best.hit_time_limit, notes=tuple(notes))
     origin, candidates = "algorithm", {algorithm: best.objective}
     refused_result = best
+    boxed = None
+    if isinstance(machine, Hierarchy):
+        cut = time.perf_counter()
+        boxed = _boxed(graph, machine, seed,
+                       None if time_limit is None else start + time_limit - reserve)
+        phases["construction"] += time.perf_counter() - cut
+    if baseline is None and boxed is not None:
+        candidates[BOXES] = boxed.objective
+        if boxed.objective < best.objective:
+            best, origin = boxed, BOXES
+            notes += [note for note in boxed.notes if note not in notes]
     if baseline is not None:
         compared = time.perf_counter()
         best, origin, candidates, rejected = _against_baseline(
             graph, machine, algorithm, base, seed, best, baseline,
             None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
-            congestion_levels, link_weights, routed)
+            congestion_levels, link_weights, routed, boxed)
         phases["baseline"] += time.perf_counter() - compared
         notes += [note for note in best.notes if note not in notes]
         if objective == "congestion" and algorithm in rejected:
@@ -474,7 +494,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                       start: float, progress: Callable[[str], None] | None,
                       congestion_levels: Sequence[int] | None,
                       link_weights: LinkWeights | None = None,
-                      routed: RoutedNetwork | None = None
+                      routed: RoutedNetwork | None = None,
+                      boxed: MappingResult | None = None
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
     """The best of the algorithm's result, the baseline and the polished baseline,
     among those that do not load a shared link more than the baseline (its volume, or
@@ -489,7 +510,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
 
     With ``routed`` (a routed network instead of tree levels) a candidate that raises
     a level's busiest routed link (:func:`mapper.search.routed.raised_level`) is
-    refused."""
+    refused.  ``boxed`` (the grid's boxes, :func:`_boxed`) is one more candidate."""
     levels = sorted(congestion_levels or [])
     if levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
@@ -537,9 +558,13 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
         if regrouped is not None:
             candidates["baseline regrouped"] = regrouped.objective
             refused["baseline regrouped"] = refusal(regrouped) if lower(regrouped) else None
+    if boxed is not None:
+        candidates[BOXES] = boxed.objective
+        refused[BOXES] = refusal(boxed) if lower(boxed) else None
     # the J a polished baseline must beat to matter: the best of those that may win
     admissible = [c.objective for c, key in ((best, algorithm),
-                                             (regrouped, "baseline regrouped"))
+                                             (regrouped, "baseline regrouped"),
+                                             (boxed, BOXES))
                   if lower(c) and refused[key] is None]
     bar = min(admissible) if admissible else None
     used = time.perf_counter() - start
@@ -558,7 +583,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     # (candidate, its origin, its name in candidates/rejected)
     for cand, name, key in ((best, "algorithm", algorithm),
                             (polished, f"baseline+{polish}", f"baseline+{polish}"),
-                            (regrouped, "baseline regrouped", "baseline regrouped")):
+                            (regrouped, "baseline regrouped", "baseline regrouped"),
+                            (boxed, BOXES, BOXES)):
         if not lower(cand):
             continue
         if refused[key] is not None:
@@ -567,6 +593,30 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
         if cand.objective < winner.objective - tol:
             winner, origin = cand, name
     return winner, origin, candidates, rejected
+
+
+#: Name (origin and candidate) of the grid cut into the tree's groups by coordinate
+#: bisection, for graphs that are Cartesian grids in rank order.
+BOXES = "grid boxes"
+
+
+def _boxed(graph: CommGraph, machine: Hierarchy, seed: int,
+           deadline: float | None) -> MappingResult | None:
+    """The graph's Cartesian grid (:func:`mapper.cartesian.cartesian_grid`) cut into
+    the machine's groups (:func:`mapper.construction.boxes.coordinate_bisection`), or
+    None when the graph is no grid in rank order or the deadline passes.
+    O(F · m + n log n)."""
+    if deadline is not None and time.perf_counter() >= deadline:
+        return None
+    grid = cartesian_grid(graph)
+    if grid is None:
+        return None
+    pe = construction.coordinate_bisection(grid, machine, deadline)
+    if pe is None:
+        return None
+    ev = evaluate(graph, machine, pe)
+    return MappingResult(pe, ev.objective, ev.traffic, 0.0, BOXES, seed,
+                         notes=(f"the profile is a {grid.describe()} grid in rank order",))
 
 
 def _routed_refusal(graph: CommGraph, network: RoutedNetwork, cand: MappingResult,

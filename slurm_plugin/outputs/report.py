@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mapper import CommGraph, MappingResult, evaluate
+from mapper.api import BOXES
 from mapper.hop_bytes import has_hops, hop_bytes
 from mapper.machine import Hierarchy
 
@@ -152,6 +153,8 @@ def _summary(result: MappingResult | None, fallback_reason: str | None, default_
     elif result.origin == "baseline regrouped":
         how = (f"Slurm's {default_name} placement, its nodes' rank sets kept and the nodes "
                f"rearranged on the switches by {result.algorithm}")
+    elif result.origin == BOXES:
+        how = "the profile's grid cut into the switch tree's groups by coordinate bisection"
     else:
         how = (f"Slurm's {default_name} placement improved by local search "
                f"{result.origin.split('+', 1)[-1]}")

@@ -1,0 +1,166 @@
+"""Recognise a communication graph that is a Cartesian grid in rank order.
+
+Most halo-exchange codes number their ranks the way ``MPI_Cart_create`` does: rank
+``r`` sits at the row-major coordinates of ``r`` in a d-dimensional grid (last
+dimension fastest), and every message goes to a neighbour one step away in each
+dimension at most (5/9-point stencils in 2D, 7/19/27-point in 3D; LULESH's 26
+neighbours), possibly across a periodic boundary.  Such a graph has coordinates for
+free, and a geometric mapping (:func:`mapper.construction.boxes.coordinate_bisection`)
+can cut it into the boxes of least surface that graph partitioners only approach.
+
+:func:`cartesian_grid` tries every ordered factorisation of ``n`` into two or three
+factors ≥ 2 and keeps the one under which the edges are short (Chebyshev distance ≤ 1,
+a wrap-around step counting 1) — all of them but a small share of the volume, so that
+a recorded profile's collectives (long, light edges) do not hide the halo.
+
+Complexity: O(F · m) for F ordered factorisations (55 for 2^12 ranks, 3D), each
+checked on an evenly spaced sample of at most :data:`SAMPLE` edges first and in full
+(O(m)) only when the sample fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .graph import CommGraph
+
+#: Share of the total volume that edges longer than one step may carry in a grid.
+LONG_SHARE = 0.05
+
+#: Edges tried first for every factorisation (evenly spaced over the edge list).
+SAMPLE = 2048
+
+
+@dataclass(frozen=True)
+class CartesianGrid:
+    """A graph's ranks as a Cartesian grid in row-major order.
+
+    Attributes
+    ----------
+    dims:
+        Grid extents, slowest first (rank = row-major index, as ``MPI_Cart_create``).
+    periodic:
+        Per dimension, whether some edge wraps around it.
+    face_weight:
+        Per dimension, the volume crossing one cell's face across that dimension on
+        average (short edges only): the cost of a cut plane, per cell of its area.
+    long_share:
+        Share of the total volume on edges longer than one step (ignored by the grid).
+    """
+
+    dims: tuple[int, ...]
+    periodic: tuple[bool, ...]
+    face_weight: np.ndarray
+    long_share: float
+
+    @property
+    def n(self) -> int:
+        """Number of cells (ranks)."""
+        return int(np.prod(self.dims))
+
+    def coordinates(self) -> np.ndarray:
+        """``(n, d)`` int64 coordinates of every rank."""
+        return np.stack(np.unravel_index(np.arange(self.n), self.dims), axis=1
+                        ).astype(np.int64)
+
+    def describe(self) -> str:
+        """E.g. ``16x16x16 periodic`` or ``32x64 (periodic in 2)``."""
+        shape = "x".join(str(d) for d in self.dims)
+        if all(self.periodic):
+            return f"{shape} periodic"
+        if any(self.periodic):
+            which = ",".join(str(i + 1) for i, p in enumerate(self.periodic) if p)
+            return f"{shape} (periodic in {which})"
+        return shape
+
+
+def factorisations(n: int, parts: int) -> list[tuple[int, ...]]:
+    """Ordered tuples of ``parts`` factors ≥ 2 whose product is ``n``."""
+    if parts == 1:
+        return [(n,)] if n >= 2 else []
+    small = [f for f in range(2, int(n ** 0.5) + 1) if n % f == 0]
+    divisors = sorted(set(small) | {n // f for f in small})
+    return [(f, *rest) for f in divisors for rest in factorisations(n // f, parts - 1)]
+
+
+def _steps(dims: tuple[int, ...], u: np.ndarray, v: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge and dimension, the step (0, 1, or more) and whether it wraps."""
+    cu = np.unravel_index(u, dims)
+    cv = np.unravel_index(v, dims)
+    steps = np.empty((len(u), len(dims)), dtype=np.int64)
+    wraps = np.zeros((len(u), len(dims)), dtype=bool)
+    for k, size in enumerate(dims):
+        delta = np.abs(cu[k] - cv[k])
+        if size > 2:
+            wraps[:, k] = delta == size - 1
+        steps[:, k] = np.where(wraps[:, k], 1, delta)
+    return steps, wraps
+
+
+def _long_share(dims: tuple[int, ...], u: np.ndarray, v: np.ndarray, w: np.ndarray,
+                total: float) -> float:
+    steps, _ = _steps(dims, u, v)
+    return float(w[steps.max(axis=1) > 1].sum()) / total
+
+
+def _every_axis_used(dims: tuple[int, ...], steps: np.ndarray, wraps: np.ndarray
+                     ) -> bool:
+    """Whether, in every dimension, at least half the neighbour pairs one step apart
+    along it exchange data: a stencil's do, while a ring read as rows of a 2D grid
+    crosses from row to row only by diagonal steps (and is no grid)."""
+    axial = steps.sum(axis=1) == 1
+    n = int(np.prod(dims))
+    for k, size in enumerate(dims):
+        pairs = n if wraps[:, k].any() else n - n // size
+        if np.count_nonzero(axial & (steps[:, k] == 1)) < pairs / 2:
+            return False
+    return True
+
+
+def cartesian_grid(graph: CommGraph, max_dims: int = 3) -> CartesianGrid | None:
+    """The Cartesian grid (2 to ``max_dims`` dimensions) the graph's edges are short
+    in, or None.
+
+    Among the factorisations whose long edges carry at most :data:`LONG_SHARE` of the
+    volume, the one with the least long volume wins, then the one with the least
+    diagonal volume (edges stepping in more than one dimension), then more dimensions;
+    every dimension must carry axis-aligned edges between at least half of its
+    neighbour pairs.  O(F · m), see the module docstring.
+    """
+    u, v, w = graph.edges()
+    total = float(w.sum())
+    if graph.n < 4 or total <= 0:
+        return None
+    sample = (np.linspace(0, len(u) - 1, SAMPLE).astype(np.int64) if len(u) > SAMPLE
+              else np.arange(len(u)))
+    su, sv, sw = u[sample], v[sample], w[sample]
+    sample_total = float(sw.sum())
+    best: tuple[tuple[float, float, int], tuple[int, ...]] | None = None
+    for parts in range(2, max_dims + 1):
+        for dims in factorisations(graph.n, parts):
+            # the sample first: most factorisations fail on it at once
+            if _long_share(dims, su, sv, sw, sample_total) > 2 * LONG_SHARE:
+                continue
+            steps, wraps = _steps(dims, u, v)
+            long_ = steps.max(axis=1) > 1
+            share = float(w[long_].sum()) / total
+            if share > LONG_SHARE or not _every_axis_used(dims, steps, wraps):
+                continue
+            diagonal = float(w[~long_ & (steps.sum(axis=1) > 1)].sum()) / total
+            key = (share, diagonal, -parts)
+            if best is None or key < best[0]:
+                best = (key, dims)
+    if best is None:
+        return None
+    dims = best[1]
+    steps, wraps = _steps(dims, u, v)
+    short = steps.max(axis=1) <= 1
+    periodic = tuple(bool(np.any(wraps[short, k])) for k in range(len(dims)))
+    faces = np.array([graph.n if p else graph.n - graph.n // size
+                      for size, p in zip(dims, periodic, strict=False)], dtype=np.float64)
+    crossing = np.array([float(w[short & (steps[:, k] == 1)].sum())
+                         for k in range(len(dims))])
+    return CartesianGrid(dims, periodic, crossing / faces, best[0][0])

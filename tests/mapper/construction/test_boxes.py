@@ -1,0 +1,173 @@
+"""Boxes (mapper.construction.boxes): a grid cut into the tree's groups by coordinate
+bisection; cuts counted here by a plain walk over the edges."""
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from mapper import Hierarchy
+from mapper.cartesian import cartesian_grid
+from mapper.construction.boxes import coordinate_bisection
+from tests.mapper.test_cartesian import _stencil
+
+
+def _busiest_cut(graph, machine, mapping, level):
+    """Largest volume leaving one level-``level`` group, edge by edge."""
+    bounds = machine.bounds[level]
+    group = {}
+    for rank, pe in enumerate(mapping):
+        group[rank] = int(np.searchsorted(bounds, pe, side="right")) - 1
+    cut = [0.0] * (len(bounds) - 1)
+    u, v, w = graph.edges()
+    for a, b, x in zip(u, v, w, strict=False):
+        if group[a] != group[b]:
+            cut[group[a]] += x
+            cut[group[b]] += x
+    return max(cut)
+
+
+def _least_box_surface(dims, size):
+    """Fewest faces of an a×b×… box of ``size`` cells tiling a periodic grid."""
+    best = None
+    for box in itertools.product(*(range(1, d + 1) for d in dims)):
+        if np.prod(box) != size or any(d % b for d, b in zip(dims, box, strict=False)):
+            continue
+        faces = sum(2 * size // b for b, d in zip(box, dims, strict=False) if b < d)
+        best = faces if best is None else min(best, faces)
+    return best
+
+
+def _uneven_hierarchy(rng, n):
+    """A random tree over n PEs: uneven nodes, switches of uneven fan-out."""
+    cuts = np.sort(rng.choice(np.arange(1, n), size=n // 6, replace=False))
+    inner = np.unique(np.concatenate([[0], cuts, [n]]))
+    mid = inner[::3] if inner[::3][-1] == n else np.append(inner[::3], n)
+    top = np.array([0, n])
+    return Hierarchy((inner, mid, top), np.array([1.0, 10.0, 100.0]),
+                     ("node", "leaf", "top"))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_pe_gets_one_rank_on_uneven_trees(seed):
+    rng = np.random.default_rng(seed)
+    dims = tuple(int(x) for x in rng.integers(3, 9, size=3))
+    graph = _stencil(dims, (True, False, True))
+    machine = _uneven_hierarchy(rng, graph.n)
+    pe = coordinate_bisection(cartesian_grid(graph), machine)
+    assert sorted(pe.tolist()) == list(range(graph.n))
+
+
+@pytest.mark.parametrize("dims,fanouts", [
+    ((16, 16, 16), [4, 2, 4, 4, 32]),   # 8-core nodes, 4 a leaf, 4 leaves a middle
+    ((8, 8, 8), [8, 4, 16]),
+    ((32, 32), [4, 4, 4, 16]),
+    ((8, 16, 8), [2, 4, 8, 16]),
+])
+def test_every_level_gets_boxes_of_least_surface(dims, fanouts):
+    graph = _stencil(dims, (True,) * len(dims))
+    machine = Hierarchy.homogeneous(fanouts, list(range(1, len(fanouts) + 1)))
+    pe = coordinate_bisection(cartesian_grid(graph), machine)
+    for level in range(machine.levels - 1):
+        size = int(machine.group_sizes(level)[0])
+        # 2: both directions of a pair are listed
+        assert (_busiest_cut(graph, machine, pe, level)
+                == 2 * _least_box_surface(dims, size))
+
+
+@pytest.mark.parametrize("dims,periodic", [((4, 4), (True, True)),
+                                           ((4, 4), (False, False)),
+                                           ((2, 8), (False, True))])
+def test_a_two_way_split_is_a_minimum_bisection(dims, periodic):
+    graph = _stencil(dims, periodic)
+    machine = Hierarchy.homogeneous([8, 2], [1, 10])
+    pe = coordinate_bisection(cartesian_grid(graph), machine)
+    u, v, w = graph.edges()
+    best = min(float(w[np.isin(u, s) != np.isin(v, s)].sum())
+               for s in itertools.combinations(range(16), 8))
+    assert _busiest_cut(graph, machine, pe, 0) == best
+
+
+def test_a_heavy_dimension_is_cut_last():
+    # volume 8 across dimension 0's faces: a node of 8 keeps it inside
+    graph = _stencil((8, 8, 8), (True,) * 3, weights=[8.0, 1.0, 1.0])
+    machine = Hierarchy.homogeneous([8, 64], [1, 10])
+    pe = coordinate_bisection(cartesian_grid(graph), machine)
+    coords = np.array(np.unravel_index(np.arange(512), (8, 8, 8))).T
+    for node in range(64):
+        cells = coords[np.flatnonzero(pe // 8 == node)]
+        assert len(np.unique(cells[:, 0])) == 8  # a whole line along dimension 0
+
+
+def test_a_passed_deadline_gives_nothing():
+    graph = _stencil((8, 8), (True, True))
+    machine = Hierarchy.homogeneous([4, 16], [1, 10])
+    assert coordinate_bisection(cartesian_grid(graph), machine,
+                                time.perf_counter() - 1) is None
+
+
+def test_sizes_must_agree():
+    graph = _stencil((4, 4), (True, True))
+    with pytest.raises(ValueError, match="16 cells but the machine 32"):
+        coordinate_bisection(cartesian_grid(graph), Hierarchy.homogeneous([4, 8], [1, 2]))
+
+
+@pytest.mark.parametrize("sizes,left", [([4, 3, 3, 3, 3], 7), ([3, 3, 3, 3, 4], 9),
+                                        ([1, 1, 6], 2), ([5, 1], 5), ([2, 2, 2, 2], 4)])
+def test_children_split_nearest_half_their_pes(sizes, left):
+    from mapper.construction.boxes import _halves
+
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    machine = Hierarchy((bounds, np.array([0, bounds[-1]])), np.array([1.0, 2.0]),
+                        ("node", "top"))
+    half, got = _halves(machine, np.array([0]), np.array([0]), np.array([len(sizes)]))
+    assert got.tolist() == [left]
+    assert bounds[half[0]] == left
+
+
+def test_the_comparison_applies_the_boxes_when_they_are_best():
+    from mapper import evaluate, map_processes
+    from mapper.api import BOXES
+
+    # 32×32 periodic 5-point halo, 8-core nodes of 2 sockets, 4 a leaf, 4 leaves a
+    # middle switch, 8 middles: topdown's J is 4 % above the boxes'
+    graph = _stencil((32, 32), (True, True))
+    machine = Hierarchy.homogeneous([4, 2, 4, 4, 8], [1, 2, 10, 20, 40])
+    block = np.arange(graph.n)
+    r = map_processes(graph, machine, "topdown+n10", baseline=block,
+                      congestion_levels=[1, 2, 3], objective="congestion")
+    assert r.origin == BOXES
+    assert r.candidates[BOXES] < r.candidates["topdown+n10"]
+    assert r.objective == pytest.approx(evaluate(graph, machine, r.mapping).objective)
+    assert any("32x32 periodic grid" in note for note in r.notes)
+    for level, size in ((1, 8), (2, 32), (3, 128)):  # least box surfaces, both ways
+        assert (_busiest_cut(graph, machine, r.mapping, level)
+                == 2 * _least_box_surface((32, 32), size))
+    # the same pattern with its ranks renumbered is no grid in rank order
+    perm = np.random.default_rng(0).permutation(graph.n)
+    u, v, w = graph.edges()
+    from mapper import CommGraph
+
+    scrambled = CommGraph.from_edges(perm[u], perm[v], w, n=graph.n)
+    r = map_processes(scrambled, machine, "topdown+n10", baseline=block,
+                      congestion_levels=[1, 2, 3], objective="congestion")
+    assert BOXES not in r.candidates
+
+
+def test_without_a_baseline_the_lower_j_of_the_algorithm_and_the_boxes_is_returned():
+    from mapper import evaluate, map_processes
+    from mapper.api import BOXES
+
+    graph = _stencil((32, 32), (True, True))
+    machine = Hierarchy.homogeneous([4, 2, 4, 4, 8], [1, 2, 10, 20, 40])
+    r = map_processes(graph, machine, "topdown+n10")
+    assert r.origin == BOXES
+    assert r.objective == pytest.approx(r.candidates[BOXES])
+    assert r.candidates[BOXES] < r.candidates["topdown+n10"]
+    assert r.objective == pytest.approx(evaluate(graph, machine, r.mapping).objective)
+    # where the boxes are no better the algorithm's result stays (a tie on a 4×4 torus)
+    small = _stencil((4, 4), (True, True))
+    r = map_processes(small, Hierarchy.homogeneous([4, 4], [1, 10]), "topdown+n10")
+    assert r.origin == "algorithm"
+    assert r.objective <= r.candidates[BOXES]
