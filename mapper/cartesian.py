@@ -85,37 +85,47 @@ def factorisations(n: int, parts: int) -> list[tuple[int, ...]]:
     return [(f, *rest) for f in divisors for rest in factorisations(n // f, parts - 1)]
 
 
-def _steps(dims: tuple[int, ...], u: np.ndarray, v: np.ndarray
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """Per edge and dimension, the step (0, 1, or more) and whether it wraps."""
-    cu = np.unravel_index(u, dims)
-    cv = np.unravel_index(v, dims)
-    steps = np.empty((len(u), len(dims)), dtype=np.int64)
-    wraps = np.zeros((len(u), len(dims)), dtype=bool)
-    for k, size in enumerate(dims):
-        delta = np.abs(cu[k] - cv[k])
-        if size > 2:
-            wraps[:, k] = delta == size - 1
-        steps[:, k] = np.where(wraps[:, k], 1, delta)
-    return steps, wraps
+@dataclass(frozen=True)
+class _Steps:
+    """The edges' steps under one factorisation: per dimension the step (0, 1 or more,
+    a wrap-around counting 1) and whether it wraps; per edge the largest step and the
+    number of dimensions stepped in."""
+
+    along: list[np.ndarray]
+    wraps: list[np.ndarray]
+    longest: np.ndarray
+    moved: np.ndarray
 
 
-def _long_share(dims: tuple[int, ...], u: np.ndarray, v: np.ndarray, w: np.ndarray,
-                total: float) -> float:
-    steps, _ = _steps(dims, u, v)
-    return float(w[steps.max(axis=1) > 1].sum()) / total
+def _steps(dims: tuple[int, ...], u: np.ndarray, v: np.ndarray) -> _Steps:
+    index = np.int32 if int(np.prod(dims)) < 2**31 else np.int64  # half the traffic
+    u = u.astype(index, copy=False)
+    v = v.astype(index, copy=False)
+    along, wraps = [], []
+    longest = np.zeros(len(u), dtype=index)
+    moved = np.zeros(len(u), dtype=np.int8)
+    stride = int(np.prod(dims))
+    for size in dims:
+        stride //= size
+        delta = np.abs((u // stride) % size - (v // stride) % size)
+        wrap = (delta == size - 1) if size > 2 else np.zeros(len(u), dtype=bool)
+        delta[wrap] = 1
+        along.append(delta)
+        wraps.append(wrap)
+        np.maximum(longest, delta, out=longest)
+        moved += delta > 0
+    return _Steps(along, wraps, longest, moved)
 
 
-def _every_axis_used(dims: tuple[int, ...], steps: np.ndarray, wraps: np.ndarray
-                     ) -> bool:
+def _every_axis_used(dims: tuple[int, ...], steps: _Steps) -> bool:
     """Whether, in every dimension, at least half the neighbour pairs one step apart
     along it exchange data: a stencil's do, while a ring read as rows of a 2D grid
     crosses from row to row only by diagonal steps (and is no grid)."""
-    axial = steps.sum(axis=1) == 1
+    axial = steps.moved == 1
     n = int(np.prod(dims))
-    for k, size in enumerate(dims):
-        pairs = n if wraps[:, k].any() else n - n // size
-        if np.count_nonzero(axial & (steps[:, k] == 1)) < pairs / 2:
+    for size, delta, wrap in zip(dims, steps.along, steps.wraps, strict=True):
+        pairs = n if wrap.any() else n - n // size
+        if np.count_nonzero(axial & (delta == 1)) < pairs / 2:
             return False
     return True
 
@@ -138,29 +148,28 @@ def cartesian_grid(graph: CommGraph, max_dims: int = 3) -> CartesianGrid | None:
               else np.arange(len(u)))
     su, sv, sw = u[sample], v[sample], w[sample]
     sample_total = float(sw.sum())
-    best: tuple[tuple[float, float, int], tuple[int, ...]] | None = None
+    best = None  # (key, dims, steps)
     for parts in range(2, max_dims + 1):
         for dims in factorisations(graph.n, parts):
             # the sample first: most factorisations fail on it at once
-            if _long_share(dims, su, sv, sw, sample_total) > 2 * LONG_SHARE:
+            sampled = _steps(dims, su, sv).longest > 1
+            if float(sw[sampled].sum()) > 2 * LONG_SHARE * sample_total:
                 continue
-            steps, wraps = _steps(dims, u, v)
-            long_ = steps.max(axis=1) > 1
+            steps = _steps(dims, u, v)
+            long_ = steps.longest > 1
             share = float(w[long_].sum()) / total
-            if share > LONG_SHARE or not _every_axis_used(dims, steps, wraps):
+            if share > LONG_SHARE or not _every_axis_used(dims, steps):
                 continue
-            diagonal = float(w[~long_ & (steps.sum(axis=1) > 1)].sum()) / total
+            diagonal = float(w[~long_ & (steps.moved > 1)].sum()) / total
             key = (share, diagonal, -parts)
             if best is None or key < best[0]:
-                best = (key, dims)
+                best = (key, dims, steps)
     if best is None:
         return None
-    dims = best[1]
-    steps, wraps = _steps(dims, u, v)
-    short = steps.max(axis=1) <= 1
-    periodic = tuple(bool(np.any(wraps[short, k])) for k in range(len(dims)))
+    (share, _, _), dims, steps = best
+    short = steps.longest <= 1
+    periodic = tuple(bool(np.any(wrap[short])) for wrap in steps.wraps)
     faces = np.array([graph.n if p else graph.n - graph.n // size
-                      for size, p in zip(dims, periodic, strict=False)], dtype=np.float64)
-    crossing = np.array([float(w[short & (steps[:, k] == 1)].sum())
-                         for k in range(len(dims))])
-    return CartesianGrid(dims, periodic, crossing / faces, best[0][0])
+                      for size, p in zip(dims, periodic, strict=True)], dtype=np.float64)
+    crossing = np.array([float(w[short & (delta == 1)].sum()) for delta in steps.along])
+    return CartesianGrid(dims, periodic, crossing / faces, share)

@@ -94,6 +94,9 @@ def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
                          np.concatenate([left, length - left]))
         level = np.concatenate([level, level])
         first, end = np.concatenate([first, half]), np.concatenate([half, end])
+    # inside an innermost group its PEs take their cells in rank order
+    group = np.searchsorted(machine.bounds[0], mapping, side="right")
+    mapping[np.lexsort((np.arange(n), group))] = np.arange(n)
     return mapping
 
 

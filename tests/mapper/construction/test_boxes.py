@@ -57,6 +57,10 @@ def test_every_pe_gets_one_rank_on_uneven_trees(seed):
     machine = _uneven_hierarchy(rng, graph.n)
     pe = coordinate_bisection(cartesian_grid(graph), machine)
     assert sorted(pe.tolist()) == list(range(graph.n))
+    # inside a node its PEs take their ranks in rank order
+    node = np.searchsorted(machine.bounds[0], pe, side="right")
+    for g in np.unique(node):
+        assert np.all(np.diff(pe[node == g]) > 0)
 
 
 @pytest.mark.parametrize("dims,fanouts", [
