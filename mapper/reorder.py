@@ -75,8 +75,9 @@ def rank_reorder(mapping: np.ndarray, launcher: np.ndarray) -> np.ndarray:
 
 
 def format_reorder(reorder: np.ndarray) -> str:
-    """The reorder file: line r holds the new rank of launcher rank r."""
-    return "".join(f"{k}\n" for k in np.asarray(reorder, dtype=np.int64).tolist())
+    """The reorder file: line r holds the new rank of launcher rank r.  O(n) by
+    whole-array operations (:func:`_int_lines`)."""
+    return _int_lines(reorder)
 
 
 def parse_reorder(text: str, n: int | None = None, source: str = "<reorder>") -> np.ndarray:
@@ -117,7 +118,10 @@ def parse_reorder(text: str, n: int | None = None, source: str = "<reorder>") ->
 
 def dist_graph_text(n: int, src: np.ndarray, dst: np.ndarray) -> str:
     """The seed's Dist_graph file for undirected edges ``(src[i], dst[i])``: each edge is
-    listed on both endpoints' lines; repeated edges once; neighbours ascending."""
+    listed on both endpoints' lines; repeated edges once; neighbours ascending.
+
+    Time O(n + m log m) for m edges (one sort), the text written by whole-array
+    operations (:func:`_int_lines`); memory O(n + m)."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     keep = src != dst
@@ -125,13 +129,19 @@ def dist_graph_text(n: int, src: np.ndarray, dst: np.ndarray) -> str:
     b = np.concatenate([dst[keep], src[keep]])
     if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n):
         raise ReorderError(f"an edge names a process outside 0..{n - 1}")
-    pairs = np.unique(np.column_stack([a, b]), axis=0) if len(a) else np.zeros((0, 2), int)
-    starts = np.searchsorted(pairs[:, 0], np.arange(n + 1))
-    lines = [str(n)]
-    for p in range(n):  # one line per process: the output itself is O(n + m)
-        nbrs = pairs[starts[p]:starts[p + 1], 1].tolist()
-        lines.append(" ".join(map(str, [len(nbrs), *nbrs])))
-    return "\n".join(lines) + "\n"
+    # the pairs (a, b) once each, ascending: as one key a * n + b (0 <= b < n)
+    key = _sorted_distinct(a * n + b)
+    a = key // n
+    b = key - a * n
+    starts = np.r_[0, np.cumsum(np.bincount(a, minlength=n))]
+    # line p: its degree, then its neighbours; the degree's word precedes p's
+    # neighbours and every earlier line's words
+    degree = np.diff(starts)
+    words = np.empty(n + len(b), dtype=np.int64)
+    at_degree = np.arange(n) + starts[:-1]
+    words[at_degree] = degree
+    words[a + np.arange(len(b)) + 1] = b  # neighbour j of line a: after a + 1 degrees
+    return f"{n}\n" + _int_lines(words, at_degree + degree)
 
 
 def comm_graph_dist_graph_text(graph: CommGraph) -> str:
@@ -243,6 +253,13 @@ def _prim(lo: int, hi: int, first: np.ndarray, pair: tuple, ptr: np.ndarray,
         relax(c, added)
 
 
+def _sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``numpy.unique(values)`` by a sort: numpy.unique (numpy 2.4) hashes, 1.4 s for
+    2^20 int64 against 25 ms to sort them."""
+    s = np.sort(values)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
 def group_graph_text(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> str:
     """The group graph file for undirected weighted edges (:func:`group_tree`).
 
@@ -253,6 +270,9 @@ def group_graph_text(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarra
     the edges' volumes as integers, scaled down when the heaviest is over
     :data:`MAX_WEIGHT` (MPI's weights are ints); a volume that rounds to 0 is 1, and 0
     means the two groups do not communicate (their edge keeps the tree spanning).
+
+    Time O(n + m log m) for m edges (one sort), the text written by whole-array
+    operations (:func:`_int_lines`); memory O(n + m).
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -269,19 +289,67 @@ def group_graph_text(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarra
     a = np.concatenate([src, dst])
     b = np.concatenate([dst, src])
     ww = np.concatenate([iw, iw])
-    order = np.lexsort((b, a))
+    order = np.argsort(a * n + b)  # by a, then b (0 <= b < n)
     a, b, ww = a[order], b[order], ww[order]
     if np.any((a[1:] == a[:-1]) & (b[1:] == b[:-1])):
         raise ReorderError("an edge is listed twice")
-    starts = np.searchsorted(a, np.arange(n + 1))
-    lines = ["# rankmap dist_graph.groups: the groups' topology graph (Sudhakar et al., "
-             "ICACC 2015, Fig. 7)",
-             "# n; then per process: degree, then 'neighbour weight' pairs", str(n)]
-    for p in range(n):  # one line per process: the output itself is O(n + m)
-        lo, hi = starts[p], starts[p + 1]
-        pairs = np.column_stack([b[lo:hi], ww[lo:hi]]).ravel().tolist()
-        lines.append(" ".join(map(str, [hi - lo, *pairs])))
-    return "\n".join(lines) + "\n"
+    starts = np.r_[0, np.cumsum(np.bincount(a, minlength=n))]
+    # line p: its degree, then "neighbour weight" per edge; edge e (of line a[e]) comes
+    # after a[e] + 1 degrees and the e earlier edges' two words
+    degree = np.diff(starts)
+    words = np.empty(n + 2 * len(b), dtype=np.int64)
+    at_degree = np.arange(n) + 2 * starts[:-1]
+    words[at_degree] = degree
+    at_edge = a + 2 * np.arange(len(b)) + 1
+    words[at_edge] = b
+    words[at_edge + 1] = ww
+    head = ("# rankmap dist_graph.groups: the groups' topology graph (Sudhakar et al., "
+            "ICACC 2015, Fig. 7)\n"
+            f"# n; then per process: degree, then 'neighbour weight' pairs\n{n}\n")
+    return head + _int_lines(words, at_degree + 2 * degree)
+
+
+def _int_lines(words: np.ndarray, last: np.ndarray | None = None) -> str:
+    """The integers ``words`` in decimal, as :class:`str` writes them, each followed by a
+    space, except those at the positions ``last`` (default: all), which end a line
+    (``\\n``); not -2^63.  O(total digits) by whole-array operations, in chunks of
+    :data:`_CHUNK` words (they stay in cache)."""
+    words = np.asarray(words, dtype=np.int64)
+    minus = words < 0
+    size = np.abs(words)
+    top = int(size.max()) if len(size) else 0
+    size = size.astype(np.uint32 if top < 2**32 else np.uint64)  # faster division
+    ends_line = np.ones(len(words), dtype=bool)
+    if last is not None:
+        ends_line[:] = False
+        ends_line[np.asarray(last, dtype=np.int64)] = True
+    width = len(str(top))
+    return "".join(_int_chunk(size[i:i + _CHUNK], minus[i:i + _CHUNK],
+                              ends_line[i:i + _CHUNK], width)
+                   for i in range(0, len(words), _CHUNK))
+
+
+#: words :func:`_int_lines` writes at a time
+_CHUNK = 1 << 16
+
+
+def _int_chunk(size: np.ndarray, minus: np.ndarray, ends_line: np.ndarray, width: int
+               ) -> str:
+    """:func:`_int_lines` of some words (magnitudes below 10^width, signs, line ends):
+    a row per word, a column per character position — sign, ``width`` digits,
+    separator — and the characters a word has, read row by row."""
+    char = np.empty((len(size), width + 2), dtype=np.uint8)
+    has = np.empty((len(size), width + 2), dtype=bool)
+    char[:, 0], has[:, 0] = ord("-"), minus
+    rest = size
+    for col in range(width, 0, -1):  # the last digit first
+        shorter = rest // 10
+        char[:, col] = rest - shorter * 10 + ord("0")
+        has[:, col] = rest > 0
+        rest = shorter
+    has[:, width] = True  # 0 has a digit
+    char[:, width + 1], has[:, width + 1] = np.where(ends_line, ord("\n"), ord(" ")), True
+    return char[has].tobytes().decode("ascii")
 
 
 def parse_group_graph(text: str, n: int | None = None, source: str = "<dist_graph.groups>"

@@ -463,6 +463,11 @@ def test_vectorised_outputs_equal_the_loops():
         src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
         assert dist_graph_text(n, src, dst) == _ref_dist_graph_text(n, src, dst)
     assert shapes == {1, 2, 3, 4}
+    for _ in range(50):  # the reorder file (its words in any range)
+        words = rng.integers(-10 ** int(rng.integers(1, 19)), 10 ** int(rng.integers(1, 19)),
+                             int(rng.integers(0, 100)))
+        words = np.r_[words, 0, 9, 10, -1, -10, np.iinfo(np.int64).max]
+        assert format_reorder(words) == "".join(f"{k}\n" for k in words.tolist())
     for n in (0, 1):
         empty = np.zeros(0, dtype=np.int64)
         assert dist_graph_text(n, empty, empty) == _ref_dist_graph_text(n, empty, empty)
