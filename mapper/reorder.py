@@ -62,17 +62,26 @@ def rank_reorder(mapping: np.ndarray, launcher: np.ndarray) -> np.ndarray:
         raise ReorderError(f"the mapping has {n} ranks, the launcher's placement "
                            f"{len(launcher)}")
     for name, arr in (("mapping", mapping), ("launcher placement", launcher)):
-        if len(np.unique(arr)) != n:
+        if not _all_distinct(arr):
             raise ReorderError(f"the {name} puts two ranks on one PE")
-    order = np.argsort(mapping)
-    pes = mapping[order]
-    pos = np.searchsorted(pes, launcher)
-    pos = np.minimum(pos, n - 1)
-    if n and np.any(pes[pos] != launcher):
-        r = int(np.flatnonzero(pes[pos] != launcher)[0])
+    if n and min(mapping.min(), launcher.min()) >= 0 and \
+            max(mapping.max(), launcher.max()) < 4 * n + 1024:
+        # PEs numbered about densely: a table of the new rank on every PE
+        new_rank = np.full(max(mapping.max(), launcher.max()) + 1, -1, dtype=np.int64)
+        new_rank[mapping] = np.arange(n)
+        reorder = new_rank[launcher]
+        unused = reorder < 0
+    else:
+        order = np.argsort(mapping)
+        pes = mapping[order]
+        pos = np.minimum(np.searchsorted(pes, launcher), max(n - 1, 0))
+        reorder = order[pos].astype(np.int64)
+        unused = pes[pos] != launcher if n else np.zeros(0, dtype=bool)
+    if np.any(unused):
+        r = int(np.flatnonzero(unused)[0])
         raise ReorderError(f"the launcher starts rank {r} on PE {int(launcher[r])}, "
                            f"which the mapping does not use")
-    return order[pos].astype(np.int64)
+    return reorder
 
 
 def format_reorder(reorder: np.ndarray) -> str:

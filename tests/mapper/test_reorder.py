@@ -306,6 +306,27 @@ def test_group_graph_file_errors(text, n, message):
 # (mapper.reorder before it was vectorised: one Python line per process in the writers,
 # one Prim call per group in group_tree; kept here as the reference)
 
+def _ref_rank_reorder(mapping, launcher):
+    mapping = np.asarray(mapping, dtype=np.int64)
+    launcher = np.asarray(launcher, dtype=np.int64)
+    n = len(mapping)
+    if len(launcher) != n:
+        raise ReorderError(f"the mapping has {n} ranks, the launcher's placement "
+                           f"{len(launcher)}")
+    for name, arr in (("mapping", mapping), ("launcher placement", launcher)):
+        if len(np.unique(arr)) != n:
+            raise ReorderError(f"the {name} puts two ranks on one PE")
+    order = np.argsort(mapping)
+    pes = mapping[order]
+    pos = np.searchsorted(pes, launcher)
+    pos = np.minimum(pos, n - 1)
+    if n and np.any(pes[pos] != launcher):
+        r = int(np.flatnonzero(pes[pos] != launcher)[0])
+        raise ReorderError(f"the launcher starts rank {r} on PE {int(launcher[r])}, "
+                           f"which the mapping does not use")
+    return order[pos].astype(np.int64)
+
+
 def _ref_dist_graph_text(n, src, dst):
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -470,6 +491,31 @@ def test_vectorised_outputs_equal_the_loops():
         assert format_reorder(words) == "".join(f"{k}\n" for k in words.tolist())
     for n in (0, 1):
         empty = np.zeros(0, dtype=np.int64)
+        assert rank_reorder(empty[:n], empty[:n]).tolist() == []
         assert dist_graph_text(n, empty, empty) == _ref_dist_graph_text(n, empty, empty)
         assert group_graph_text(n, empty, empty, np.zeros(0)) == \
             _ref_group_graph_text(n, empty, empty, np.zeros(0))
+
+
+@pytest.mark.parametrize("spread", [1, 3, 10 ** 6])
+def test_rank_reorder_equals_the_sort(spread):
+    """PEs numbered densely (a table of new ranks) or sparsely (a sort): the reorder of
+    the sort it replaced, and the same error on the same rank."""
+    rng = np.random.default_rng(spread)
+    for _ in range(100):
+        n = int(rng.integers(1, 300))
+        pes = rng.choice(3 * n, n, replace=False) * spread
+        mapping, launcher = rng.permutation(pes), rng.permutation(pes)
+        if rng.random() < 0.3:  # a PE the mapping does not use, or one twice
+            launcher[rng.integers(n)] = (3 * n + int(rng.integers(5))) * spread
+        if rng.random() < 0.1:
+            mapping[rng.integers(n)] = mapping[0]
+        try:
+            want = _ref_rank_reorder(mapping, launcher)
+        except ReorderError as exc:
+            with pytest.raises(ReorderError) as got:
+                rank_reorder(mapping, launcher)
+            assert str(got.value) == str(exc)
+        else:
+            got = rank_reorder(mapping, launcher)
+            assert got.dtype == np.int64 and np.array_equal(got, want)
