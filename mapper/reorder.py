@@ -216,7 +216,8 @@ def group_tree(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray
         # children holding ranks, in PE order (group ids grow with the PE): position
         # (in that order) of every rank's child, and the first rank (in PE order) of each
         child_sorted = child[by_pe]
-        new_kid = np.r_[True, child_sorted[1:] != child_sorted[:-1]]
+        new_kid = np.ones(n, dtype=bool)
+        new_kid[1:] = child_sorted[1:] != child_sorted[:-1]
         first = by_pe[new_kid]
         kid_of = np.empty(n, dtype=np.int64)
         kid_of[by_pe] = np.cumsum(new_kid) - 1

@@ -491,7 +491,12 @@ def test_vectorised_outputs_equal_the_loops():
         assert format_reorder(words) == "".join(f"{k}\n" for k in words.tolist())
     for n in (0, 1):
         empty = np.zeros(0, dtype=np.int64)
-        assert rank_reorder(empty[:n], empty[:n]).tolist() == []
+        assert rank_reorder(empty, empty).tolist() == []
+        graph = CommGraph.from_edges(empty, empty, np.zeros(0), n=n)
+        machine = Hierarchy.homogeneous([2, 2], [1.0, 2.0])
+        for g, r in zip(group_tree(graph, machine, np.arange(n)),
+                        _ref_group_tree(graph, machine, np.arange(n)), strict=True):
+            assert g.dtype == r.dtype and np.array_equal(g, r)
         assert dist_graph_text(n, empty, empty) == _ref_dist_graph_text(n, empty, empty)
         assert group_graph_text(n, empty, empty, np.zeros(0)) == \
             _ref_group_graph_text(n, empty, empty, np.zeros(0))
