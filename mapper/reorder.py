@@ -24,9 +24,10 @@ Files (text in, text out; the caller writes them):
   (:func:`group_tree`) — with that edge's weight: n on the first line, then for every
   process one line "degree neighbour weight neighbour weight …".
 
-The reorder and Dist_graph functions are O(n) or O(n + m) array operations;
-:func:`group_tree` is O(L (n + m) log m) for L levels plus, per group of k children,
-O(k²) (Prim).
+The reorder and Dist_graph functions are O(n log n) or O(n + m log m) array
+operations, their texts written by whole-array operations too (no Python loop per
+line); :func:`group_tree` is O(L (n + m) + (n + m) log(n + m)) for L levels plus, per
+group of k children, O(k²) (Prim, run on all groups of a level at once).
 
 References
 ----------
@@ -61,22 +62,32 @@ def rank_reorder(mapping: np.ndarray, launcher: np.ndarray) -> np.ndarray:
         raise ReorderError(f"the mapping has {n} ranks, the launcher's placement "
                            f"{len(launcher)}")
     for name, arr in (("mapping", mapping), ("launcher placement", launcher)):
-        if len(np.unique(arr)) != n:
+        if not _all_distinct(arr):
             raise ReorderError(f"the {name} puts two ranks on one PE")
-    order = np.argsort(mapping)
-    pes = mapping[order]
-    pos = np.searchsorted(pes, launcher)
-    pos = np.minimum(pos, n - 1)
-    if n and np.any(pes[pos] != launcher):
-        r = int(np.flatnonzero(pes[pos] != launcher)[0])
+    if n and min(mapping.min(), launcher.min()) >= 0 and \
+            max(mapping.max(), launcher.max()) < 4 * n + 1024:
+        # PEs numbered about densely: a table of the new rank on every PE
+        new_rank = np.full(max(mapping.max(), launcher.max()) + 1, -1, dtype=np.int64)
+        new_rank[mapping] = np.arange(n)
+        reorder = new_rank[launcher]
+        unused = reorder < 0
+    else:
+        order = np.argsort(mapping)
+        pes = mapping[order]
+        pos = np.minimum(np.searchsorted(pes, launcher), max(n - 1, 0))
+        reorder = order[pos].astype(np.int64)
+        unused = pes[pos] != launcher if n else np.zeros(0, dtype=bool)
+    if np.any(unused):
+        r = int(np.flatnonzero(unused)[0])
         raise ReorderError(f"the launcher starts rank {r} on PE {int(launcher[r])}, "
                            f"which the mapping does not use")
-    return order[pos].astype(np.int64)
+    return reorder
 
 
 def format_reorder(reorder: np.ndarray) -> str:
-    """The reorder file: line r holds the new rank of launcher rank r."""
-    return "".join(f"{k}\n" for k in np.asarray(reorder, dtype=np.int64).tolist())
+    """The reorder file: line r holds the new rank of launcher rank r.  O(n) by
+    whole-array operations (:func:`_int_lines`)."""
+    return _int_lines(reorder)
 
 
 def parse_reorder(text: str, n: int | None = None, source: str = "<reorder>") -> np.ndarray:
@@ -117,7 +128,10 @@ def parse_reorder(text: str, n: int | None = None, source: str = "<reorder>") ->
 
 def dist_graph_text(n: int, src: np.ndarray, dst: np.ndarray) -> str:
     """The seed's Dist_graph file for undirected edges ``(src[i], dst[i])``: each edge is
-    listed on both endpoints' lines; repeated edges once; neighbours ascending."""
+    listed on both endpoints' lines; repeated edges once; neighbours ascending.
+
+    Time O(n + m log m) for m edges (one sort), the text written by whole-array
+    operations (:func:`_int_lines`); memory O(n + m)."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     keep = src != dst
@@ -125,13 +139,19 @@ def dist_graph_text(n: int, src: np.ndarray, dst: np.ndarray) -> str:
     b = np.concatenate([dst[keep], src[keep]])
     if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n):
         raise ReorderError(f"an edge names a process outside 0..{n - 1}")
-    pairs = np.unique(np.column_stack([a, b]), axis=0) if len(a) else np.zeros((0, 2), int)
-    starts = np.searchsorted(pairs[:, 0], np.arange(n + 1))
-    lines = [str(n)]
-    for p in range(n):  # one line per process: the output itself is O(n + m)
-        nbrs = pairs[starts[p]:starts[p + 1], 1].tolist()
-        lines.append(" ".join(map(str, [len(nbrs), *nbrs])))
-    return "\n".join(lines) + "\n"
+    # the pairs (a, b) once each, ascending: as one key a * n + b (0 <= b < n)
+    key = _sorted_distinct(a * n + b)
+    a = key // n
+    b = key - a * n
+    starts = np.r_[0, np.cumsum(np.bincount(a, minlength=n))]
+    # line p: its degree, then its neighbours; the degree's word precedes p's
+    # neighbours and every earlier line's words
+    degree = np.diff(starts)
+    words = np.empty(n + len(b), dtype=np.int64)
+    at_degree = np.arange(n) + starts[:-1]
+    words[at_degree] = degree
+    words[a + np.arange(len(b)) + 1] = b  # neighbour j of line a: after a + 1 degrees
+    return f"{n}\n" + _int_lines(words, at_degree + degree)
 
 
 def comm_graph_dist_graph_text(graph: CommGraph) -> str:
@@ -158,89 +178,178 @@ def group_tree(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray
     which finds them on the dense matrix; this works on the graph's edges and lists
     them level by level, groups in PE order.
 
-    Time O(L (n + m) log m) for L levels plus O(k²) per group of k children (16384
-    ranks, 7 edges each: under a second); memory O(n + m).
+    Time O(L (n + m) + (n + m) log(n + m)) for L levels (a sort of each level's edges)
+    plus O(k²) per group of k children (Prim), by whole-array operations: Prim runs on
+    all groups of a level at once, one step per child added, the groups in batches of
+    similar k (k in (2^(j-1), 2^j], so a batch's padding at most doubles its work);
+    2^20 ranks of a 3D stencil in 5 levels of up to 64 children: about 2 s.  Memory
+    O(n + m).
     """
     mapping = np.asarray(mapping, dtype=np.int64)
     n = graph.n
     if len(mapping) != n:
         raise ReorderError(f"the graph has {n} ranks, the mapping {len(mapping)}")
     if n and (mapping.min() < 0 or mapping.max() >= machine.n
-              or len(np.unique(mapping)) != n):
+              or not _all_distinct(mapping)):
         raise ReorderError(f"the mapping is not one distinct PE of 0..{machine.n - 1} "
                            f"per rank")
-    eu, ev, ew = graph.edges()
-    heavy = ew > 0
-    a = np.concatenate([eu[heavy], ev[heavy]])  # both directions of every edge
-    b = np.concatenate([ev[heavy], eu[heavy]])
-    w = np.concatenate([ew[heavy], ew[heavy]])
-    by_pe = np.argsort(mapping, kind="stable")
-    src: list[int] = []
-    dst: list[int] = []
-    weight: list[float] = []
+    # the graph's arcs (both directions of every edge: a symmetric CSR), by rank
+    ra = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
+    rb = graph.indices.astype(np.int64)
+    keep = (graph.weights > 0) & (ra != rb)
+    ra, rb, wa = (ra, rb, graph.weights) if keep.all() else \
+        (ra[keep], rb[keep], graph.weights[keep])
+    # the level whose group an arc joins two children of: the number of levels whose
+    # groups differ at its ends (groups nest: once equal, equal above; one root)
+    rank_group = machine.group_ids[mapping]
+    joins_at = np.zeros(len(ra), dtype=np.int64)
+    differ = np.arange(len(ra))
+    for level in range(machine.levels - 1):
+        group = rank_group[:, level]
+        differ = differ[group[ra[differ]] != group[rb[differ]]]
+        joins_at[differ] += 1
+    by_pe = np.argsort(mapping)  # distinct PEs: any sort
+    out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for level in range(machine.levels):
-        parent = machine.group_ids[mapping, level].astype(np.int64)
-        child = (machine.group_ids[mapping, level - 1].astype(np.int64) if level
-                 else mapping)
-        # children holding ranks, in PE order (group ids grow with the PE), and the first
-        # rank (in PE order) of each
+        parent = rank_group[:, level]
+        child = rank_group[:, level - 1] if level else mapping
+        # children holding ranks, in PE order (group ids grow with the PE): position
+        # (in that order) of every rank's child, and the first rank (in PE order) of each
         child_sorted = child[by_pe]
-        kids, first_at = np.unique(child_sorted, return_index=True)
-        first = by_pe[first_at]
+        new_kid = np.ones(n, dtype=bool)
+        new_kid[1:] = child_sorted[1:] != child_sorted[:-1]
+        first = by_pe[new_kid]
+        kid_of = np.empty(n, dtype=np.int64)
+        kid_of[by_pe] = np.cumsum(new_kid) - 1
         kid_parent = parent[first]
-        # the heaviest edge of every ordered pair of sibling children, first in PE order
-        cross = (parent[a] == parent[b]) & (child[a] != child[b])
-        ca, cb, ra, rb, wc = child[a[cross]], child[b[cross]], a[cross], b[cross], w[cross]
-        order = np.lexsort((mapping[rb], mapping[ra], -wc, cb, ca))
-        ca, cb, ra, rb, wc = ca[order], cb[order], ra[order], rb[order], wc[order]
-        lead = np.ones(len(ca), dtype=bool)
-        lead[1:] = (ca[1:] != ca[:-1]) | (cb[1:] != cb[:-1])
-        # as rows of the children (positions in kids): child kids[x]'s candidates are
-        # at ptr[x]:ptr[x + 1], one per sibling
-        pair = (np.searchsorted(kids, ca[lead]), np.searchsorted(kids, cb[lead]),
-                wc[lead], ra[lead], rb[lead])
-        ptr = np.searchsorted(pair[0], np.arange(len(kids) + 1))
         starts = np.flatnonzero(np.r_[True, kid_parent[1:] != kid_parent[:-1]])
-        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(kids)], strict=True):
-            if hi - lo > 1:
-                _prim(lo, hi, first, pair, ptr, src, dst, weight)
-    return (np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
-            np.array(weight, dtype=np.float64))
+        sizes = np.diff(np.r_[starts, len(first)])
+        many = sizes > 1
+        if not np.any(many):
+            continue
+        # this level's arcs (from ra's child to its sibling rb's) and, of every ordered
+        # pair of sibling children, the heaviest, first in PE order; child x's
+        # candidates at beg[x]:beg[x] + count[x], one per sibling
+        at = np.flatnonzero(joins_at == level)
+        ca, cb, wc = ra[at], rb[at], wa[at]
+        if len(first) == n:  # a rank per child: the arcs are the pairs, by rank
+            count = np.bincount(ca, minlength=n)
+            beg, count = (np.cumsum(count) - count)[first], count[first]
+        else:
+            pick = _heaviest_per_pair(kid_of[ca] * len(first) + kid_of[cb], wc,
+                                      mapping[ca] * machine.n + mapping[cb])
+            ca, cb, wc = ca[pick], cb[pick], wc[pick]
+            count = np.bincount(kid_of[ca], minlength=len(first))
+            beg = np.cumsum(count) - count
+        out.append(_prim(starts[many], sizes[many], first, beg, count,
+                         (kid_of[cb], wc, ca, cb)))
+    if not out:
+        return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                np.zeros(0, dtype=np.float64))
+    u, v, wt = (np.concatenate(part) for part in zip(*out, strict=True))
+    return u, v, wt
 
 
-def _prim(lo: int, hi: int, first: np.ndarray, pair: tuple, ptr: np.ndarray,
-          src: list[int], dst: list[int], weight: list[float]) -> None:
-    """Maximum spanning tree over one group's children (positions lo..hi-1, first ranks
-    ``first``), grown from child lo; the order of matching_tree's loops decides ties:
-    the child whose best edge comes from the child in the tree longest, then the lowest
-    child.  O(k) per child added for k children."""
-    k = hi - lo
-    _, to, wts, ends_u, ends_v = pair
-    in_tree = np.zeros(k, dtype=bool)
-    value = np.zeros(k)  # best edge into each child so far: weight, since, endpoints
-    since = np.zeros(k, dtype=np.int64)
-    end_u = np.full(k, int(first[lo]), dtype=np.int64)  # no edge: the first ranks
-    end_v = first[lo:hi].astype(np.int64)
+def _heaviest_per_pair(pair: np.ndarray, weight: np.ndarray, tie: np.ndarray
+                       ) -> np.ndarray:
+    """Per distinct ``pair`` key, the index of its heaviest entry, of a tie the one with
+    the lowest ``tie`` key (the pair of ranks: one entry, or alike ones); ascending by
+    pair.  One sort, O(m log m)."""
+    if not len(pair):
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(pair)  # entries of one pair and tie key are alike
+    pair, weight, tie = pair[order], weight[order], tie[order]
+    lead = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+    count = np.diff(np.r_[lead, len(pair)])
+    heaviest = weight == np.repeat(np.maximum.reduceat(weight, lead), count)
+    tie = np.where(heaviest, tie, np.iinfo(np.int64).max)
+    chosen = np.flatnonzero(tie == np.repeat(np.minimum.reduceat(tie, lead), count))
+    group = np.repeat(np.arange(len(lead)), count)[chosen]  # more than one: equal keys
+    return order[chosen[np.r_[True, group[1:] != group[:-1]]]]
 
-    def relax(t: int, added: int) -> None:
-        sl = slice(ptr[lo + t], ptr[lo + t + 1])
-        c = to[sl] - lo  # siblings only, each once
-        better = ~in_tree[c] & (wts[sl] > value[c])
-        c = c[better]
-        value[c], since[c] = wts[sl][better], added
-        end_u[c], end_v[c] = ends_u[sl][better], ends_v[sl][better]
 
-    in_tree[0] = True
-    relax(0, 0)
-    for added in range(1, k):
-        free = np.where(in_tree, -1.0, value)  # weights are >= 0
-        tied = np.flatnonzero(free == free.max())
-        c = int(tied[np.argmin(since[tied])])  # argmin: the lowest child of a tie
-        src.append(int(end_u[c]))
-        dst.append(int(end_v[c]))
-        weight.append(float(value[c]))
-        in_tree[c] = True
-        relax(c, added)
+def _prim(lo: np.ndarray, k: np.ndarray, first: np.ndarray, beg: np.ndarray,
+          count: np.ndarray, cand: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Maximum spanning trees over the children of a level's groups (group g: children
+    at positions lo[g]..lo[g]+k[g]-1, first ranks ``first``; child x's candidate edges,
+    one per sibling, at beg[x]:beg[x]+count[x] of ``cand`` = (sibling, weight, end in x,
+    end in the sibling)), each grown from its first child; the order of matching_tree's
+    loops decides ties: the child whose best edge comes from the child in the tree
+    longest, then the lowest child.  The edges ``(u, v, weight)``, group by group, each
+    group's in the order Prim adds them.
+
+    The groups are handled in batches of k in (2^(j-1), 2^j], each batch as a matrix of
+    one row per group, largest groups first, so that the groups still growing after s
+    steps are the first rows: step s adds one child to each of them (a row's best, by
+    whole-array max/argmin over the matrix) and relaxes its candidate edges.  A
+    batch of G groups of up to K children costs K steps of O(G K); O(k²) per group."""
+    at = np.r_[0, np.cumsum(k - 1)]  # group g's edges: at[g]:at[g + 1]
+    out = (np.empty(at[-1], dtype=np.int64), np.empty(at[-1], dtype=np.int64),
+           np.empty(at[-1], dtype=np.float64))
+    batch = np.frexp(k - 1)[1]  # j with 2^(j-1) < k <= 2^j
+    for j in np.unique(batch).tolist():
+        sel = np.flatnonzero(batch == j)
+        sel = sel[np.argsort(-k[sel], kind="stable")]
+        _prim_batch(lo[sel], k[sel], at[sel], first, beg, count, cand, out)
+    return out
+
+
+def _prim_batch(lo: np.ndarray, k: np.ndarray, at: np.ndarray, first: np.ndarray,
+                beg: np.ndarray, count: np.ndarray, cand: tuple, out: tuple) -> None:
+    """:func:`_prim` on groups of k children (k non-increasing), their edges written at
+    ``at`` onwards into ``out``."""
+    to, wts, ends_u, ends_v = cand
+    g, width = len(k), int(k[0])
+    # per group (row) and child (column), as flat cells row * width + column: the best
+    # edge into the child so far, its weight (-1: in the tree, or no such child), since
+    # (when its end in the tree was added) and candidate (-1: none, then the edge of
+    # the group's first child's first rank and the child's)
+    value = np.where(np.arange(width) < k[:, None], 0.0, -1.0)
+    value[:, 0] = -1.0
+    since = np.zeros((g, width), dtype=np.min_scalar_type(-width - 1))  # small: fast
+    edge = np.full(g * width, -1, dtype=np.int64)
+    flat_value, flat_since = value.reshape(-1), since.reshape(-1)
+    cell_of = np.arange(g) * width - lo  # + child position: the cell in that row
+
+    def relax(rows: np.ndarray, kid: np.ndarray, added: int) -> None:
+        start, many = beg[kid], count[kid]
+        idx = np.arange(int(many.sum())) + np.repeat(start - np.cumsum(many) + many, many)
+        cell = np.repeat(cell_of[rows], many) + to[idx]  # siblings only, each once
+        now = flat_value[cell]
+        better = (now >= 0) & (wts[idx] > now)
+        cell, idx = cell[better], idx[better]
+        flat_value[cell], flat_since[cell], edge[cell] = wts[idx], added, idx
+
+    relax(np.arange(g), lo, 0)
+    for added in range(1, width):
+        grow = int(np.count_nonzero(k > added))  # the first rows
+        free = value[:grow]
+        best = free.max(axis=1)
+        # the tie's child in the tree longest, then the lowest (argmin: the first)
+        c = np.argmin(np.where(free == best[:, None], since[:grow], width), axis=1)
+        kid = lo[:grow] + c
+        cell = cell_of[:grow] + kid
+        pos = at[:grow] + added - 1
+        e = edge[cell]
+        u, v = first[lo[:grow]], first[kid]
+        found = e >= 0
+        u[found], v[found] = ends_u[e[found]], ends_v[e[found]]
+        out[0][pos], out[1][pos], out[2][pos] = u, v, best
+        flat_value[cell] = -1.0
+        relax(np.arange(grow), kid, added)
+
+
+def _sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``numpy.unique(values)`` by a sort: numpy.unique (numpy 2.4) hashes, 1.4 s for
+    2^20 int64 against 25 ms to sort them."""
+    s = np.sort(values)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
+def _all_distinct(values: np.ndarray) -> bool:
+    """No value twice (a sort, as :func:`_sorted_distinct`)."""
+    s = np.sort(values)
+    return not np.any(s[1:] == s[:-1])
 
 
 def group_graph_text(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> str:
@@ -253,6 +362,9 @@ def group_graph_text(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarra
     the edges' volumes as integers, scaled down when the heaviest is over
     :data:`MAX_WEIGHT` (MPI's weights are ints); a volume that rounds to 0 is 1, and 0
     means the two groups do not communicate (their edge keeps the tree spanning).
+
+    Time O(n + m log m) for m edges (one sort), the text written by whole-array
+    operations (:func:`_int_lines`); memory O(n + m).
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -269,19 +381,67 @@ def group_graph_text(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarra
     a = np.concatenate([src, dst])
     b = np.concatenate([dst, src])
     ww = np.concatenate([iw, iw])
-    order = np.lexsort((b, a))
+    order = np.argsort(a * n + b)  # by a, then b (0 <= b < n)
     a, b, ww = a[order], b[order], ww[order]
     if np.any((a[1:] == a[:-1]) & (b[1:] == b[:-1])):
         raise ReorderError("an edge is listed twice")
-    starts = np.searchsorted(a, np.arange(n + 1))
-    lines = ["# rankmap dist_graph.groups: the groups' topology graph (Sudhakar et al., "
-             "ICACC 2015, Fig. 7)",
-             "# n; then per process: degree, then 'neighbour weight' pairs", str(n)]
-    for p in range(n):  # one line per process: the output itself is O(n + m)
-        lo, hi = starts[p], starts[p + 1]
-        pairs = np.column_stack([b[lo:hi], ww[lo:hi]]).ravel().tolist()
-        lines.append(" ".join(map(str, [hi - lo, *pairs])))
-    return "\n".join(lines) + "\n"
+    starts = np.r_[0, np.cumsum(np.bincount(a, minlength=n))]
+    # line p: its degree, then "neighbour weight" per edge; edge e (of line a[e]) comes
+    # after a[e] + 1 degrees and the e earlier edges' two words
+    degree = np.diff(starts)
+    words = np.empty(n + 2 * len(b), dtype=np.int64)
+    at_degree = np.arange(n) + 2 * starts[:-1]
+    words[at_degree] = degree
+    at_edge = a + 2 * np.arange(len(b)) + 1
+    words[at_edge] = b
+    words[at_edge + 1] = ww
+    head = ("# rankmap dist_graph.groups: the groups' topology graph (Sudhakar et al., "
+            "ICACC 2015, Fig. 7)\n"
+            f"# n; then per process: degree, then 'neighbour weight' pairs\n{n}\n")
+    return head + _int_lines(words, at_degree + 2 * degree)
+
+
+def _int_lines(words: np.ndarray, last: np.ndarray | None = None) -> str:
+    """The integers ``words`` in decimal, as :class:`str` writes them, each followed by a
+    space, except those at the positions ``last`` (default: all), which end a line
+    (``\\n``); not -2^63.  O(total digits) by whole-array operations, in chunks of
+    :data:`_CHUNK` words (they stay in cache)."""
+    words = np.asarray(words, dtype=np.int64)
+    minus = words < 0
+    size = np.abs(words)
+    top = int(size.max()) if len(size) else 0
+    size = size.astype(np.uint32 if top < 2**32 else np.uint64)  # faster division
+    ends_line = np.ones(len(words), dtype=bool)
+    if last is not None:
+        ends_line[:] = False
+        ends_line[np.asarray(last, dtype=np.int64)] = True
+    width = len(str(top))
+    return "".join(_int_chunk(size[i:i + _CHUNK], minus[i:i + _CHUNK],
+                              ends_line[i:i + _CHUNK], width)
+                   for i in range(0, len(words), _CHUNK))
+
+
+#: words :func:`_int_lines` writes at a time
+_CHUNK = 1 << 16
+
+
+def _int_chunk(size: np.ndarray, minus: np.ndarray, ends_line: np.ndarray, width: int
+               ) -> str:
+    """:func:`_int_lines` of some words (magnitudes below 10^width, signs, line ends):
+    a row per word, a column per character position — sign, ``width`` digits,
+    separator — and the characters a word has, read row by row."""
+    char = np.empty((len(size), width + 2), dtype=np.uint8)
+    has = np.empty((len(size), width + 2), dtype=bool)
+    char[:, 0], has[:, 0] = ord("-"), minus
+    rest = size
+    for col in range(width, 0, -1):  # the last digit first
+        shorter = rest // 10
+        char[:, col] = rest - shorter * 10 + ord("0")
+        has[:, col] = rest > 0
+        rest = shorter
+    has[:, width] = True  # 0 has a digit
+    char[:, width + 1], has[:, width + 1] = np.where(ends_line, ord("\n"), ord(" ")), True
+    return char[has].tobytes().decode("ascii")
 
 
 def parse_group_graph(text: str, n: int | None = None, source: str = "<dist_graph.groups>"

@@ -69,9 +69,10 @@ def reorder_files(layout: Layout, mapping: np.ndarray, graph: CommGraph | None,
     group graph's groups are those of ``layout.hierarchy`` (switches, nodes, sockets)
     holding the ranks where ``mapping`` puts them.
 
-    Complexity: O(P log P) per distribution for P ranks (sorts), O(P + E) for the
-    Dist_graph text, O(L (P + E) log E) for the group graph's L levels plus O(k²) per
-    group of k children.
+    Complexity: O(P log P) per distribution for P ranks (sorts), O(P + E log E) for
+    the Dist_graph text, O(L (P + E) + (P + E) log(P + E)) for the group graph's L
+    levels plus O(k²) per group of k children; whole-array operations throughout
+    (2^20 ranks of a 3D stencil: a few seconds).
     """
     from mapper.reorder import (
         comm_graph_dist_graph_text,

@@ -300,3 +300,227 @@ def test_group_graph_file_errors(text, n, message):
     with pytest.raises(ReorderError) as exc:
         parse_group_graph(text, n, "g")
     assert str(exc.value).startswith(message)
+
+
+# -- the whole-array implementations against the loops they replaced ------------------
+# (mapper.reorder before it was vectorised: one Python line per process in the writers,
+# one Prim call per group in group_tree; kept here as the reference)
+
+def _ref_rank_reorder(mapping, launcher):
+    mapping = np.asarray(mapping, dtype=np.int64)
+    launcher = np.asarray(launcher, dtype=np.int64)
+    n = len(mapping)
+    if len(launcher) != n:
+        raise ReorderError(f"the mapping has {n} ranks, the launcher's placement "
+                           f"{len(launcher)}")
+    for name, arr in (("mapping", mapping), ("launcher placement", launcher)):
+        if len(np.unique(arr)) != n:
+            raise ReorderError(f"the {name} puts two ranks on one PE")
+    order = np.argsort(mapping)
+    pes = mapping[order]
+    pos = np.searchsorted(pes, launcher)
+    pos = np.minimum(pos, n - 1)
+    if n and np.any(pes[pos] != launcher):
+        r = int(np.flatnonzero(pes[pos] != launcher)[0])
+        raise ReorderError(f"the launcher starts rank {r} on PE {int(launcher[r])}, "
+                           f"which the mapping does not use")
+    return order[pos].astype(np.int64)
+
+
+def _ref_dist_graph_text(n, src, dst):
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    keep = src != dst
+    a = np.concatenate([src[keep], dst[keep]])
+    b = np.concatenate([dst[keep], src[keep]])
+    pairs = np.unique(np.column_stack([a, b]), axis=0) if len(a) else np.zeros((0, 2), int)
+    starts = np.searchsorted(pairs[:, 0], np.arange(n + 1))
+    lines = [str(n)]
+    for p in range(n):
+        nbrs = pairs[starts[p]:starts[p + 1], 1].tolist()
+        lines.append(" ".join(map(str, [len(nbrs), *nbrs])))
+    return "\n".join(lines) + "\n"
+
+
+def _ref_group_graph_text(n, src, dst, weight):
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    weight = np.asarray(weight, dtype=np.float64)
+    top = float(weight.max()) if len(weight) else 0.0
+    scaled = np.rint(weight * (MAX_WEIGHT / top if top > MAX_WEIGHT else 1.0))
+    iw = np.where(weight > 0, np.clip(scaled, 1, MAX_WEIGHT), 0).astype(np.int64)
+    a = np.concatenate([src, dst])
+    b = np.concatenate([dst, src])
+    ww = np.concatenate([iw, iw])
+    order = np.lexsort((b, a))
+    a, b, ww = a[order], b[order], ww[order]
+    starts = np.searchsorted(a, np.arange(n + 1))
+    lines = ["# rankmap dist_graph.groups: the groups' topology graph (Sudhakar et al., "
+             "ICACC 2015, Fig. 7)",
+             "# n; then per process: degree, then 'neighbour weight' pairs", str(n)]
+    for p in range(n):
+        lo, hi = starts[p], starts[p + 1]
+        pairs = np.column_stack([b[lo:hi], ww[lo:hi]]).ravel().tolist()
+        lines.append(" ".join(map(str, [hi - lo, *pairs])))
+    return "\n".join(lines) + "\n"
+
+
+def _ref_group_tree(graph, machine, mapping):
+    mapping = np.asarray(mapping, dtype=np.int64)
+    eu, ev, ew = graph.edges()
+    heavy = ew > 0
+    a = np.concatenate([eu[heavy], ev[heavy]])
+    b = np.concatenate([ev[heavy], eu[heavy]])
+    w = np.concatenate([ew[heavy], ew[heavy]])
+    by_pe = np.argsort(mapping, kind="stable")
+    src, dst, weight = [], [], []
+    for level in range(machine.levels):
+        parent = machine.group_ids[mapping, level].astype(np.int64)
+        child = (machine.group_ids[mapping, level - 1].astype(np.int64) if level
+                 else mapping)
+        kids, first_at = np.unique(child[by_pe], return_index=True)
+        first = by_pe[first_at]
+        kid_parent = parent[first]
+        cross = (parent[a] == parent[b]) & (child[a] != child[b])
+        ca, cb, ra, rb, wc = child[a[cross]], child[b[cross]], a[cross], b[cross], w[cross]
+        order = np.lexsort((mapping[rb], mapping[ra], -wc, cb, ca))
+        ca, cb, ra, rb, wc = ca[order], cb[order], ra[order], rb[order], wc[order]
+        lead = np.ones(len(ca), dtype=bool)
+        lead[1:] = (ca[1:] != ca[:-1]) | (cb[1:] != cb[:-1])
+        pair = (np.searchsorted(kids, ca[lead]), np.searchsorted(kids, cb[lead]),
+                wc[lead], ra[lead], rb[lead])
+        ptr = np.searchsorted(pair[0], np.arange(len(kids) + 1))
+        starts = np.flatnonzero(np.r_[True, kid_parent[1:] != kid_parent[:-1]])
+        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(kids)], strict=True):
+            if hi - lo > 1:
+                _ref_prim(lo, hi, first, pair, ptr, src, dst, weight)
+    return (np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
+            np.array(weight, dtype=np.float64))
+
+
+def _ref_prim(lo, hi, first, pair, ptr, src, dst, weight):
+    k = hi - lo
+    _, to, wts, ends_u, ends_v = pair
+    in_tree = np.zeros(k, dtype=bool)
+    value = np.zeros(k)
+    since = np.zeros(k, dtype=np.int64)
+    end_u = np.full(k, int(first[lo]), dtype=np.int64)
+    end_v = first[lo:hi].astype(np.int64)
+
+    def relax(t, added):
+        sl = slice(ptr[lo + t], ptr[lo + t + 1])
+        c = to[sl] - lo
+        better = ~in_tree[c] & (wts[sl] > value[c])
+        c = c[better]
+        value[c], since[c] = wts[sl][better], added
+        end_u[c], end_v[c] = ends_u[sl][better], ends_v[sl][better]
+
+    in_tree[0] = True
+    relax(0, 0)
+    for added in range(1, k):
+        free = np.where(in_tree, -1.0, value)
+        tied = np.flatnonzero(free == free.max())
+        c = int(tied[np.argmin(since[tied])])
+        src.append(int(end_u[c]))
+        dst.append(int(end_v[c]))
+        weight.append(float(value[c]))
+        in_tree[c] = True
+        relax(c, added)
+
+
+def _random_tree(rng, depth, wide):
+    """Nested lists for Hierarchy.from_tree: fan-outs 1..5, now and then one of
+    ``wide`` (a group of many children beside small ones), leaves of 1..9 PEs."""
+    if depth == 0:
+        return int(rng.integers(1, 10))
+    fan = int(rng.integers(1, 6)) if rng.random() > 0.15 else wide
+    return [_random_tree(rng, depth - 1, wide) for _ in range(fan)]
+
+
+def _random_case(rng):
+    while True:  # at most 400 PEs
+        depth = int(rng.integers(0, 4))
+        machine = Hierarchy.from_tree(_random_tree(rng, depth, int(rng.integers(6, 40))),
+                                      list(range(1, depth + 2)))
+        if machine.n <= 400:
+            break
+    # a job on some of the PEs: children that hold no rank, groups of one child
+    n = int(rng.integers(1, machine.n + 1)) if rng.random() < 0.5 else machine.n
+    mapping = rng.choice(machine.n, n, replace=False)
+    kind = rng.integers(4)
+    m = int(rng.integers(0, 4 * n + 1))
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    if kind == 0:  # few distinct weights: ties everywhere
+        w = rng.integers(1, 4, m).astype(float)
+    elif kind == 1:  # all equal
+        w = np.ones(m)
+    elif kind == 2:  # volumes over MPI's ints, and fractions
+        w = rng.choice([0.25, 3.0, 5e9, 7e12], m)
+    else:
+        w = rng.random(m) * 100
+    keep = u != v
+    graph = CommGraph.from_edges(u[keep], v[keep], w[keep], n=n)
+    return machine, mapping, graph
+
+
+def test_vectorised_outputs_equal_the_loops():
+    """group_tree's edges (same ends first, same order, same dtypes), both files'
+    texts: byte for byte the loop implementations', on random uneven machines, partial
+    placements and graphs with ties."""
+    rng = np.random.default_rng(29)
+    shapes = set()
+    for _ in range(400):
+        machine, mapping, graph = _random_case(rng)
+        shapes.add(machine.levels)
+        got = group_tree(graph, machine, mapping)
+        want = _ref_group_tree(graph, machine, mapping)
+        for g, r in zip(got, want, strict=True):
+            assert g.dtype == r.dtype and np.array_equal(g, r)
+        n = graph.n
+        assert group_graph_text(n, *got) == _ref_group_graph_text(n, *want)
+        assert comm_graph_dist_graph_text(graph) == _ref_dist_graph_text(n, *graph.edges()[:2])
+        # repeated edges, self edges, either direction
+        m = int(rng.integers(0, 3 * n + 1))
+        src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+        assert dist_graph_text(n, src, dst) == _ref_dist_graph_text(n, src, dst)
+    assert shapes == {1, 2, 3, 4}
+    for _ in range(50):  # the reorder file (its words in any range)
+        words = rng.integers(-10 ** int(rng.integers(1, 19)), 10 ** int(rng.integers(1, 19)),
+                             int(rng.integers(0, 100)))
+        words = np.r_[words, 0, 9, 10, -1, -10, np.iinfo(np.int64).max]
+        assert format_reorder(words) == "".join(f"{k}\n" for k in words.tolist())
+    for n in (0, 1):
+        empty = np.zeros(0, dtype=np.int64)
+        assert rank_reorder(empty, empty).tolist() == []
+        graph = CommGraph.from_edges(empty, empty, np.zeros(0), n=n)
+        machine = Hierarchy.homogeneous([2, 2], [1.0, 2.0])
+        for g, r in zip(group_tree(graph, machine, np.arange(n)),
+                        _ref_group_tree(graph, machine, np.arange(n)), strict=True):
+            assert g.dtype == r.dtype and np.array_equal(g, r)
+        assert dist_graph_text(n, empty, empty) == _ref_dist_graph_text(n, empty, empty)
+        assert group_graph_text(n, empty, empty, np.zeros(0)) == \
+            _ref_group_graph_text(n, empty, empty, np.zeros(0))
+
+
+@pytest.mark.parametrize("spread", [1, 3, 10 ** 6])
+def test_rank_reorder_equals_the_sort(spread):
+    """PEs numbered densely (a table of new ranks) or sparsely (a sort): the reorder of
+    the sort it replaced, and the same error on the same rank."""
+    rng = np.random.default_rng(spread)
+    for _ in range(100):
+        n = int(rng.integers(1, 300))
+        pes = rng.choice(3 * n, n, replace=False) * spread
+        mapping, launcher = rng.permutation(pes), rng.permutation(pes)
+        if rng.random() < 0.3:  # a PE the mapping does not use, or one twice
+            launcher[rng.integers(n)] = (3 * n + int(rng.integers(5))) * spread
+        if rng.random() < 0.1:
+            mapping[rng.integers(n)] = mapping[0]
+        try:
+            want = _ref_rank_reorder(mapping, launcher)
+        except ReorderError as exc:
+            with pytest.raises(ReorderError) as got:
+                rank_reorder(mapping, launcher)
+            assert str(got.value) == str(exc)
+        else:
+            got = rank_reorder(mapping, launcher)
+            assert got.dtype == np.int64 and np.array_equal(got, want)
