@@ -20,6 +20,13 @@ extensions = [
         extra_compile_args=["-O3"],
     ),
     Extension(
+        "mapper.construction._boxes",
+        ["mapper/construction/_boxes.pyx"],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    ),
+    Extension(
         "mapper._linkload",
         ["mapper/_linkload.pyx"],
         include_dirs=[np.get_include()],

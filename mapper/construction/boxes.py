@@ -20,9 +20,11 @@ periodic 7-point stencil under leaves of 32 ranks the leaves get 2×4×4 boxes (
 faces each), the least surface 32 cells can have.  Where a side's size does not fill
 whole planes the cut is a staircase (row-major order within the plane).
 
-Complexity: O(n log² n): the bisections of one depth of the recursion run together (one
-segmented sort of every cell still in a run, O(n log n)), and there are about
-log2(n) + L depths for L tree levels; no Python step per group.
+Complexity: O(n log n) for L tree levels and power-of-two groups: about log2(n) + L
+depths, each one compiled pass over the cells still in a run (``_boxes.split_runs``:
+a run's bounding box, then a stable partition where the side is whole planes; a run
+whose side is a staircase is sorted instead, O(length log length)); no Python step per
+group.
 """
 
 from __future__ import annotations
@@ -48,10 +50,12 @@ def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
     n = machine.n
     if grid.n != n:
         raise ValueError(f"the grid has {grid.n} cells but the machine {n} PEs")
-    coords = grid.coordinates()
-    keyspan = n * max(grid.dims)  # c_k * n + rank < keyspan
+    from ._boxes import split_runs  # compiled: the numpy depth took 2 s at 2^20 cells
+
+    coords = np.ascontiguousarray(grid.coordinates(), dtype=np.int32)
     dims = np.asarray(grid.dims, dtype=np.int64)
-    periodic = np.asarray(grid.periodic, dtype=bool)
+    periodic = np.asarray(grid.periodic, dtype=np.uint8)
+    face_weight = np.ascontiguousarray(grid.face_weight, dtype=np.float64)
     mapping = np.empty(n, dtype=np.int64)
     perm = np.arange(n, dtype=np.int64)  # cells, each run a contiguous segment
     # the runs: segment of perm, tree level, child group range [first, end) there
@@ -74,22 +78,11 @@ def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
             if not len(start):
                 break
         half, left = _halves(machine, level, first, end)
-        pos, _ = _positions(start, length)
-        runs = np.repeat(np.arange(len(start)), length)
-        cells = perm[pos]
-        c = coords[cells]
-        bounds = np.concatenate([[0], np.cumsum(length)[:-1]])
-        extent = (np.maximum.reduceat(c, bounds, axis=0)
-                  - np.minimum.reduceat(c, bounds, axis=0) + 1)
         # a plane across dimension k cuts about cells / extent_k faces of face_weight_k,
         # twice when the run wraps around a periodic k (the wrap's plane is cut too);
         # on ties (a cube) the slowest dimension, so that equal cuts keep rank order
-        wrapped = periodic & (extent == dims)
-        cost = np.where(extent > 1, grid.face_weight * np.where(wrapped, 2, 1) / extent,
-                        np.inf)
-        k = np.argmin(cost, axis=1)
-        key = c[np.arange(len(c)), k[runs]] * n + cells
-        perm[pos] = cells[np.argsort(runs * keyspan + key, kind="stable")]
+        split_runs(perm, coords, start, length, np.ascontiguousarray(left), face_weight,
+                   dims, periodic)
         start, length = (np.concatenate([start, start + left]),
                          np.concatenate([left, length - left]))
         level = np.concatenate([level, level])

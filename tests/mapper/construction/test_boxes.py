@@ -175,3 +175,54 @@ def test_without_a_baseline_the_lower_j_of_the_algorithm_and_the_boxes_is_return
     r = map_processes(small, Hierarchy.homogeneous([4, 4], [1, 10]), "topdown+n10")
     assert r.origin == "algorithm"
     assert r.objective <= r.candidates[BOXES]
+
+
+def _reference_bisection(grid, machine):
+    """The bisection one run at a time with numpy sorts (the compiled kernel's
+    reference): rank → PE, innermost groups in rank order."""
+    from mapper.construction.boxes import _halves
+
+    n = machine.n
+    coords = grid.coordinates()
+    dims = np.asarray(grid.dims)
+    mapping = np.empty(n, dtype=np.int64)
+    stack = [(machine.levels - 1, 0, 1, np.arange(n))]
+    while stack:
+        level, first, end, cells = stack.pop()
+        while end - first == 1 and level > 0:
+            lo, hi = machine.bounds[level][first], machine.bounds[level][first + 1]
+            first, end = np.searchsorted(machine.bounds[level - 1], [lo, hi])
+            level -= 1
+        if end - first == 1:
+            mapping[np.sort(cells)] = machine.bounds[0][first] + np.arange(len(cells))
+            continue
+        half, left = _halves(machine, np.array([level]), np.array([first]),
+                             np.array([end]))
+        half, left = int(half[0]), int(left[0])
+        c = coords[cells]
+        extent = c.max(axis=0) - c.min(axis=0) + 1
+        wrapped = np.asarray(grid.periodic) & (extent == dims)
+        cost = np.where(extent > 1, grid.face_weight * np.where(wrapped, 2, 1) / extent,
+                        np.inf)
+        k = int(np.argmin(cost))
+        order = np.lexsort((cells, c[:, k]))
+        stack.append((level, half, end, cells[order[left:]]))
+        stack.append((level, first, half, cells[order[:left]]))
+    return mapping
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_compiled_depths_equal_the_one_run_at_a_time_reference(seed):
+    rng = np.random.default_rng(100 + seed)
+    d = int(rng.integers(2, 4))
+    dims = tuple(int(x) for x in rng.integers(2, 9 if d == 3 else 20, size=d))
+    periodic = tuple(bool(x) for x in rng.integers(0, 2, size=d))
+    graph = _stencil(dims, periodic, weights=list(rng.integers(1, 4, size=d).astype(float)))
+    grid = cartesian_grid(graph)
+    if grid is None:  # a dimension of 2 with no pair both ways: not every draw is a grid
+        pytest.skip("not a grid")
+    machine = (_uneven_hierarchy(rng, graph.n) if seed % 2
+               else Hierarchy.homogeneous([2, 2, graph.n // 4], [1, 2, 3])
+               if graph.n % 4 == 0 else _uneven_hierarchy(rng, graph.n))
+    assert np.array_equal(coordinate_bisection(grid, machine),
+                          _reference_bisection(grid, machine))
