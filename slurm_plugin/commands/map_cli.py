@@ -145,6 +145,8 @@ def _cmd_map(args: argparse.Namespace) -> int:
         "objective": result.objective,
         "seconds": result.seconds,
         "algorithm": result.algorithm,
+        "origin": result.origin,
+        "candidates": dict(result.candidates),
         "seed": result.seed,
         "n": graph.n,
         "m": graph.m,
@@ -161,7 +163,10 @@ def _cmd_map(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"J = {result.objective:g}  ({result.algorithm}, {result.seconds:.3f} s, "
+        won = (result.algorithm if result.origin == "algorithm"
+               else f"{result.origin}, beside {result.algorithm}'s "
+                    f"{result.candidates.get(result.algorithm, float('nan')):g}")
+        print(f"J = {result.objective:g}  ({won}, {result.seconds:.3f} s, "
               f"n = {graph.n}, m = {graph.m}) -> {args.output}")
         if hops is not None:
             print(_hop_bytes_line(hops))

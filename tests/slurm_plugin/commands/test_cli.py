@@ -43,6 +43,23 @@ def test_map_writes_a_mapping_and_evaluate_recomputes_j(stencil, tmp_path, capsy
     assert [t["level"] for t in ev["traffic"]] == ["level1", "level2", "level3"]
 
 
+def test_map_says_when_the_grids_boxes_won(tmp_path, capsys):
+    path = tmp_path / "g.graph"
+    write_metis(generate("stencil2d:32x32,periodic", 1024), path)
+    out = tmp_path / "map.txt"
+    args = ["map", str(path), "--hierarchy", "4:2:4:4:8", "--distances", "1:2:10:20:40",
+            "--algorithm", "topdown+n10", "--output", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"J = 33792  \(grid boxes, beside topdown\+n10's \d+", text)
+    assert "note: the profile is a 32x32 periodic grid in rank order" in text
+    assert main([*args, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["origin"] == "grid boxes"
+    assert summary["candidates"]["grid boxes"] == summary["objective"] == 33792
+    assert summary["candidates"]["topdown+n10"] > summary["objective"]
+
+
 SOLVER_PHASES = {"construction", "search", "baseline", "evaluation", "solver_other"}
 
 
