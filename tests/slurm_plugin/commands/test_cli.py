@@ -51,12 +51,12 @@ def test_map_says_when_the_grids_boxes_won(tmp_path, capsys):
             "--algorithm", "topdown+n10", "--output", str(out)]
     assert main(args) == 0
     text = capsys.readouterr().out
-    assert re.search(r"J = 33792  \(grid boxes, beside topdown\+n10's \d+", text)
+    assert re.search(r"J = 16896  \(grid boxes, beside topdown\+n10's \d+", text)
     assert "note: the profile is a 32x32 periodic grid in rank order" in text
     assert main([*args, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["origin"] == "grid boxes"
-    assert summary["candidates"]["grid boxes"] == summary["objective"] == 33792
+    assert summary["candidates"]["grid boxes"] == summary["objective"] == 16896
     assert summary["candidates"]["topdown+n10"] > summary["objective"]
 
 
