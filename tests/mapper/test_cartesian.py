@@ -59,6 +59,24 @@ def test_a_stencil_is_found_with_its_extents_and_wraps(seed):
     assert grid.long_share == 0.0
 
 
+@pytest.mark.parametrize("dims,periodic", [((6, 6, 4, 4), (True,) * 4),
+                                           ((4, 3, 5, 4), (False, True, False, True))])
+def test_a_four_dimensional_lattice_is_found(dims, periodic):
+    grid = cartesian_grid(_stencil(dims, periodic))
+    assert grid is not None and grid.dims == dims and grid.periodic == periodic
+
+
+def test_a_3d_stencil_is_not_read_as_4d_with_its_collectives():
+    # 9-cube edges of a recursive-doubling allreduce: some are one step in a 4D reading
+    base = _stencil((8, 8, 8), (True,) * 3)
+    u, v, w = base.edges()
+    pairs = [(r, r ^ (1 << k)) for k in range(9) for r in range(512) if r < r ^ (1 << k)]
+    vol = np.concatenate([w, np.full(len(pairs), 0.005 * w.sum() / len(pairs))])
+    g = CommGraph.from_edges(np.concatenate([u, [p for p, _ in pairs]]),
+                             np.concatenate([v, [q for _, q in pairs]]), vol, n=512)
+    assert cartesian_grid(g).dims == (8, 8, 8)
+
+
 def test_face_weights_follow_each_dimension():
     grid = cartesian_grid(_stencil((6, 8, 10), (True, False, True),
                                    weights=[4.0, 2.0, 1.0]))
@@ -96,8 +114,9 @@ def test_what_is_no_grid_is_not_taken_for_one():
     u, v, w = scrambled.edges()
     assert cartesian_grid(CommGraph.from_edges(perm[u], perm[v], w, n=n)) is None
     full = [(a, b) for a in range(16) for b in range(a + 1, 16)]
-    assert cartesian_grid(CommGraph.from_edges(*zip(*full, strict=False), n=16)) is None
     assert cartesian_grid(CommGraph.from_edges([0], [1], n=7)) is None  # 7: prime
+    # 16 ranks that all talk: every pair is one step of a 2×2×2×2 cube, which is no grid
+    assert cartesian_grid(CommGraph.from_edges(*zip(*full, strict=True), n=16)) is None
 
 
 def test_describe_names_the_wraps():
