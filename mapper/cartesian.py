@@ -4,9 +4,10 @@ Most halo-exchange codes number their ranks the way ``MPI_Cart_create`` does: ra
 ``r`` sits at the row-major coordinates of ``r`` in a d-dimensional grid (last
 dimension fastest), and every message goes to a neighbour one step away in each
 dimension at most (5/9-point stencils in 2D, 7/19/27-point in 3D; LULESH's 26
-neighbours; the 4D lattices of lattice QCD), possibly across a periodic boundary.  Such a graph has coordinates for
-free, and a geometric mapping (:func:`mapper.construction.boxes.coordinate_bisection`)
-can cut it into the boxes of least surface that graph partitioners only approach.
+neighbours; the 4D lattices of lattice QCD), possibly across a periodic boundary.
+Such a graph has coordinates for free, and a geometric mapping
+(:func:`mapper.construction.boxes.coordinate_bisection`) can cut it into the boxes of
+least surface that graph partitioners only approach.
 
 :func:`cartesian_grid` tries every ordered factorisation of ``n`` into two to four
 factors ≥ 2 and keeps the one under which the edges are short (Chebyshev distance ≤ 1,
