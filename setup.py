@@ -4,50 +4,18 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-extensions = [
-    Extension(
-        "mapper._kernels",
-        ["mapper/_kernels.pyx"],
-        include_dirs=[np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
-    ),
-    Extension(
-        "mapper.mesh._archaware",
-        ["mapper/mesh/_archaware.pyx"],
-        include_dirs=[np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
-    ),
-    Extension(
-        "mapper.construction._boxes",
-        ["mapper/construction/_boxes.pyx"],
-        include_dirs=[np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
-    ),
-    Extension(
-        "mapper._linkload",
-        ["mapper/_linkload.pyx"],
-        include_dirs=[np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
-    ),
-    Extension(
-        "mapper.search._cycles",
-        ["mapper/search/_cycles.pyx"],
-        include_dirs=[np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
-    ),
-    Extension(
-        "mapper.search._congested",
-        ["mapper/search/_congested.pyx"],
-        include_dirs=[np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"],
-    ),
-]
+
+def compiled(module: str) -> Extension:
+    """The extension ``module`` built from its .pyx beside it, against numpy."""
+    return Extension(module, [module.replace(".", "/") + ".pyx"],
+                     include_dirs=[np.get_include()],
+                     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                     extra_compile_args=["-O3"])
+
+
+extensions = [compiled(m) for m in ("mapper._kernels", "mapper.mesh._archaware",
+                                    "mapper.construction._boxes", "mapper._linkload",
+                                    "mapper.search._cycles", "mapper.search._congested")]
 
 setup(ext_modules=cythonize(extensions, language_level=3,
                             compiler_directives={"boundscheck": False, "wraparound": False,

@@ -56,7 +56,7 @@ def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
     dims = np.asarray(grid.dims, dtype=np.int64)
     periodic = np.asarray(grid.periodic, dtype=np.uint8)
     face_weight = np.ascontiguousarray(grid.face_weight, dtype=np.float64)
-    mapping = np.empty(n, dtype=np.int64)
+    innermost = np.empty(n, dtype=np.int64)  # every cell's innermost group
     perm = np.arange(n, dtype=np.int64)  # cells, each run a contiguous segment
     # the runs: segment of perm, tree level, child group range [first, end) there
     start = np.zeros(1, dtype=np.int64)
@@ -68,11 +68,10 @@ def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
         if deadline is not None and time.perf_counter() > deadline:
             return None
         _descend(machine, level, first, end)
-        done = end - first == 1  # one innermost group: its PEs take the cells
+        done = end - first == 1  # one innermost group: it holds the run's cells
         if done.any():
-            pos, offset = _positions(start[done], length[done])
-            mapping[perm[pos]] = np.repeat(machine.bounds[0][first[done]],
-                                           length[done]) + offset
+            innermost[perm[_positions(start[done], length[done])]] = np.repeat(
+                first[done], length[done])
             start, length, level, first, end = (a[~done] for a in
                                                 (start, length, level, first, end))
             if not len(start):
@@ -87,9 +86,10 @@ def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
                          np.concatenate([left, length - left]))
         level = np.concatenate([level, level])
         first, end = np.concatenate([first, half]), np.concatenate([half, end])
-    # inside an innermost group its PEs take their cells in rank order
-    group = np.searchsorted(machine.bounds[0], mapping, side="right")
-    mapping[np.lexsort((np.arange(n), group))] = np.arange(n)
+    # groups are PE ranges in PE order: sorted by (group, rank), the cells take the PEs
+    # in order, so inside a group its PEs take their cells in rank order
+    mapping = np.empty(n, dtype=np.int64)
+    mapping[np.lexsort((np.arange(n), innermost))] = np.arange(n)
     return mapping
 
 
@@ -130,10 +130,8 @@ def _halves(machine: Hierarchy, level: np.ndarray, first: np.ndarray, end: np.nd
     return half, left
 
 
-def _positions(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of the segments ``[start, start + length)`` one after the other,
-    and each position's offset in its segment."""
-    total = int(length.sum())
+def _positions(start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The positions of the segments ``[start, start + length)`` one after the other."""
     before = np.cumsum(length) - length
-    offset = np.arange(total, dtype=np.int64) - np.repeat(before, length)
-    return np.repeat(start, length) + offset, offset
+    return (np.repeat(start - before, length)
+            + np.arange(int(length.sum()), dtype=np.int64))

@@ -68,8 +68,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper import CommGraph
+from mapper.cartesian import factorisations
 
-from .generators import GeneratorError, divisors, generate
+from .generators import GeneratorError, generate
 
 #: the largest accepted distance (see the module docstring)
 DEFAULT_TOLERANCE = 0.1
@@ -210,18 +211,6 @@ def _alltoall_distance(rec: _Recorded) -> float:
 
 # ---- candidates -------------------------------------------------------------------------
 
-def _factorisations(n: int, k: int) -> Iterator[tuple[int, ...]]:
-    """Ordered k-tuples of factors >= 2 whose product is n, lexicographic."""
-    if k == 1:
-        if n >= 2:
-            yield (n,)
-        return
-    for a in divisors(n):
-        if a >= 2 and n % a == 0:
-            for rest in _factorisations(n // a, k - 1):
-                yield (a, *rest)
-
-
 def _strides(dims: tuple[int, ...]) -> list[int]:
     return [math.prod(dims[i + 1:]) for i in range(len(dims))]
 
@@ -294,7 +283,7 @@ def _candidates(rec: _Recorded, tolerance: float) -> Iterator[_Candidate]:
     yield _Candidate("ring", "ring", _one_class)
     yield _Candidate("alltoall", "alltoall", _one_class)
     for name, k in (("stencil2d", 2), ("stencil3d", 3)):
-        for dims in _factorisations(n, k):
+        for dims in factorisations(n, k):
             for periodic in (False, True):
                 if rec.volume_at(_grid_differences(dims, False, False)) < 1 - tolerance:
                     continue
@@ -308,10 +297,10 @@ def _candidates(rec: _Recorded, tolerance: float) -> Iterator[_Candidate]:
     q = math.isqrt(n)
     if q * q == n:
         yield _Candidate("npb-bt", "npb-bt", _axis_classes((q, q), False))
-    for dims in _factorisations(n, 3):
+    for dims in factorisations(n, 3):
         if rec.volume_at(_grid_differences(dims, True, False)) >= 1 - tolerance:
             yield _Candidate("npb-mg", f"npb-mg:{_dims_text(dims)}", _axis_classes(dims, True))
-    for dims in _factorisations(n, 2):
+    for dims in factorisations(n, 2):
         if rec.volume_at(_grid_differences(dims, False, True)) >= 1 - tolerance:
             yield _Candidate("npb-ft", f"npb-ft:{_dims_text(dims)}", _axis_classes(dims, False))
 
