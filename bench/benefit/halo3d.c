@@ -1,9 +1,13 @@
 /* halo3d: 3D domain decomposition with a 7-point halo exchange, for rankmap's
  * "does it pay?" lab (bench/benefit/README in the project README, section "Does it pay?").
  *
- * Usage: halo3d -d AxBxC [-p] [-b BYTES] [-i ITERATIONS] [-f FLOPS] [-v]
+ * Usage: halo3d -d AxBxC [-p] [-s] [-b BYTES] [-i ITERATIONS] [-f FLOPS] [-v]
  *   -d  process grid (A*B*C must equal the number of ranks)
  *   -p  periodic in every dimension
+ *   -s  exchange one dimension after the other (x, then y, then z; each waited for
+ *       before the next starts), as codes that fill their halo's edges and corners
+ *       with three pairs of messages do; rankmap's profile for it is stencil3d with
+ *       exchange=axes, one phase per dimension
  *   -b  bytes per face message (default 65536)
  *   -i  iterations (default 20)
  *   -f  flops per iteration, simulated with smpi_execute_flops under SMPI (default 0)
@@ -17,7 +21,7 @@
  * generator has one edge), as in the generator.
  *
  * Every iteration posts all receives and sends (MPI_Irecv/MPI_Isend) and waits for
- * them.  Rank 0 prints "rankmap-sim-time SECONDS": MPI_Wtime of the iteration loop,
+ * them (with -s: those of one dimension at a time).  Rank 0 prints "rankmap-sim-time SECONDS": MPI_Wtime of the iteration loop,
  * between two barriers.  Buffers come from SMPI_SHARED_MALLOC under SMPI, so
  * thousands of simulated ranks fit in memory; the data are not meaningful.
  */
@@ -31,13 +35,13 @@
 static void usage(int rank, const char *msg)
 {
   if (rank == 0)
-    fprintf(stderr, "halo3d: %s\nusage: halo3d -d AxBxC [-p] [-b BYTES] [-i ITER] [-f FLOPS] [-v]\n", msg);
+    fprintf(stderr, "halo3d: %s\nusage: halo3d -d AxBxC [-p] [-s] [-b BYTES] [-i ITER] [-f FLOPS] [-v]\n", msg);
   MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
 int main(int argc, char **argv)
 {
-  int rank, size, dims[3] = {0, 0, 0}, periodic = 0, iters = 20, verbose = 0;
+  int rank, size, dims[3] = {0, 0, 0}, periodic = 0, by_axis = 0, iters = 20, verbose = 0;
   long bytes = 65536;
   double flops = 0;
   MPI_Init(&argc, &argv);
@@ -49,6 +53,8 @@ int main(int argc, char **argv)
         usage(rank, "-d needs AxBxC");
     } else if (!strcmp(argv[i], "-p")) {
       periodic = 1;
+    } else if (!strcmp(argv[i], "-s")) {
+      by_axis = 1;
     } else if (!strcmp(argv[i], "-b") && i + 1 < argc) {
       bytes = atol(argv[++i]);
     } else if (!strcmp(argv[i], "-i") && i + 1 < argc) {
@@ -72,8 +78,9 @@ int main(int argc, char **argv)
     printf("rank %d host %s\n", rank, host);
   }
   int coord[3] = {rank / (dims[1] * dims[2]), (rank / dims[2]) % dims[1], rank % dims[2]};
-  int nbr[6], nn = 0;
+  int nbr[6], nn = 0, first[4] = {0, 0, 0, 0}; /* first[ax]: ax's first neighbour */
   for (int ax = 0; ax < 3; ax++) {
+    first[ax] = nn;
     for (int dir = -1; dir <= 1; dir += 2) {
       int c[3] = {coord[0], coord[1], coord[2]};
       c[ax] += dir;
@@ -87,17 +94,25 @@ int main(int argc, char **argv)
         nbr[nn++] = peer;
     }
   }
+  first[3] = nn;
+  /* the exchange's rounds: the three dimensions apart (-s), or all neighbours at once */
+  int rounds = by_axis ? 3 : 1, bound[4] = {0, by_axis ? first[1] : nn, first[2], nn};
   char *sendbuf = ALLOC((size_t)bytes * 6 + 1);
   char *recvbuf = ALLOC((size_t)bytes * 6 + 1);
   MPI_Request req[12];
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
   for (int it = 0; it < iters; it++) {
-    for (int k = 0; k < nn; k++)
-      MPI_Irecv(recvbuf + k * bytes, (int)bytes, MPI_BYTE, nbr[k], 7, MPI_COMM_WORLD, &req[k]);
-    for (int k = 0; k < nn; k++)
-      MPI_Isend(sendbuf + k * bytes, (int)bytes, MPI_BYTE, nbr[k], 7, MPI_COMM_WORLD, &req[nn + k]);
-    MPI_Waitall(2 * nn, req, MPI_STATUSES_IGNORE);
+    for (int round = 0; round < rounds; round++) {
+      int lo = bound[round], m = bound[round + 1] - lo;
+      for (int k = 0; k < m; k++)
+        MPI_Irecv(recvbuf + (lo + k) * bytes, (int)bytes, MPI_BYTE, nbr[lo + k], 7,
+                  MPI_COMM_WORLD, &req[k]);
+      for (int k = 0; k < m; k++)
+        MPI_Isend(sendbuf + (lo + k) * bytes, (int)bytes, MPI_BYTE, nbr[lo + k], 7,
+                  MPI_COMM_WORLD, &req[m + k]);
+      MPI_Waitall(2 * m, req, MPI_STATUSES_IGNORE);
+    }
     sim_compute(flops);
   }
   sim_report(rank, t0);

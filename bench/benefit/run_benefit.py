@@ -16,7 +16,11 @@ oversubscribed --oversubscription at every level):
   and i + N/2).
 
 Apps and the profiles rankmap maps them with (same rank numbering, see the C sources):
-``halo`` = halo3d on the near-cubic grid of generator ``stencil3d`` (periodic), ``cg`` =
+``halo`` = halo3d on the near-cubic grid of generator ``stencil3d`` (periodic);
+``halo-axes`` = the same exchanged one dimension after the other (halo3d ``-s``), mapped
+with ``stencil3d:…,exchange=axes`` (one phase per dimension), with one more row,
+``[no phases]``: rankmap's placement from the same grid without its phases (what a
+profile that does not know the exchange's order gets); ``cg`` =
 cg_like with generator ``npb-cg`` (power-of-two rank counts); ``lulesh`` = LULESH 2.0
 (LLNL's proxy app, built by ``sh bench/benefit/fetch_lulesh.sh``; cube rank counts),
 ``-s --lulesh-size -i --iterations``, mapped with its own SMPI trace: the first time a
@@ -50,6 +54,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -95,11 +100,13 @@ def build(build_dir: Path, apps: list[str]) -> dict[str, Path]:
     build_dir.mkdir(parents=True, exist_ok=True)
     out = {}
     for app, src in (("halo", "halo3d.c"), ("cg", "cg_like.c")):
-        if app not in apps:
+        if app not in apps and not (app == "halo" and "halo-axes" in apps):
             continue
         exe = build_dir / src.removesuffix(".c")
         subprocess.run(["smpicc", "-O2", "-o", str(exe), str(HERE / src)], check=True)
         out[app] = exe
+    if "halo" in out:
+        out["halo-axes"] = out["halo"]
     return out
 
 
@@ -196,8 +203,11 @@ def traced_profile(base_cmd: list[str], case: Path, store: Path, app: str, ranks
 def app_args(app: str, ranks: int, exe: Path, nbytes: int, iters: int,
              ) -> tuple[str, list[str]] | None:
     """(profile spec, command) of ``app`` at ``ranks``, or None when it does not fit."""
-    if app == "halo":
+    if app in ("halo", "halo-axes"):
         dims = "x".join(map(str, near_factors(ranks, 3)))
+        if app == "halo-axes":
+            return (f"stencil3d:{dims},periodic,bytes={nbytes},exchange=axes",
+                    [str(exe), "-d", dims, "-p", "-s", "-b", str(nbytes), "-i", str(iters)])
         return (f"stencil3d:{dims},periodic,bytes={nbytes}",
                 [str(exe), "-d", dims, "-p", "-b", str(nbytes), "-i", str(iters)])
     if ranks & (ranks - 1):
@@ -205,19 +215,20 @@ def app_args(app: str, ranks: int, exe: Path, nbytes: int, iters: int,
     return f"npb-cg:bytes={nbytes}", [str(exe), "-b", str(nbytes), "-i", str(iters)]
 
 
-def generator_row(base_cmd: list[str], case: Path, side: int, command: list[str],
-                  rec: dict) -> dict:
-    """Row of rankmap's placement for LULESH mapped with ``stencil3d:AxAxA`` (faces
-    only) instead of its trace; simulated unless it equals a placement already run
-    (``--platform-only`` gives the placement first; the run skips Slurm's, which
-    ``rec`` already has)."""
-    spec = f"stencil3d:{side}x{side}x{side}"
-    gdir = case / "stencil3d"
+def generator_row(base_cmd: list[str], case: Path, spec: str, label: str,
+                  command: list[str], rec: dict, same_units: bool = False) -> dict:
+    """Row of rankmap's placement for the case's program mapped with profile ``spec``
+    instead of the case's own (LULESH: ``stencil3d:AxAxA``, faces only, instead of its
+    trace; ``halo-axes``: the grid without its phases), ``label`` naming it in the
+    note; simulated unless it equals a placement already run (``--platform-only`` gives
+    the placement first; the run skips Slurm's, which ``rec`` already has).
+    ``same_units``: ``spec``'s volumes are the case profile's (J and links kept)."""
+    gdir = case / re.sub(r"[^A-Za-z0-9_.+-]", "_", label)
     gen = [*base_cmd, "--profile", spec, "--out", str(gdir), "--json"]
     planned = json.loads(run_checked([*gen, "--platform-only", "--", *command],
                                      "rankmap simulate --platform-only"))
     mine = planned["placements"][3]  # block, cyclic, scrambled, then rankmap's
-    seconds, note = None, f"mapped with {spec}: {mine['note']}"
+    seconds, note = None, f"{label}: {mine['note']}"
     for p in rec["placements"]:
         if p["seconds"] is not None and filecmp.cmp(p["hostfile"], mine["hostfile"],
                                                     shallow=False):
@@ -228,11 +239,12 @@ def generator_row(base_cmd: list[str], case: Path, side: int, command: list[str]
         ran = json.loads(run_checked([*gen, *skip, "--", *command], "rankmap simulate"))
         seconds = ran["placements"][3]["seconds"]
     block = rec["placements"][0]["seconds"]
-    # J and link volumes of this row are in the generator's units: not comparable with
-    # the trace profile's rows, so left out
-    return {"name": f"{mine['name']} [{spec}]", "seconds": seconds,
-            "simulated_total": seconds, "J": None,
-            "note": note, "hostfile": mine["hostfile"], "busiest_links": {},
+    # otherwise J and link volumes of this row are in the generator's units: not
+    # comparable with the trace profile's rows, so left out
+    return {"name": f"{mine['name']} [{label}]", "seconds": seconds,
+            "simulated_total": seconds, "J": mine["J"] if same_units else None,
+            "note": note, "hostfile": mine["hostfile"],
+            "busiest_links": mine["busiest_links"] if same_units else {},
             "ratio_to_default": seconds / block if seconds and block else None}
 
 
@@ -317,7 +329,8 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, nargs="+", default=[128, 256, 1024])
     ap.add_argument("--machines", nargs="+", default=["tree3"],
                     choices=["tree2", "tree3", "interleaved"])
-    ap.add_argument("--apps", nargs="+", default=["halo"], choices=["halo", "cg", "lulesh", "hpcg"])
+    ap.add_argument("--apps", nargs="+", default=["halo"],
+                    choices=["halo", "halo-axes", "cg", "lulesh", "hpcg"])
     ap.add_argument("--node-info", default="Sockets=2 CoresPerSocket=4")
     ap.add_argument("--leaf-nodes", type=int, default=4)
     ap.add_argument("--fanout", type=int, default=4)
@@ -421,8 +434,15 @@ def main() -> int:
                         continue
                     rec = json.loads(proc.stdout)
                 if app == "lulesh" and args.lulesh_generator:
-                    rec["placements"].append(generator_row(base, case, cube_side(ranks),
-                                                           command, rec))
+                    side = cube_side(ranks)
+                    spec = f"stencil3d:{side}x{side}x{side}"
+                    rec["placements"].append(generator_row(base, case, spec,
+                                                           f"mapped with {spec}", command,
+                                                           rec))
+                if app == "halo-axes":
+                    plain = profile.replace(",exchange=axes", "")
+                    rec["placements"].append(generator_row(base, case, plain, "no phases",
+                                                           command, rec, same_units=True))
                 rec.update(machine=machine, app=app, command=cmd,
                            wall_seconds=time.perf_counter() - start)
                 results.append(rec)

@@ -276,3 +276,89 @@ def test_profile_import_stores_the_phases(tmp_path) -> None:
     assert phase_time(g, machine, pi, [0]) == pytest.approx(phase_time(raw, machine, pi, [0]))
     assert main(["profile", "import", "--format", "ompi", str(files[0]), "--name", "x",
                  "--store", str(store), "--phases"]) != 0
+
+
+# -- stencils exchanged dimension by dimension --------------------------------------------
+
+@pytest.mark.parametrize("spec", ["stencil3d:exchange=axes", "stencil3d:periodic,exchange=axes",
+                                  "stencil2d:exchange=axes,bytes=3",
+                                  "stencil2d:periodic,exchange=axes"])
+@pytest.mark.parametrize("n", [1, 2, 6, 12, 30, 64, 256])
+def test_stencil_axis_phases_add_up_to_the_stencil(spec: str, n: int) -> None:
+    plain = generate(spec.replace(",exchange=axes", "").replace("exchange=axes,", "")
+                     .replace(":exchange=axes", ""), n)
+    assert not isinstance(plain, PhasedGraph)
+    p = generate(spec, n)
+    assert isinstance(p, PhasedGraph)
+    np.testing.assert_array_equal(p.indptr, plain.indptr)
+    np.testing.assert_array_equal(p.indices, plain.indices)
+    np.testing.assert_array_equal(p.weights, plain.weights)
+    s = sum(ph.graph.to_csr() for ph in p.phases)
+    assert abs(s - plain.to_csr()).max() == 0
+    assert all(ph.sync is None and ph.repeat == 1 for ph in p.phases)
+    np.testing.assert_array_equal(generate_phases(spec, n).indptr, p.indptr)
+
+
+def test_stencil_axis_phases_are_the_dimensions_in_order() -> None:
+    dims = (4, 3, 5)
+    p = generate_phases("stencil3d:4x3x5,periodic,exchange=axes", 60)
+    assert [ph.name for ph in p.phases] == [f"dimension {k} exchange" for k in range(3)]
+    coords = np.stack(np.unravel_index(np.arange(60), dims), axis=1)
+    for k, ph in enumerate(p.phases):
+        u, v, _ = ph.graph.edges()
+        differ = coords[u] != coords[v]
+        assert np.all(differ[:, k]) and not np.any(np.delete(differ, k, axis=1))
+        # a periodic ring of L > 2 has L edges per line, one of L == 2 a single edge
+        lines = 60 // dims[k]
+        assert len(u) == lines * (dims[k] if dims[k] > 2 else dims[k] - 1)
+
+
+def test_stencil_exchange_must_be_known() -> None:
+    with pytest.raises(GeneratorError, match="exchange='faces' is not one of all, axes"):
+        generate("stencil3d:exchange=faces", 8)
+    assert not isinstance(generate("stencil3d:exchange=all", 8), PhasedGraph)
+
+
+def _per_axis_bottleneck_sum(dims, node_of_rank) -> int:
+    """Σ over dimensions of the busiest node's cut in that dimension's exchange: the
+    phase time at the node level of a stencil exchanged by dimension, by plain loops."""
+    n = int(np.prod(dims))
+    total = 0
+    for axis, size in enumerate(dims):
+        cut = {}
+        for r in range(n):
+            c = list(np.unravel_index(r, dims))
+            for step in (-1, 1):
+                if size <= 2 and step == -1:
+                    continue  # one neighbour pair along a ring of 2 (generator's rule)
+                q = list(c)
+                q[axis] = (c[axis] + step) % size
+                peer = int(np.ravel_multi_index(q, dims))
+                if peer != r and node_of_rank[r] != node_of_rank[peer]:
+                    cut[node_of_rank[r]] = cut.get(node_of_rank[r], 0) + 1
+        total += max(cut.values(), default=0)
+    return total
+
+
+def test_axis_phases_see_what_the_busiest_links_do_not() -> None:
+    # 16 ranks of a periodic 4x4 grid on 4 nodes of 4: 2x2 squares versus two rows and
+    # two 2x2 squares.  Every node's cut is 8 in both (the busiest link is equal), but
+    # the rows send all 8 in the dimension-0 exchange: per dimension 4 + 4 against 8 + 4.
+    dims = (4, 4)
+    p = generate_phases("stencil2d:4x4,periodic,exchange=axes", 16)
+    machine = Hierarchy.homogeneous([4, 4], [1, 10])
+    r = np.arange(16)
+    squares = (r // 4 // 2) * 2 + (r % 4) // 2
+    rows_then_squares = np.where(r < 8, r // 4, 2 + (r % 4) // 2)
+    for node in (squares, rows_then_squares):
+        pe = np.argsort(node, kind="stable")  # ranks of node k on PEs 4k..4k+3
+        mapping = np.empty(16, dtype=np.int64)
+        mapping[pe] = np.arange(16)
+        got = phase_time(p, machine, mapping, [0])
+        assert got == _per_axis_bottleneck_sum(dims, node)
+    mapping_sq = np.empty(16, dtype=np.int64)
+    mapping_sq[np.argsort(squares, kind="stable")] = np.arange(16)
+    mapping_rows = np.empty(16, dtype=np.int64)
+    mapping_rows[np.argsort(rows_then_squares, kind="stable")] = np.arange(16)
+    assert phase_time(p, machine, mapping_sq, [0]) == 8
+    assert phase_time(p, machine, mapping_rows, [0]) == 12
