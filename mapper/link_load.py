@@ -529,9 +529,9 @@ def tianhe3_network(rows: int, cols: int, nodes_per_chip: int, *,
                                np.full(links - total, float(link_capacity))])
     return RoutedNetwork(capacity, ("node", "network"), np.array([0, total, links]), ends,
                          ptr, rl, pe_node, s, False,
-                         f"tianhe3 {rows}x{cols} chips of {nodes_per_chip} nodes: dimension "
-                         f"order (along the row, then the column; rows and columns fully "
-                         f"connected)")
+                         f"tianhe3 {rows}x{cols} chips of {nodes_per_chip} "
+                         f"node{'s' if nodes_per_chip != 1 else ''}: dimension order (along "
+                         f"the row, then the column; rows and columns fully connected)")
 
 
 # -- loads ----------------------------------------------------------------------------
