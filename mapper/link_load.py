@@ -1,4 +1,4 @@
-"""Load of every network link under a placement, for trees, tori, meshes and dragonflies.
+"""Load of every network link under a placement: trees, tori, meshes, dragonflies, Tianhe-3.
 
 J (volume × distance) sums traffic; a bulk-synchronous step waits for its busiest link.
 Hoefler & Snir's congestion makes that measurable: the *load* of a link is the sum of
@@ -45,11 +45,15 @@ Routing rules (builders)
   target group (if that is not the source router), the global link, a local link
   from its far end to the target router (if needed), node link; inside a group one
   local link between two routers.  The number of links equals ``dragonfly_hops``.
-* **Tianhe-3** is not modelled: :mod:`mapper.networks.tianhe3` gives hop counts for
-  three cases (same chip, same row or column, otherwise), defaults guessed from a
-  figure, but no link list or routing.  Use its tree approximation
-  (:func:`mapper.networks.tree_approx.tree_approximation`) with
-  :func:`tree_network`, which then describes a tree, not the machine's links.
+* :func:`tianhe3_network` — the machine :mod:`mapper.networks.tianhe3`'s default hop
+  counts (1, 2, 3) describe: nodes on a chip router, the chips in a grid whose rows
+  and columns are fully connected (a 2D HyperX).  Dimension-order routing, along the
+  row first: node link, the row link to the target's column (if the columns differ),
+  the column link to the target's row (if the rows differ), node link.  The OHTMA
+  paper gives three distance classes, not the prototype's wiring, so these are the hop
+  model's links, not measured ones; a site's ``chip_hops`` changes J only, never the
+  links.  The route crosses ``tianhe3_hops(..., hops=(0, 1, 2))`` chip links plus the
+  node links.
 
 Which direction counts
 ----------------------
@@ -57,8 +61,8 @@ A link's load is the volume of both directions together, as the tree model count
 group's cut: physical links are full duplex, and both directions of a message cross
 the same links on trees and dragonflies.  The communication graph holds only the total
 volume w of both directions of an edge, so on a network whose routes a → b and b → a
-differ (dimension-order routing on tori and meshes: a → b and b → a correct their
-dimensions in the same order, so they turn at different corners) w/2 is put on each of
+differ (dimension-order routing on tori, meshes and Tianhe-3: a → b and b → a correct
+their dimensions in the same order, so they turn at different corners) w/2 is put on each of
 the two routes; where they cross the same links (the node links, a shared ring segment) that
 adds up to w again.  ``RoutedNetwork.symmetric`` says whether routes are symmetric
 (then w goes on one route, same result, half the work).
@@ -81,12 +85,14 @@ As on a tree (:func:`mapper.congestion.raised_uplink`): per level, the candidate
 busiest ``load / capacity`` against the baseline's (Slurm's default), and a candidate
 that raises any level beyond the tolerance is refused whatever its J.  Levels are
 never compared with each other.  The levels compared: ``node`` (the node links: every
-network); on a torus or mesh ``network`` (all router-to-router links together: one
-capacity, and dimension-order routing can move traffic between dimensions); on a
+network); on a torus, mesh or Tianhe-3 ``network`` (all router-to-router links
+together: one capacity, and dimension-order routing can move traffic between
+dimensions; Tianhe-3's row and column links play the same role in its hop model); on a
 dragonfly ``local`` and ``global`` apart (different cables and bandwidths); on a tree
-(and on Tianhe-3's tree approximation) each level from the node level up to the one
-below the root, as :func:`mapper.congestion.uplink_loads` does.  Intra-node traffic
-crosses no link.  :func:`level_congestion` gives those per-level maxima.
+(and on a tree approximation, :mod:`mapper.networks.tree_approx`) each level from the
+node level up to the one below the root, as :func:`mapper.congestion.uplink_loads`
+does.  Intra-node traffic crosses no link.  :func:`level_congestion` gives those
+per-level maxima.
 ``map_processes(..., routed=network)`` applies that rule to every candidate (tolerance
 :data:`mapper.search.routed.ROUTED_TOLERANCE`) and, under objective ``congestion``,
 repairs a refused result under the baseline's per-level maxima
@@ -101,6 +107,13 @@ References
   Morgan Kaufmann 2004, ch. 14 (dimension-order routing).
 * J. Kim, W. J. Dally, S. Scott, D. Abts, Technology-Driven, Highly-Scalable
   Dragonfly Topology, ISCA 2008, doi:10.1109/ISCA.2008.19 (minimal routing).
+* Li, Chen, Liu, Yang, Gong, Gan, Li & Xu, OHTMA: an optimized heuristic
+  topology-aware mapping algorithm on the Tianhe-3 exascale supercomputer prototype,
+  Front. Inform. Technol. Electron. Eng. 21(6):939-949, 2020, doi:10.1631/FITEE.1900075
+  (the Tianhe-3 layout's distance classes).
+* J. H. Ahn, N. Binkert, A. Davis, M. McLaren, R. S. Schreiber, HyperX: Topology,
+  Routing, and Packaging of Efficient Large-Scale Networks, SC 2009,
+  doi:10.1145/1654059.1654101 (fully connected rows and columns).
 """
 
 from __future__ import annotations
@@ -441,6 +454,84 @@ def dragonfly_network(groups: int, routers: int, nodes: int, *,
                          np.array([0, total, global0, links]), ends, ptr, rl, pe_node, s,
                          True, f"dragonfly {groups}x{routers}x{nodes}: minimal "
                                f"(local, global, local)")
+
+
+def tianhe3_network(rows: int, cols: int, nodes_per_chip: int, *,
+                    slots: Sequence[int] | np.ndarray | None = None,
+                    node_sizes: Sequence[int] | np.ndarray | None = None,
+                    node_capacity: float = 1.0, link_capacity: float = 1.0) -> RoutedNetwork:
+    """The Tianhe-3 layout (:func:`mapper.networks.tianhe3_hops`'s slot order) as links:
+    ``rows × cols`` chip routers with ``nodes_per_chip`` nodes each, every two chips of a
+    row joined by a link and every two chips of a column too (a 2D HyperX, the name Ahn
+    et al. give a grid with fully connected rows and columns; a flattened butterfly
+    has this shape), with dimension-order routing: along the source's row to the
+    target's column, then along that column (Dally & Towles, ch. 14).  It is the machine
+    the hop model's defaults (1, 2, 3) count — the chip's router, one row or column
+    link, one more for the second dimension — not a wiring taken from the prototype:
+    Li et al. (OHTMA) give three distance classes, no link list.  A site's
+    ``chip_hops`` changes J only; these links do not depend on them.
+
+    Slot order ``((row * cols) + col) * nodes_per_chip + k``.  ``slots``: the machine
+    slot of each job node (default all, in order); ``node_sizes``: PEs per job node
+    (default 1).  Vertices: the slots, then the chip routers (``total + row * cols +
+    col``).  Link ids: node links (id = slot), then row links (row by row, column pairs
+    in row-major upper-triangle order), then column links (column by column, row pairs
+    in the same order).  A route crosses the node links of both ends (none for a node
+    to itself; only those two inside a chip), a row link if the columns differ and a
+    column link if the rows differ: ``tianhe3_hops(..., hops=(0, 1, 2))`` chip links.
+    a → b turns at chip (row a, column b), b → a at (row b, column a), so routes are not
+    symmetric.  Levels ``node`` and ``network``: one capacity for all chip-to-chip
+    links, as on a torus, since the model gives row and column links the same role and
+    hop count and nothing says their bandwidths differ; comparing them apart would
+    refuse a placement that only moves its busiest chip link from a row to a column.
+    O(N² · h) time and memory for N job nodes, h ≤ 4 links per route.
+
+    References: Li et al., OHTMA, Front. Inform. Technol. Electron. Eng. 21(6), 2020,
+    doi:10.1631/FITEE.1900075; J. H. Ahn, N. Binkert, A. Davis, M. McLaren, R. S.
+    Schreiber, HyperX: topology, routing, and packaging of efficient large-scale
+    networks, SC 2009, doi:10.1145/1654059.1654101."""
+    if min(rows, cols, nodes_per_chip) < 1:
+        raise MachineError(f"tianhe3 needs positive rows, cols and nodes per chip, got "
+                           f"{rows}, {cols}, {nodes_per_chip}")
+    chips = rows * cols
+    total = chips * nodes_per_chip
+    s, pe_node = _job(slots, total, node_sizes)
+    cpair, rpair = _pair_index(cols), _pair_index(rows)
+    per_row, per_col = cols * (cols - 1) // 2, rows * (rows - 1) // 2
+    row0 = total
+    col0 = row0 + rows * per_row
+    links = col0 + cols * per_col
+    cx, cy = np.triu_indices(cols, 1)
+    rx, ry = np.triu_indices(rows, 1)
+    r_of = np.repeat(np.arange(rows), per_row)
+    c_of = np.repeat(np.arange(cols), per_col)
+    ends = np.concatenate([
+        np.stack([np.arange(total), total + np.arange(total) // nodes_per_chip], axis=1),
+        np.stack([total + r_of * cols + np.tile(cx, rows),
+                  total + r_of * cols + np.tile(cy, rows)], axis=1),
+        np.stack([total + np.tile(rx, cols) * cols + c_of,
+                  total + np.tile(ry, cols) * cols + c_of], axis=1)]).astype(np.int64)
+    a, b = _pairs(s)
+    chip_a, chip_b = a // nodes_per_chip, b // nodes_per_chip
+    ra, ca, rb, cb = chip_a // cols, chip_a % cols, chip_b // cols, chip_b % cols
+    segments: list[_Segment] = [
+        ((a != b).astype(np.int64), lambda p, _k: a[p]),
+        # row first: the row link lies in the source's row, the column link in the
+        # target's column
+        ((ca != cb).astype(np.int64),
+         lambda p, _k: row0 + ra[p] * per_row + cpair[ca[p], cb[p]]),
+        ((ra != rb).astype(np.int64),
+         lambda p, _k: col0 + cb[p] * per_col + rpair[ra[p], rb[p]]),
+        ((a != b).astype(np.int64), lambda p, _k: b[p]),
+    ]
+    ptr, rl = _assemble(len(a), segments)
+    capacity = np.concatenate([np.full(total, float(node_capacity)),
+                               np.full(links - total, float(link_capacity))])
+    return RoutedNetwork(capacity, ("node", "network"), np.array([0, total, links]), ends,
+                         ptr, rl, pe_node, s, False,
+                         f"tianhe3 {rows}x{cols} chips of {nodes_per_chip} "
+                         f"node{'s' if nodes_per_chip != 1 else ''}: dimension order (along "
+                         f"the row, then the column; rows and columns fully connected)")
 
 
 # -- loads ----------------------------------------------------------------------------

@@ -32,7 +32,13 @@ import numpy as np
 from mapper import Hierarchy
 from mapper.errors import RankmapError
 from mapper.io.text_lines import content_lines
-from mapper.link_load import RoutedNetwork, dragonfly_network, mesh_network, torus_network
+from mapper.link_load import (
+    RoutedNetwork,
+    dragonfly_network,
+    mesh_network,
+    tianhe3_network,
+    torus_network,
+)
 from mapper.machine import MachineError
 from mapper.networks import (
     NodeHopMachine,
@@ -264,9 +270,12 @@ def routed_network(layout: Layout, network: HopNetwork,
                    machine: NodeHopMachine) -> RoutedNetwork | None:
     """The links and routes of the job's nodes on ``network`` (:mod:`mapper.link_load`),
     for the never-worse rule's link check: dimension-order routing on a torus or mesh,
-    minimal routing on a dragonfly; None where rankmap has no link model (a hop file,
-    Tianhe-3: J is then the only check, and the report says so).  Every link of a level
-    is taken to have the same capacity.  O(N² · h) for N job nodes."""
+    minimal routing on a dragonfly, dimension-order (along the row, then the column) on
+    Tianhe-3's grid of chips with fully connected rows and columns (its links do not
+    depend on ``chip_hops``, which change J only); None for a hop file, whose matrix of
+    distances names no links (J is then the only check, and the report says so).
+    Every link of a level is taken to have the same capacity.  O(N² · h) for N job
+    nodes."""
     p = dict(network.params)
     index = {name: i for i, name in enumerate(network.names)}
     slots = [index[h] for h in dict.fromkeys(layout.hosts())]
@@ -277,5 +286,8 @@ def routed_network(layout: Layout, network: HopNetwork,
     if network.kind == "dragonfly":
         return dragonfly_network(p["groups"], p["routers"], p["nodes_per_router"],
                                  slots=slots, node_sizes=sizes)
+    if network.kind == "tianhe3":
+        return tianhe3_network(p["rows"], p["cols"], p["nodes_per_chip"], slots=slots,
+                               node_sizes=sizes)
     return None
 

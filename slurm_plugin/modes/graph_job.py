@@ -127,11 +127,11 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     with its own socket/core levels; a tree-only algorithm (Top-Down, Bottom-Up) is
     replaced by OHTMA with the same neighbourhood; the never-worse rule's link check uses
     the network's links and routing (:func:`~slurm_plugin.machine.network_source.routed_network`:
-    dimension-order on tori and meshes, minimal on dragonflies; the report names it;
+    dimension-order on tori, meshes and Tianhe-3, minimal on dragonflies; the report names it;
     the solver is given the routed network, so under objective ``congestion`` a result
     refused for a routed link is repaired under the default's busiest routed links,
     :func:`mapper.api.aim_at_routed_congestion`), or none where rankmap has no link
-    model (hop files, Tianhe-3: J only, said so); the report adds hop-bytes.  A job node the network
+    model (a hop file: J only, said so); the report adds hop-bytes.  A job node the network
     does not name is a fallback.
 
     ``tree`` (the switch tree the layout came from) gives the link check on the switch

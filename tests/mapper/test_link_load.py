@@ -2,7 +2,8 @@
 
 Routes are rebuilt here independently — explicit router graphs walked step by step
 (breadth-first distances along each torus ring, the same tie rule), explicit dragonfly
-link lists, explicit parent walks on trees — and the loads recomputed by walking every
+link lists, Tianhe-3 chip grids walked along the row then the column, explicit parent
+walks on trees — and the loads recomputed by walking every
 edge's routes in pure Python.  Swap updates are checked against full recomputation, and
 the tree loads against mapper.congestion.uplink_loads.
 """
@@ -25,11 +26,12 @@ from mapper.link_load import (
     link_loads,
     mesh_network,
     swap_delta,
+    tianhe3_network,
     torus_network,
     tree_network,
 )
 from mapper.machine import Hierarchy
-from mapper.networks import dragonfly_hops, mesh_hops, torus_hops
+from mapper.networks import dragonfly_hops, mesh_hops, tianhe3_hops, torus_hops
 from tests.helpers.mapper_cases import grid_graph, random_graph
 
 # -- independent route constructions --------------------------------------------------
@@ -136,6 +138,40 @@ def _dragonfly_route(groups, routers, nodes, links, a, b):
     return out
 
 
+def _tianhe3_links(rows, cols, per_chip):
+    """Explicit link list: (kind, vertex pair); vertices slots, then chip routers
+    (total + row * cols + col).  Row links row by row, column links column by column,
+    each pair of chips once, nearer chip first."""
+    total = rows * cols * per_chip
+    links = [("node", (s, total + s // per_chip)) for s in range(total)]
+    for r in range(rows):
+        for x, y in itertools.combinations(range(cols), 2):
+            links.append(("network", (total + r * cols + x, total + r * cols + y)))
+    for c in range(cols):
+        for x, y in itertools.combinations(range(rows), 2):
+            links.append(("network", (total + x * cols + c, total + y * cols + c)))
+    return links
+
+
+def _tianhe3_route(rows, cols, per_chip, a, b):
+    """Row-first walk as vertex pairs: node a -> its chip, one step along the row to the
+    target's column, one step along that column to the target's row, chip -> node b."""
+    if a == b:
+        return []
+    total = rows * cols * per_chip
+    row, col = divmod(a // per_chip, cols)
+    goal_row, goal_col = divmod(b // per_chip, cols)
+    out = [(a, total + row * cols + col)]
+    if col != goal_col:
+        out.append((total + row * cols + col, total + row * cols + goal_col))
+        col = goal_col
+    if row != goal_row:
+        out.append((total + row * cols + col, total + goal_row * cols + col))
+        row = goal_row
+    out.append((total + row * cols + col, b))
+    return out
+
+
 def _tree_parts(machine: Hierarchy, node_level: int):
     """Per level from node_level up: each group's parent (by PE range containment)."""
     parents = {}
@@ -204,6 +240,16 @@ def _dragonfly_case(seed):
     return rng, (groups, routers, nodes), slots, net
 
 
+def _tianhe3_case(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(x) for x in rng.integers(1, 5, 3))
+    slots, sizes = _job(rng, int(np.prod(shape)))
+    net = tianhe3_network(*shape, slots=slots, node_sizes=sizes,
+                          node_capacity=float(rng.choice([1.0, 4.0])),
+                          link_capacity=float(rng.choice([0.5, 1.0])))
+    return rng, shape, slots, net
+
+
 def _tree_case(seed):
     """Uneven trees: 2-4 levels below the root, 1-3 children per group."""
     rng = np.random.default_rng(seed)
@@ -269,6 +315,33 @@ def test_dragonfly_routes_are_the_explicit_minimal_routes(shape):
         assert [frozenset(x) for x in got] == [frozenset(x) for x in want], (a, b)
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 3), (1, 5, 2), (4, 1, 2), (3, 3, 1), (2, 3, 2),
+                                   (3, 5, 1), (1, 1, 1), (3, 2, 3)])
+def test_tianhe3_routes_are_the_row_then_column_walk(shape):
+    net = tianhe3_network(*shape)
+    links = _tianhe3_links(*shape)
+    assert [tuple(e) for e in net.link_ends.tolist()] == [e for _, e in links]
+    assert [net.level_names[i] for i in net.link_level] == [k for k, _ in links]
+    assert not net.symmetric
+    lengths = net.route_lengths()
+    off = ~np.eye(net.nodes, dtype=bool)
+    chip_links = tianhe3_hops(*shape, hops=(0, 1, 2))
+    assert np.array_equal(lengths[off] - 2, chip_links[off]) and not lengths.diagonal().any()
+    for a, b in itertools.product(range(net.nodes), repeat=2):
+        got = [tuple(net.link_ends[k]) for k in net.route(a, b)]
+        want = _tianhe3_route(*shape, a, b)
+        assert [frozenset(x) for x in got] == [frozenset(x) for x in want], (a, b)
+
+
+def test_tianhe3_routes_turn_at_different_corners():
+    net = tianhe3_network(2, 2, 1)  # chips 0 1 / 2 3 at routers 4 5 / 6 7
+    there = [frozenset(tuple(net.link_ends[k])) for k in net.route(0, 3)[1:-1]]
+    back = [frozenset(tuple(net.link_ends[k])) for k in net.route(3, 0)[1:-1]]
+    assert there == [frozenset((4, 5)), frozenset((5, 7))]  # turns at chip 1
+    assert back == [frozenset((7, 6)), frozenset((6, 4))]  # turns at chip 2
+    assert "along the row, then the column" in net.routing
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_tree_routes_are_the_explicit_parent_walks(seed):
@@ -311,6 +384,20 @@ def test_dragonfly_loads_equal_the_brute_force_walk(seed):
     want = _brute_loads(graph, pi, net.pe_node,
                         lambda a, b: _dragonfly_route(*shape, links, int(slots[a]),
                                                       int(slots[b])),
+                        link_id, net.links)
+    assert link_loads(graph, pi, net) == pytest.approx(want, rel=1e-12, abs=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_tianhe3_loads_equal_the_brute_force_walk(seed):
+    rng, shape, slots, net = _tianhe3_case(seed)
+    graph, pi = _graph_and_mapping(rng, net.n, seed)
+    link_id = {}
+    for k, (_, (x, y)) in enumerate(_tianhe3_links(*shape)):
+        link_id[(x, y)] = link_id[(y, x)] = k
+    want = _brute_loads(graph, pi, net.pe_node,
+                        lambda a, b: _tianhe3_route(*shape, int(slots[a]), int(slots[b])),
                         link_id, net.links)
     assert link_loads(graph, pi, net) == pytest.approx(want, rel=1e-12, abs=1e-9)
 
@@ -383,6 +470,14 @@ def test_dragonfly_swap_updates_equal_full_recomputation(seed):
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000))
+def test_tianhe3_swap_updates_equal_full_recomputation(seed):
+    rng, _, _, net = _tianhe3_case(seed)
+    graph, pi = _graph_and_mapping(rng, net.n, seed)
+    _check_swaps(graph, pi, net, rng)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000))
 def test_tree_swap_updates_equal_full_recomputation(seed):
     rng, machine, _, _, net = _tree_case(seed)
     graph, pi = _graph_and_mapping(rng, machine.n, seed)
@@ -395,6 +490,16 @@ def test_odd_torus_with_uneven_nodes_swaps():
     rng = np.random.default_rng(7)
     slots = rng.permutation(60)[:20]
     net = torus_network([5, 3, 4], slots=slots, node_sizes=[1, 2, 3, 4] * 5)
+    graph = grid_graph((5, 10), periodic=True)
+    _check_swaps(graph, rng.permutation(net.n).astype(np.int64), net, rng, count=200)
+
+
+def test_tianhe3_with_uneven_nodes_swaps():
+    """3x5 chips of 2 nodes, 20 of the 30 nodes holding 1-4 PEs, a periodic 2D halo of
+    50 ranks, 200 swaps."""
+    rng = np.random.default_rng(11)
+    slots = rng.permutation(30)[:20]
+    net = tianhe3_network(3, 5, 2, slots=slots, node_sizes=[1, 2, 3, 4] * 5)
     graph = grid_graph((5, 10), periodic=True)
     _check_swaps(graph, rng.permutation(net.n).astype(np.int64), net, rng, count=200)
 

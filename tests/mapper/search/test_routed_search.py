@@ -1,8 +1,10 @@
 """J under the baseline's busiest routed links (mapper.search.routed, objective
-"congestion" with map_processes(..., routed=...)) on tori, meshes and dragonflies.
+"congestion" with map_processes(..., routed=...)) on tori, meshes, dragonflies and
+Tianhe-3 chip grids.
 
 Loads are recomputed by the independent route walks of tests/mapper/test_link_load.py
-(step-by-step dimension-order walks, explicit dragonfly link lists), J by a plain loop
+(step-by-step dimension-order walks, explicit dragonfly link lists, row-then-column
+walks of Tianhe-3's chips), J by a plain loop
 over the edges with the machine's pairwise distance: nothing here shares code with
 mapper.link_load's route tables or the compiled search."""
 
@@ -15,9 +17,15 @@ from hypothesis import strategies as st
 
 from mapper import CommGraph, map_processes
 from mapper.api import aim_at_routed_congestion
-from mapper.link_load import dragonfly_network, link_loads, mesh_network, torus_network
+from mapper.link_load import (
+    dragonfly_network,
+    link_loads,
+    mesh_network,
+    tianhe3_network,
+    torus_network,
+)
 from mapper.machine import Hierarchy
-from mapper.networks import NodeHopMachine, dragonfly_hops, mesh_hops, torus_hops
+from mapper.networks import NodeHopMachine, dragonfly_hops, mesh_hops, tianhe3_hops, torus_hops
 from mapper.objective import evaluate
 from mapper.result import MappingResult
 from mapper.search import routed
@@ -28,21 +36,32 @@ from tests.mapper.test_link_load import (
     _dragonfly_links,
     _dragonfly_route,
     _grid_route,
+    _tianhe3_links,
+    _tianhe3_route,
 )
+
+KINDS = ("torus", "mesh", "dragonfly", "tianhe3")
 
 
 class Case:
-    """A random job on a torus, mesh or dragonfly: its routed network, its hop
-    machine (J), and a brute-force walk of its loads."""
+    """A random job on a torus, mesh, dragonfly or Tianhe-3 grid: its routed network,
+    its hop machine (J), and a brute-force walk of its loads."""
 
     def __init__(self, seed: int, kind: str | None = None):
         rng = np.random.default_rng(seed)
         self.rng = rng
-        kind = kind or str(rng.choice(["torus", "mesh", "dragonfly"]))
+        kind = kind or str(rng.choice(KINDS))
         if kind == "dragonfly":
             shape = tuple(int(x) for x in rng.integers(2, 4, 3))
             total = int(np.prod(shape))
             hops = dragonfly_hops(*shape)
+        elif kind == "tianhe3":
+            shape = tuple(int(x) for x in rng.integers(1, 4, 3))
+            if np.prod(shape) < 2:  # a job needs two nodes here
+                shape = (1, 1, 2)
+            total = int(np.prod(shape))
+            hops = tianhe3_hops(*shape, hops=tuple(int(x) for x in
+                                                   rng.choice([(1, 2, 3), (1, 3, 4)])))
         else:
             dims = tuple(int(x) for x in rng.integers(2, 5, int(rng.integers(1, 3))))
             total = int(np.prod(dims))
@@ -59,6 +78,13 @@ class Case:
                 self.link_id[(x, y)] = self.link_id[(y, x)] = k
             self.route = lambda a, b: _dragonfly_route(*shape, links, int(slots[a]),
                                                        int(slots[b]))
+        elif kind == "tianhe3":
+            self.net = tianhe3_network(*shape, slots=slots, node_sizes=sizes,
+                                       link_capacity=float(rng.choice([0.5, 1.0])))
+            self.link_id = {}
+            for k, (_, (x, y)) in enumerate(_tianhe3_links(*shape)):
+                self.link_id[(x, y)] = self.link_id[(y, x)] = k
+            self.route = lambda a, b: _tianhe3_route(*shape, int(slots[a]), int(slots[b]))
         else:
             build = torus_network if kind == "torus" else mesh_network
             self.net = build(dims, slots=slots, node_sizes=sizes,
@@ -189,7 +215,7 @@ def test_the_aim_lowers_an_overloaded_torus_placement_and_ends_under_the_caps():
 
 
 def _instance(seed: int):
-    case = Case(seed, ["torus", "dragonfly", "mesh"][seed % 3])
+    case = Case(seed, ["torus", "dragonfly", "mesh", "tianhe3"][seed % 4])
     n = case.machine.n
     if seed % 2:  # a stencil-like chain with random long edges
         extra = case.rng.integers(0, n, (n // 2 + 1, 2))

@@ -1,9 +1,9 @@
 """The never-worse rule on `[network]` jobs (issue 33 item 1): the plan checks the
-busiest link of each level under the network's routing (dimension-order on a torus,
-minimal on a dragonfly), refuses a placement that raises one, names the routing in the
-report, and says "J only" where rankmap has no link model (Tianhe-3, hop files).  The
-loads are checked against a pure-Python walk of the routes from the test of the link
-model (tests/mapper/test_link_load.py), found from the node names."""
+busiest link of each level under the network's routing (dimension-order on a torus and
+on Tianhe-3's chip grid, minimal on a dragonfly), refuses a placement that raises one,
+names the routing in the report, and says "J only" where rankmap has no link model (a
+hop file).  The loads are checked against a pure-Python walk of the routes from the
+test of the link model (tests/mapper/test_link_load.py), found from the node names."""
 
 from __future__ import annotations
 
@@ -12,14 +12,22 @@ import json
 import numpy as np
 import pytest
 
-from mapper import CommGraph
+from mapper import CommGraph, MappingResult
 from mapper.api import _routed_refusal
-from mapper.search.routed import caps_of
+from mapper.networks import torus_hops
+from mapper.objective import evaluate
+from mapper.search.routed import ROUTED_TOLERANCE, caps_of
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.network_source import hop_machine, load_network, routed_network
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate
-from tests.mapper.test_link_load import _brute_loads, _grid_links, _grid_route
+from tests.mapper.test_link_load import (
+    _brute_loads,
+    _grid_links,
+    _grid_route,
+    _tianhe3_links,
+    _tianhe3_route,
+)
 from tests.slurm_plugin.modes.test_plan_network import (
     JOB_NODES,
     NETWORKS,
@@ -45,12 +53,49 @@ def torus_level_max(graph, layout, mapping, net) -> tuple[float, float]:
     return float(loads[node].max()), float(loads[~node].max())
 
 
-@pytest.mark.parametrize("kind, routing", [("torus", "dimension order"),
-                                           ("dragonfly", "minimal"),
-                                           ("tianhe3", None)])
-def test_the_report_names_the_link_check(kind, routing):
-    cfg = _config(NETWORKS[kind])
-    net = load_network(cfg)
+#: 3 x 3 chips of 2 nodes: JOB_NODES sit on 8 different chips, and a row or column of
+#: three chips has three links, so routes have a choice of links to load
+TIANHE3_3X3 = ('kind = "tianhe3"\nrows = 3\ncols = 3\nnodes_per_chip = 2\n'
+               'nodes = "n[0-17]"\n')
+
+
+#: 4 x 4 chips of 1 node, where SUMMA's J-optimal placement loads a chip link more
+#: than block does
+TIANHE3_4X4 = ('kind = "tianhe3"\nrows = 4\ncols = 4\nnodes_per_chip = 1\n'
+               'nodes = "n[0-15]"\n')
+
+
+def tianhe3_level_max(graph, layout, mapping, net, shape=(3, 3, 2)) -> tuple[float, float]:
+    """(busiest node link, busiest chip-to-chip link) of a Tianhe-3 grid, walked here."""
+    slot = {name: i for i, name in enumerate(net.names)}
+    pe_node = np.array([slot[s.host] for s in layout.slots])
+    links = _tianhe3_links(*shape)
+    link_id = {}
+    for i, (_, (a, b)) in enumerate(links):
+        link_id[(a, b)] = link_id[(b, a)] = i
+    loads = _brute_loads(graph, mapping, pe_node,
+                         lambda a, b: _tianhe3_route(*shape, a, b), link_id, len(links))
+    node = np.array([kind == "node" for kind, _ in links])
+    return float(loads[node].max()), float(loads[~node].max())
+
+
+def _hop_file_network(tmp_path):
+    """The 4x4 torus's hop matrix as a hop file: the same distances, no links named."""
+    hops = torus_hops((4, 4))
+    (tmp_path / "hops.txt").write_text("n[0-15]\n" + "\n".join(
+        " ".join(map(str, row)) for row in hops.tolist()) + "\n")
+    return load_network(_config(f'kind = "file"\nhop_file = "{tmp_path}/hops.txt"\n'))
+
+
+@pytest.mark.parametrize("kind, routing", [
+    ("torus", "dimension order"),
+    ("dragonfly", "minimal"),
+    ("tianhe3", "tianhe3 2x2 chips of 4 nodes: dimension order (along the row, then the "
+                "column; rows and columns fully connected)"),
+    ("file", None)])
+def test_the_report_names_the_link_check(kind, routing, tmp_path):
+    net = (_hop_file_network(tmp_path) if kind == "file"
+           else load_network(_config(NETWORKS[kind])))
     layout = _layout(JOB_NODES, (8,) * 8)
     plan = make_plan(layout, _scrambled("stencil3d", 64), algorithm="ohtma+n10",
                      time_limit=10, network=net, job_id="7")
@@ -86,9 +131,6 @@ def test_a_placement_that_raises_a_link_is_refused_with_the_level_and_routing():
     block = default_placements(layout)["block"]
     rng = np.random.default_rng(3)
     refused = kept = 0
-    from mapper import MappingResult
-    from mapper.objective import evaluate
-
     for _ in range(40):
         n = 16
         u, v = rng.integers(0, n, 40), rng.integers(0, n, 40)
@@ -156,10 +198,92 @@ def test_objective_congestion_on_a_torus_repairs_what_objective_J_refuses():
             in " ".join(json.loads(only_j.report_json)["notes"]))
 
 
-def test_without_a_link_model_objective_congestion_is_J_only():
-    net = load_network(_config(NETWORKS["tianhe3"]))
-    plan = make_plan(_layout(JOB_NODES, (8,) * 8), generate("stencil3d", 64),
-                     algorithm="ohtma+n10", time_limit=10, network=net, files=())
+def test_a_tianhe3_placement_that_raises_a_chip_link_is_refused_with_the_routing():
+    """As on the torus: random candidates against block on 3x3 chips; whenever the
+    row-then-column walk says a level's busiest link is raised, the rule refuses it
+    naming the level and the routing; otherwise it passes."""
+    net = load_network(_config(TIANHE3_3X3))
+    layout = _layout(JOB_NODES, (2,) * 8)
+    machine = hop_machine(layout, net)
+    routed = routed_network(layout, net, machine)
+    block = default_placements(layout)["block"]
+    rng = np.random.default_rng(5)
+    refused = {"node": 0, "network": 0}
+    kept = 0
+    for _ in range(60):
+        n = 16
+        u, v = rng.integers(0, n, 40), rng.integers(0, n, 40)
+        keep = u != v
+        graph = CommGraph.from_edges(u[keep], v[keep], rng.random(keep.sum()) + 0.1, n=n)
+        cand = rng.permutation(n)
+        ev = evaluate(graph, machine, cand)
+        result = MappingResult(cand, ev.objective, ev.traffic, 0.0, "test", 0, False,
+                               "algorithm", {}, {}, (), {})
+        why = _routed_refusal(graph, routed, result, caps_of(graph, routed, block),
+                              evaluate(graph, machine, block).objective)
+        ours = tianhe3_level_max(graph, layout, cand, net)
+        base = tianhe3_level_max(graph, layout, block, net)
+        raised = [name for name, o, b in zip(("node", "network"), ours, base, strict=True)
+                  if o > b * (1 + ROUTED_TOLERANCE) + 1e-9]
+        if raised:
+            refused[raised[0]] += 1
+            assert f"busiest {raised[0]} link carries" in why, why
+            assert "along the row, then the column" in why, why
+        elif all(o <= b * (1 + ROUTED_TOLERANCE) - 1e-9 for o, b in zip(ours, base,
+                                                                       strict=True)):
+            kept += 1
+            assert why is None, why
+    assert refused["network"] and kept, (refused, kept)  # a chip link raised, and a pass
+
+
+def test_objective_congestion_on_tianhe3_repairs_what_objective_J_refuses():
+    """SUMMA on a scattered allocation of 4x4 chips, 2 ranks per node: objective J
+    refuses the solver's result for a chip link; under congestion the
+    refused result is brought under block's busiest links (walked here) and wins with a
+    lower J; the reports name the row-then-column routing."""
+    net = load_network(_config(TIANHE3_4X4))
+    layout = _layout(JOB_NODES, (2,) * 8)
+    graph = generate("summa", 16)
+    block = default_placements(layout)["block"]
+    only_j = make_plan(layout, graph, algorithm="ohtma+n10", time_limit=30, network=net,
+                       objective="J", files=())
+    aimed = make_plan(layout, graph, algorithm="ohtma+n10", time_limit=30, network=net,
+                      files=())
+    why = only_j.result.rejected["ohtma+n10"]
+    assert "busiest network link carries" in why and "along the row, then the column" in why
+    assert "under the caps" not in only_j.result.candidates
+    assert aimed.result.origin == "under the caps"
+    assert aimed.result.objective < only_j.result.objective
+    base = tianhe3_level_max(graph, layout, block, net, (4, 4, 1))
+    for plan, slack in ((only_j, ROUTED_TOLERANCE), (aimed, 0.0)):
+        ours = tianhe3_level_max(graph, layout, plan.result.mapping, net, (4, 4, 1))
+        assert all(o <= b * (1 + slack) + 1e-9 for o, b in zip(ours, base, strict=True)), (
+            ours, base)
+    notes = " ".join(json.loads(aimed.report_json)["notes"])
+    assert ("objective: J under the default's busiest routed link of each level (tianhe3 "
+            "4x4 chips of 1 node: dimension order (along the row, then the column" in notes
+            ), notes
+
+
+def test_a_tianhe3_sites_chip_hops_change_J_not_the_links():
+    layout = _layout(JOB_NODES, (2,) * 8)
+    plain = load_network(_config(TIANHE3_3X3))
+    hopped = load_network(_config(TIANHE3_3X3 + "chip_hops = [1, 4, 9]\n"))
+    assert not np.array_equal(plain.hops, hopped.hops)
+    a = routed_network(layout, plain, hop_machine(layout, plain))
+    b = routed_network(layout, hopped, hop_machine(layout, hopped))
+    for field in ("capacity", "level_bounds", "link_ends", "route_ptr", "route_links",
+                  "pe_node", "node_slots"):
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+    assert a.routing == b.routing
+
+
+def test_without_a_link_model_objective_congestion_is_J_only(tmp_path):
+    net = _hop_file_network(tmp_path)
+    layout = _layout(JOB_NODES, (8,) * 8)
+    assert routed_network(layout, net, hop_machine(layout, net)) is None
+    plan = make_plan(layout, generate("stencil3d", 64), algorithm="ohtma+n10",
+                     time_limit=10, network=net, files=())
     notes = " ".join(json.loads(plan.report_json)["notes"])
     assert "objective: J only (no link model for this network" in notes, notes
     assert "under the caps" not in plan.result.candidates
