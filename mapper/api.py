@@ -138,8 +138,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     one it is compared like the others.
 
     ``routed`` (a :class:`~mapper.link_load.RoutedNetwork` over the machine's PEs: a
-    torus, mesh or dragonfly with its routing, :mod:`mapper.link_load`) is the link
-    model of a machine that is not a switch tree (a
+    torus, mesh, dragonfly or Tianhe-3 layout with its routing,
+    :mod:`mapper.link_load`) is the link model of a machine that is not a switch tree (a
     :class:`~mapper.networks.NodeHopMachine`), in place of ``congestion_levels``: the
     comparison with the baseline refuses a candidate that raises some level's busiest
     routed link (``load / capacity``; node links, router links, a dragonfly's local and
@@ -327,8 +327,8 @@ def aim_at_congestion(graph: CommGraph, machine: Hierarchy, best: MappingResult,
 def aim_at_routed_congestion(graph: CommGraph, machine: Machine, network: RoutedNetwork,
                              best: MappingResult, baseline: np.ndarray, seed: int,
                              time_limit: float | None) -> MappingResult:
-    """:func:`aim_at_congestion` on a routed network (a torus, mesh or dragonfly,
-    :mod:`mapper.link_load`): ``best`` brought under the baseline's busiest link of
+    """:func:`aim_at_congestion` on a routed network (a torus, mesh, dragonfly or
+    Tianhe-3 layout, :mod:`mapper.link_load`): ``best`` brought under the baseline's busiest link of
     each of ``network``'s levels (``load / capacity``), J from ``machine``
     (:mod:`mapper.search.routed`).  Same repair (with up to
     :data:`~mapper.search.routed.AIM_KICKS` kicks while the caps are not met), else

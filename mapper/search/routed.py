@@ -1,11 +1,11 @@
 """J under caps on every level's busiest routed link: the congestion aim on tori,
-meshes and dragonflies.
+meshes, dragonflies and Tianhe-3 layouts.
 
 :mod:`mapper.search.congested` aims the search at the never-worse rule's link test on
 switch trees, where a link's load is a group's cut.  On a network with fixed routes
-(a :class:`~mapper.link_load.RoutedNetwork`: dimension-order routing on a torus or
-mesh, minimal routing on a dragonfly) a link's load is the volume of the messages
-whose route crosses it, and its congestion that load over its capacity
+(a :class:`~mapper.link_load.RoutedNetwork`: dimension-order routing on a torus, a
+mesh or a Tianhe-3 layout, minimal routing on a dragonfly) a link's load is the volume
+of the messages whose route crosses it, and its congestion that load over its capacity
 (:func:`mapper.link_load.link_loads`).  This module looks for
 
     min J(π)  subject to  max_{links l of level λ} c_l(π) ≤ cap_λ  for every level λ,
