@@ -17,10 +17,9 @@ oversubscribed --oversubscription at every level):
 
 Apps and the profiles rankmap maps them with (same rank numbering, see the C sources):
 ``halo`` = halo3d on the near-cubic grid of generator ``stencil3d`` (periodic);
-``halo-axes`` = the same exchanged one dimension after the other (halo3d ``-s``), mapped
-with ``stencil3d:…,exchange=axes`` (one phase per dimension), with one more row,
-``[no phases]``: rankmap's placement from the same grid without its phases (what a
-profile that does not know the exchange's order gets); ``cg`` =
+``halo-axes`` = the same exchanged one dimension after the other (halo3d ``-s``), same
+profile (``axes_phases.py CASE`` then compares phase models with the simulation);
+``cg`` =
 cg_like with generator ``npb-cg`` (power-of-two rank counts); ``lulesh`` = LULESH 2.0
 (LLNL's proxy app, built by ``sh bench/benefit/fetch_lulesh.sh``; cube rank counts),
 ``-s --lulesh-size -i --iterations``, mapped with its own SMPI trace: the first time a
@@ -54,7 +53,6 @@ from __future__ import annotations
 import argparse
 import filecmp
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -205,30 +203,27 @@ def app_args(app: str, ranks: int, exe: Path, nbytes: int, iters: int,
     """(profile spec, command) of ``app`` at ``ranks``, or None when it does not fit."""
     if app in ("halo", "halo-axes"):
         dims = "x".join(map(str, near_factors(ranks, 3)))
-        if app == "halo-axes":
-            return (f"stencil3d:{dims},periodic,bytes={nbytes},exchange=axes",
-                    [str(exe), "-d", dims, "-p", "-s", "-b", str(nbytes), "-i", str(iters)])
+        by_axis = ["-s"] if app == "halo-axes" else []
         return (f"stencil3d:{dims},periodic,bytes={nbytes}",
-                [str(exe), "-d", dims, "-p", "-b", str(nbytes), "-i", str(iters)])
+                [str(exe), "-d", dims, "-p", *by_axis, "-b", str(nbytes), "-i", str(iters)])
     if ranks & (ranks - 1):
         return None
     return f"npb-cg:bytes={nbytes}", [str(exe), "-b", str(nbytes), "-i", str(iters)]
 
 
-def generator_row(base_cmd: list[str], case: Path, spec: str, label: str,
-                  command: list[str], rec: dict, same_units: bool = False) -> dict:
-    """Row of rankmap's placement for the case's program mapped with profile ``spec``
-    instead of the case's own (LULESH: ``stencil3d:AxAxA``, faces only, instead of its
-    trace; ``halo-axes``: the grid without its phases), ``label`` naming it in the
-    note; simulated unless it equals a placement already run (``--platform-only`` gives
-    the placement first; the run skips Slurm's, which ``rec`` already has).
-    ``same_units``: ``spec``'s volumes are the case profile's (J and links kept)."""
-    gdir = case / re.sub(r"[^A-Za-z0-9_.+-]", "_", label)
+def generator_row(base_cmd: list[str], case: Path, side: int, command: list[str],
+                  rec: dict) -> dict:
+    """Row of rankmap's placement for LULESH mapped with ``stencil3d:AxAxA`` (faces
+    only) instead of its trace; simulated unless it equals a placement already run
+    (``--platform-only`` gives the placement first; the run skips Slurm's, which
+    ``rec`` already has)."""
+    spec = f"stencil3d:{side}x{side}x{side}"
+    gdir = case / "stencil3d"
     gen = [*base_cmd, "--profile", spec, "--out", str(gdir), "--json"]
     planned = json.loads(run_checked([*gen, "--platform-only", "--", *command],
                                      "rankmap simulate --platform-only"))
     mine = planned["placements"][3]  # block, cyclic, scrambled, then rankmap's
-    seconds, note = None, f"{label}: {mine['note']}"
+    seconds, note = None, f"mapped with {spec}: {mine['note']}"
     for p in rec["placements"]:
         if p["seconds"] is not None and filecmp.cmp(p["hostfile"], mine["hostfile"],
                                                     shallow=False):
@@ -239,12 +234,11 @@ def generator_row(base_cmd: list[str], case: Path, spec: str, label: str,
         ran = json.loads(run_checked([*gen, *skip, "--", *command], "rankmap simulate"))
         seconds = ran["placements"][3]["seconds"]
     block = rec["placements"][0]["seconds"]
-    # otherwise J and link volumes of this row are in the generator's units: not
-    # comparable with the trace profile's rows, so left out
-    return {"name": f"{mine['name']} [{label}]", "seconds": seconds,
-            "simulated_total": seconds, "J": mine["J"] if same_units else None,
-            "note": note, "hostfile": mine["hostfile"],
-            "busiest_links": mine["busiest_links"] if same_units else {},
+    # J and link volumes of this row are in the generator's units: not comparable with
+    # the trace profile's rows, so left out
+    return {"name": f"{mine['name']} [{spec}]", "seconds": seconds,
+            "simulated_total": seconds, "J": None,
+            "note": note, "hostfile": mine["hostfile"], "busiest_links": {},
             "ratio_to_default": seconds / block if seconds and block else None}
 
 
@@ -434,15 +428,8 @@ def main() -> int:
                         continue
                     rec = json.loads(proc.stdout)
                 if app == "lulesh" and args.lulesh_generator:
-                    side = cube_side(ranks)
-                    spec = f"stencil3d:{side}x{side}x{side}"
-                    rec["placements"].append(generator_row(base, case, spec,
-                                                           f"mapped with {spec}", command,
-                                                           rec))
-                if app == "halo-axes":
-                    plain = profile.replace(",exchange=axes", "")
-                    rec["placements"].append(generator_row(base, case, plain, "no phases",
-                                                           command, rec, same_units=True))
+                    rec["placements"].append(generator_row(base, case, cube_side(ranks),
+                                                           command, rec))
                 rec.update(machine=machine, app=app, command=cmd,
                            wall_seconds=time.perf_counter() - start)
                 results.append(rec)

@@ -171,6 +171,39 @@ def test_sixteen_rank_simulation_scrambled_is_slower_and_hosts_follow_hostfile(
 
 
 @needs_smpi
+@pytest.mark.parametrize("by_axis", [False, True])
+def test_halo3d_s_exchanges_one_dimension_per_wait(tmp_path, by_axis):
+    """halo3d -s (bench/benefit, run_benefit's halo-axes) waits for each dimension's
+    messages before it posts the next dimension's; without -s all six at once.  Read
+    from rank 0's SMPI time-independent trace: the partners it sends to between waits."""
+    exe, conf = _halo_and_two_leaves(tmp_path)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("".join(f"h{r // 4}\n" for r in range(16)))
+    assert main(["simulate", "--nodes", "n[0-3]", "--node-info",
+                 "Sockets=1 CoresPerSocket=4", "--topology-conf", str(conf),
+                 "--profile", "stencil3d:2x2x4,periodic", "--out", str(tmp_path / "p"),
+                 "--platform-only", "--", str(exe)]) == 0
+    trace = tmp_path / "trace"
+    subprocess.run(["smpirun", "-trace-ti", f"--cfg=tracing/filename:{trace}", "-platform",
+                    str(tmp_path / "p/platform.xml"), "-hostfile", str(hostfile), "-np",
+                    "16", "--cfg=smpi/simulate-computation:no", "--log=root.thresh:error",
+                    str(exe), "-d", "2x2x4", "-p", *(["-s"] if by_axis else []),
+                    "-b", "1000", "-i", "1"], check=True, capture_output=True)
+    rank0 = Path(trace.read_text().split()[0])  # line r: rank r's file
+    rounds, current = [], []
+    for line in rank0.read_text().splitlines():
+        word = line.split()
+        if word[1] == "isend":
+            current.append(int(word[2]))
+        elif word[1] == "waitall" and current:
+            rounds.append(sorted(current))
+            current = []
+    # rank 0 = (0, 0, 0) of 2x2x4, periodic: one partner along each dimension of 2
+    # (ranks 8 and 4), two along the ring of 4 (ranks 1 and 3)
+    assert rounds == ([[8], [4], [1, 3]] if by_axis else [[1, 3, 4, 8]])
+
+
+@needs_smpi
 def test_replay_of_a_trace_gives_the_run_s_communication_per_placement(tmp_path, capsys):
     """--replay: one traced run (smpirun -trace-ti) replayed on every placement; the
     replay of the block placement takes the traced run's time (same messages, no
