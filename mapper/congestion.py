@@ -44,6 +44,12 @@ from .objective import check_mapping
 #: for a level whose links are alike; see the module docstring.
 LinkWeights = Sequence[np.ndarray | Sequence[float] | None]
 
+#: Per hierarchy level (index = level), each group's uplink capacity in one unit for
+#: every level (a node's host link 1, a switch's uplink the host links below it over its
+#: oversubscription), or None for a level without; unlike :data:`LinkWeights` they
+#: compare levels with each other (:func:`mapper.phases.phase_time` over all levels).
+LinkCapacities = Sequence[np.ndarray | Sequence[float] | None]
+
 
 @dataclass(frozen=True)
 class UplinkLoad:

@@ -26,12 +26,21 @@ groups differ, the uplink of u's level-l group and the uplink of v's.  The *load
 uplink in phase p is the cut of its group in that phase's graph (both directions, as
 in :mod:`mapper.congestion`), i.e. the volume of **all** of the phase's traffic that
 crosses it -- groups that do not synchronise with each other still share links.  A
-synchronising group S waits for its own messages, i.e. for the edges with at least one
-endpoint in S; the slowest of them is bounded by the busiest link it crosses, so S
-*sees*
+synchronising group S waits for its members' messages, each bounded by the busiest
+link on its sender's or receiver's side; S is charged the uplinks of its *own*
+members' groups that their edges cross, so S *sees*
 
-    t_p(S) = max over levels l, over edges {u, v} of S crossing level l, of
-             max(cut_p,l(group_l(u)), cut_p,l(group_l(v))) / capacity_l
+    t_p(S) = max over levels l, over ranks r of S with a phase-p edge crossing level l,
+             of cut_p,l(group_l(r)) / capacity(group_l(r))
+
+For groups whose edges stay inside them (CG's rows, FT's rows and columns, every phase
+that synchronises all ranks) that is the busiest uplink any of their edges cross, both
+ends included.  Where a phase's edges leave its groups (each rank waiting only for its
+own messages: ``sync = arange(n)``) the far end's uplink is not charged: measured on a
+halo exchanged one dimension after the other (bench/README.md, "A halo exchanged by
+dimension"), a rank whose neighbour's leaf is busy in one dimension and idle in the
+others is not slowed by it the way charging both ends predicts (that variant ranked
+the 1024-rank cases wrong), while charging its own path ranked all four cases right.
 
 and the model (:func:`phase_time`) is ``T = Σ_p repeat_p · max_S t_p(S)`` (Hoefler &
 Snir's congestion, taken per phase and per synchronising group), or by default its
@@ -44,10 +53,12 @@ placement that simulates at 1.000), and so does the per-group maximum per phase
 different one of the row steps, so every step's maximum is high, but summed per row
 it waits as long as under block -- only "runs" sees that.  The cut counts both
 directions, so a one-way pattern (a transpose listing each sender once) weighs twice
-its busier direction against pairwise exchanges.  Link capacities per level
-(``capacities``) turn volumes into times; loads of different levels are only compared
-through them (default 1: volumes).  Latency, message counts and the overlap of a
-group's phases with another group's are not modelled.
+its busier direction against pairwise exchanges.  Link capacities (``capacities``: per
+level one value or one per group, e.g. a switch's uplink as the host links below it
+over the oversubscription) turn volumes into times; loads of different levels are
+only compared through them (default 1: volumes, one level at a time).  Latency,
+message counts and the overlap of a group's phases with another group's are not
+modelled.
 
 Reference: T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale
 parallel architectures", ICS 2011, doi:10.1145/1995896.1995909 (maximum congestion
@@ -209,9 +220,11 @@ def phased_from_graphs(graphs: Sequence[CommGraph], names: Sequence[str] | None 
 class PhaseLoad:
     """What one phase's synchronising groups wait for under a placement.
 
-    ``loads[g, i]`` is the busiest uplink at ``levels[i]`` among those that group g's
-    edges cross, loaded by all of the phase's traffic (volume, both directions; 0 when
-    the group crosses none there).  ``times[g]`` = max_i loads[g, i] / capacity_i.
+    ``loads[g, i]`` is the busiest load / capacity at ``levels[i]`` among the uplinks
+    of group g's own members' groups that their edges cross, loaded by all of the
+    phase's traffic (volume, both directions, over the link's capacity: the volume
+    itself with capacity 1; 0 when the group crosses none there).  ``times[g]`` =
+    max_i loads[g, i].
     """
 
     name: str
@@ -231,13 +244,38 @@ class PhaseLoad:
         return int(np.argmax(self.times)) if len(self.times) else 0
 
 
+Capacities = Sequence["float | np.ndarray | Sequence[float]"]
+
+
+def _group_capacities(machine: Hierarchy, levels: tuple[int, ...],
+                      capacities: Capacities | None) -> list[np.ndarray]:
+    """Per level, every group's uplink capacity (positive; ``inf`` for a group without
+    a link of its own), from one value per level or one per group."""
+    if capacities is None:
+        capacities = [1.0] * len(levels)
+    if len(capacities) != len(levels):
+        raise ValueError(f"need {len(levels)} capacities (one per level), got "
+                         f"{len(capacities)}")
+    out = []
+    for level, cap in zip(levels, capacities, strict=True):
+        groups = len(machine.bounds[level]) - 1
+        c = np.broadcast_to(np.asarray(cap, dtype=np.float64), (groups,)) \
+            if np.ndim(cap) == 0 else np.asarray(cap, dtype=np.float64)
+        if c.shape != (groups,) or np.isnan(c).any() or not np.all(c > 0):
+            raise ValueError(f"level {level}: capacities must be one positive value or "
+                             f"{groups} (one per group)")
+        out.append(c)
+    return out
+
+
 def phase_bottlenecks(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
                       levels: Sequence[int],
-                      capacities: Sequence[float] | None = None) -> tuple[PhaseLoad, ...]:
-    """Per phase and synchronising group, the busiest uplink the group's edges cross at
-    each of ``levels`` (indices into ``machine``'s levels below the root), loaded by the
-    whole phase (see the module's docstring).  ``capacities`` (one per level, default 1)
-    divide the loads into times.  O(Σ_p (n + m_p·L))."""
+                      capacities: Capacities | None = None) -> tuple[PhaseLoad, ...]:
+    """Per phase and synchronising group, the busiest uplink its own members' groups
+    have and their edges cross, at each of ``levels`` (indices into ``machine``'s levels
+    below the root), loaded by the whole phase (see the module's docstring).
+    ``capacities`` (per level one value or one per group, default 1) divide the loads
+    into times.  O(Σ_p (n + m_p·L))."""
     if not isinstance(machine, Hierarchy):
         raise TypeError("phase bottlenecks need a tree machine (Hierarchy)")
     pi = check_mapping(mapping, machine.n, phased.n)
@@ -245,9 +283,7 @@ def phase_bottlenecks(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarr
     for level in levels:
         if not 0 <= level < machine.levels - 1:
             raise ValueError(f"level {level} has no uplink (levels 0..{machine.levels - 2})")
-    cap = np.ones(len(levels)) if capacities is None else np.asarray(capacities, float)
-    if cap.shape != (len(levels),) or not np.all(cap > 0):
-        raise ValueError(f"need {len(levels)} positive capacities, got {capacities}")
+    caps = _group_capacities(machine, levels, capacities)
     out = []
     for phase in phased.phases:
         g = phase.graph
@@ -257,19 +293,19 @@ def phase_bottlenecks(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarr
         loads = np.zeros((phase.groups, len(levels)))
         for i, level in enumerate(levels):
             groups = len(machine.bounds[level]) - 1
-            cut = _kernels.group_cuts(g.indptr, g.indices, g.weights, pi,
-                                      machine.group_ids, level, groups)
+            load = _kernels.group_cuts(g.indptr, g.indices, g.weights, pi,
+                                       machine.group_ids, level, groups) / caps[i]
             gu = machine.group_ids[pi[u], level]
             gv = machine.group_ids[pi[v], level]
             cross = gu != gv
             if not cross.any():
                 continue
-            seen = np.maximum(cut[gu[cross]], cut[gv[cross]])
+            # each end charges its own uplink to its own group (module docstring)
             col = loads[:, i]
-            np.maximum.at(col, lu[cross], seen)
-            np.maximum.at(col, lv[cross], seen)
+            np.maximum.at(col, lu[cross], load[gu[cross]])
+            np.maximum.at(col, lv[cross], load[gv[cross]])
             loads[:, i] = col
-        times = (loads / cap).max(axis=1) if len(levels) else np.zeros(phase.groups)
+        times = loads.max(axis=1) if len(levels) else np.zeros(phase.groups)
         out.append(PhaseLoad(phase.name, phase.repeat, levels, loads, times))
     return tuple(out)
 
@@ -296,7 +332,7 @@ MODELS = ("runs", "phases")
 
 
 def phase_time(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
-               levels: Sequence[int], capacities: Sequence[float] | None = None,
+               levels: Sequence[int], capacities: Capacities | None = None,
                model: str = "runs") -> float:
     """The phase time model of a placement (module docstring); O(Σ_p (n + m_p·L)).
 
@@ -335,26 +371,38 @@ def phase_time(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
 
 @dataclass(frozen=True)
 class RaisedPhaseTime:
-    """A level at which a placement's phase time exceeds the reference's."""
+    """A level (None: all levels together) at which a placement's phase time exceeds
+    the reference's."""
 
-    level: int
+    level: int | None
     name: str
     ratio: float  # candidate's phase time at that level over the reference's
 
 
 def raised_phase_time(phased: PhasedGraph, machine: Hierarchy, candidate: np.ndarray,
                       reference: np.ndarray, levels: Sequence[int],
-                      rtol: float = 1e-9) -> RaisedPhaseTime | None:
+                      rtol: float = 1e-9, capacities: Capacities | None = None
+                      ) -> RaisedPhaseTime | None:
     """The first of ``levels`` at which ``candidate``'s phase time (:func:`phase_time`,
     model "runs", that level's uplinks alone) exceeds ``reference``'s by more than
     ``rtol``; None when it exceeds it at none.
 
     Each level is compared only with itself, as :func:`mapper.congestion.raised_uplink`
-    compares busiest links, so no capacities between levels are assumed.  Measured on
+    compares busiest links, so no capacities between levels are assumed -- unless
+    ``capacities`` (one entry per level of ``levels``: a value or one per group, in one
+    unit for all levels) are given: then one phase time over all ``levels`` is
+    compared (level None, name "every level").  Measured on
     NPB-CG's pattern (bench/README.md, "Phases"): the solver's J-optimal placements that
     simulate 1.7–2.3× slower than block on a 3-level tree rise at the node and leaf
     levels (1.33–1.67×), those that simulate as fast as block on a 2-level tree rise at
     none.  O(L · Σ_p (n + m_p·L))."""
+    if capacities is not None:
+        ref = phase_time(phased, machine, reference, levels, capacities)
+        got = phase_time(phased, machine, candidate, levels, capacities)
+        if got > ref * (1.0 + rtol) + 1e-300:
+            return RaisedPhaseTime(None, "every level",
+                                   got / ref if ref > 0 else float("inf"))
+        return None
     for level in levels:
         ref = phase_time(phased, machine, reference, [level])
         got = phase_time(phased, machine, candidate, [level])

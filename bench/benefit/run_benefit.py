@@ -17,8 +17,9 @@ oversubscribed --oversubscription at every level):
 
 Apps and the profiles rankmap maps them with (same rank numbering, see the C sources):
 ``halo`` = halo3d on the near-cubic grid of generator ``stencil3d`` (periodic);
-``halo-axes`` = the same exchanged one dimension after the other (halo3d ``-s``), same
-profile (``axes_phases.py CASE`` then compares phase models with the simulation);
+``halo-axes`` = the same exchanged one dimension after the other (halo3d ``-s``),
+profile ``stencil3d:…,exchange=axes`` (one phase per dimension; ``axes_phases.py CASE``
+compares phase models with the simulation);
 ``cg`` =
 cg_like with generator ``npb-cg`` (power-of-two rank counts); ``lulesh`` = LULESH 2.0
 (LLNL's proxy app, built by ``sh bench/benefit/fetch_lulesh.sh``; cube rank counts),
@@ -203,9 +204,11 @@ def app_args(app: str, ranks: int, exe: Path, nbytes: int, iters: int,
     """(profile spec, command) of ``app`` at ``ranks``, or None when it does not fit."""
     if app in ("halo", "halo-axes"):
         dims = "x".join(map(str, near_factors(ranks, 3)))
-        by_axis = ["-s"] if app == "halo-axes" else []
+        if app == "halo-axes":  # its phases: one per dimension, each rank on its own
+            return (f"stencil3d:{dims},periodic,bytes={nbytes},exchange=axes",
+                    [str(exe), "-d", dims, "-p", "-s", "-b", str(nbytes), "-i", str(iters)])
         return (f"stencil3d:{dims},periodic,bytes={nbytes}",
-                [str(exe), "-d", dims, "-p", *by_axis, "-b", str(nbytes), "-i", str(iters)])
+                [str(exe), "-d", dims, "-p", "-b", str(nbytes), "-i", str(iters)])
     if ranks & (ranks - 1):
         return None
     return f"npb-cg:bytes={nbytes}", [str(exe), "-b", str(nbytes), "-i", str(iters)]

@@ -318,11 +318,17 @@ def _simulate(args: argparse.Namespace) -> int:
     net = network_params(args)
     algorithms = args.algorithm or [cfg.get("solver", "algorithm") or DEFAULT_ALGORITHM]
     plat = build_platform(tree, alloc.nodes, shape, net, host_speeds(args))
+    # the plan knows the simulated machine's uplinks as a site's config makes them known
+    # to the prolog: the config's, else the platform's own (unless --uplink-bw sets them)
+    oversubscription = (cfg.get("solver", "uplink_oversubscription")
+                        or ([] if any(x is not None for x in net.uplink_bw)
+                            else [net.oversubscription]))
     places = placements(layout, graph, algorithms,
                         time_limit=args.time_limit or cfg.get("solver", "time_limit"),
                         seed=args.seed, distribution=parse_distribution(args.distribution),
                         unguarded=args.unguarded,
-                        objectives=args.objective or [cfg.get("solver", "objective")])
+                        objectives=args.objective or [cfg.get("solver", "objective")],
+                        tree=tree, uplink_oversubscription=oversubscription)
     tmp = None
     out = Path(args.out) if args.out else Path(tmp := tempfile.mkdtemp(prefix="rankmap-sim-"))
     try:

@@ -169,6 +169,43 @@ def parse_pe_speeds(text: str, source: str, n: int) -> np.ndarray:
 
 # -- switch link costs on a Layout --------------------------------------------------------------
 
+class _GroupSwitches:
+    """Which switch each group of a layout stands for, with build_layout's own rule
+    (path index ``min(j, len - 1)``, the job's single top switch as root); a node
+    outside the tree is its own switch ``~node``.  One switch-path walk per host."""
+
+    def __init__(self, layout: Layout, tree: SwitchTree | None):
+        h = layout.hierarchy
+        self.levels = h.levels
+        self.node_level = h.level_names.index("node")
+        tree = tree or SwitchTree()
+        # every host's switch path at once: one tree.path call per host rebuilds the
+        # tree's tables each time, O(hosts²)
+        self.paths = {host: p or [f"~{host}"]
+                      for host, p in tree.paths(layout.hosts()).items()}
+        tops = {p[-1] for p in self.paths.values()}
+        self.root = next(iter(tops)) if len(tops) == 1 else None
+
+    def switch(self, host: str, level: int) -> str | None:
+        """The switch a level-``level`` group stands for (None: the root above all)."""
+        if level == self.node_level:
+            return f"node:{host}"
+        if level == self.levels - 1:
+            return self.root
+        p = self.paths[host]
+        return p[min(level - self.node_level - 1, len(p) - 1)]
+
+    def entered_level(self, host: str, level: int, label: str | None) -> int:
+        """The level whose cost a link into switch ``label`` has: the highest level the
+        switch stands for — the root for the job's top switch, the top switch level for
+        the top of a shorter path (padded upwards), else where it is."""
+        if label is not None and label == self.root:
+            return self.levels - 1
+        if label == self.paths[host][-1]:
+            return self.levels - 2
+        return level
+
+
 def layout_uplink_costs(layout: Layout, tree: SwitchTree | None,
                         link_costs: Sequence[float]) -> list[np.ndarray | None]:
     """Per-group uplink costs of ``layout`` for ``architecture_from_hierarchy``.
@@ -181,64 +218,75 @@ def layout_uplink_costs(layout: Layout, tree: SwitchTree | None,
     single top switch and the top switch level for the top of a shorter path, which
     :func:`slurm_plugin.machine.layout.build_layout` pads upwards, so that every link into one
     switch costs the same); 0 when the parent is the same switch as g — a padding level,
-    where no link exists.  The switch of a group is read off the first PE's host with
-    build_layout's own rule (path index ``min(j, len - 1)``, the job's single top switch
-    as root); a node outside the tree (``~node``) and a root above several top switches
-    count as unknown switches (factor 1).
+    where no link exists.  The switch of a group is read off the first PE's host
+    (:class:`_GroupSwitches`); a node outside the tree (``~node``) and a root above
+    several top switches count as unknown switches (factor 1).
 
     O(groups x levels) dictionary work plus one switch-path walk per node.
     """
     h = layout.hierarchy
     k = h.levels
-    names = h.level_names
-    node_level = names.index("node")
     costs = np.asarray(link_costs, dtype=np.float64)
     if costs.shape != (k,):
         raise SpeedsError(f"link costs: the layout has {k} levels, got {costs.size}")
-    tree = tree or SwitchTree()
-    factors = switch_cost_factors(tree)
-    # every host's switch path at once: one tree.path call per host rebuilds the
-    # tree's tables each time, O(hosts²)
-    paths = {h: p or [f"~{h}"] for h, p in tree.paths(layout.hosts()).items()}
-
-    def path(host: str) -> list[str]:
-        return paths[host]
-
-    tops = {path(host)[-1] for host in layout.hosts()}
-    root = next(iter(tops)) if len(tops) == 1 else None
-
-    def switch(host: str, level: int) -> str | None:
-        """The switch a level-``level`` group stands for (None: the root above all)."""
-        if level == node_level:
-            return f"node:{host}"
-        if level == k - 1:
-            return root
-        p = path(host)
-        return p[min(level - node_level - 1, len(p) - 1)]
-
-    def entered_level(host: str, level: int, label: str | None) -> int:
-        """The level whose cost a link into switch ``label`` has: the highest level the
-        switch stands for — the root for the job's top switch, the top switch level for
-        the top of a shorter path (padded upwards), else where it is."""
-        if label is not None and label == root:
-            return k - 1
-        if label == path(host)[-1]:
-            return k - 2
-        return level
-
+    factors = switch_cost_factors(tree or SwitchTree())
+    sw = _GroupSwitches(layout, tree)
     out: list[np.ndarray | None] = [None] * k
-    for i in range(node_level, k - 1):
+    for i in range(sw.node_level, k - 1):
         firsts = h.bounds[i][:-1]
         level_costs = np.empty(len(firsts))
         for g, pe in enumerate(firsts.tolist()):
             host = layout.slots[pe].host
-            own, parent = switch(host, i), switch(host, i + 1)
+            own, parent = sw.switch(host, i), sw.switch(host, i + 1)
             if own == parent:  # a padding level: no link
                 level_costs[g] = 0.0
             else:
-                level_costs[g] = (costs[entered_level(host, i + 1, parent)]
+                level_costs[g] = (costs[sw.entered_level(host, i + 1, parent)]
                                   * factors.get(parent or "", 1.0))
         out[i] = level_costs
+    return out
+
+
+def layout_uplink_capacities(layout: Layout, tree: SwitchTree | None,
+                             oversubscription: Sequence[float]
+                             ) -> list[np.ndarray | None]:
+    """Each group's uplink capacity, in host links, comparable across levels
+    (:data:`mapper.congestion.LinkCapacities`): 1 for a node's link; for a switch's
+    uplink the number of nodes below the switch in the whole tree over the switch
+    level's ``oversubscription`` (leaf switches first, the last value for the levels
+    above; Slurm's topology.conf gives no bandwidths, so a site states it), as a fat
+    tree tapered at every level is built and as ``rankmap simulate`` builds its
+    platform; ``inf`` where a group has no link of its own (a padding level, or a
+    switch with no node below it); a node outside the tree is its own switch of one
+    node, not oversubscribed.  None inside a node and at the root.
+
+    O(groups x levels) plus one switch-path walk per node.
+    """
+    if not oversubscription or min(oversubscription) <= 0:
+        raise SpeedsError(f"oversubscription must be positive numbers, got "
+                          f"{list(oversubscription)}")
+    h = layout.hierarchy
+    k = h.levels
+    sw = _GroupSwitches(layout, tree)
+    below = (tree or SwitchTree()).nodes_below()
+    out: list[np.ndarray | None] = [None] * k
+    for i in range(sw.node_level, k - 1):
+        firsts = h.bounds[i][:-1]
+        caps = np.empty(len(firsts))
+        for g, pe in enumerate(firsts.tolist()):
+            host = layout.slots[pe].host
+            own, parent = sw.switch(host, i), sw.switch(host, i + 1)
+            if own == parent or own is None:  # a padding level: no link
+                caps[g] = np.inf
+            elif i == sw.node_level:
+                caps[g] = 1.0
+            elif own.startswith("~"):
+                caps[g] = 1.0
+            else:
+                switch_level = min(i - sw.node_level - 1, len(oversubscription) - 1)
+                nodes = below.get(own, 0)
+                caps[g] = nodes / oversubscription[switch_level] if nodes else np.inf
+        out[i] = caps
     return out
 
 

@@ -38,7 +38,7 @@ from ..machine.network_source import (
     load_network,
     routed_network,
 )
-from ..machine.speeds import layout_link_weights, slow_switches
+from ..machine.speeds import layout_link_weights, layout_uplink_capacities, slow_switches
 from ..outputs import report
 from ..profiles.samples import SampledGraph, SampleVerdict, check_samples
 from ..profiles.store import GeneratedProfile, ProfileError, ProfileStore, resolve_profile
@@ -79,7 +79,9 @@ class GraphMode:
                          progress=job.progress, distribution=job.slurm_distribution,
                          distribution_assumed=job.distribution_assumed,
                          units=data.units if data is not None else "bytes", network=machine,
-                         objective=job.cfg.get("solver", "objective"), tree=job.tree)
+                         objective=job.cfg.get("solver", "objective"), tree=job.tree,
+                         uplink_oversubscription=job.cfg.get("solver",
+                                                             "uplink_oversubscription"))
         if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
             plan.files.update(reorder_files(job.layout, plan.result.mapping, graph))
         return plan
@@ -109,7 +111,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
               distribution_assumed: bool = True, units: str = "bytes",
               network: HopNetwork | None = None,
               objective: str = "congestion",
-              tree: SwitchTree | None = None) -> JobPlan[MappingResult]:
+              tree: SwitchTree | None = None,
+              uplink_oversubscription: Sequence[float] = ()) -> JobPlan[MappingResult]:
     """Map, compare with Slurm's default, render; any reason not to apply becomes a fallback.
 
     ``fallback_reason`` given by the caller (e.g. the profile could not be loaded)
@@ -141,6 +144,12 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     capacity, Hoefler & Snir's congestion), the report says so and names the slow
     switches, and a refusal speaks of load/capacity; otherwise every link of a level
     is alike, as without LinkSpeed.
+
+    ``uplink_oversubscription`` (``[solver] uplink_oversubscription``: leaf switches
+    first) gives a profile with phases link capacities across levels
+    (:func:`~slurm_plugin.machine.speeds.layout_uplink_capacities`): its phase time is
+    then taken over every link level together, and the candidate of least phase time
+    is applied (:func:`mapper.map_processes`, ``link_capacities``).
 
     A profile measured in several runs (a :class:`~slurm_plugin.profiles.samples.SampledGraph`
     from a store entry with ``samples``) applies rankmap's placement only when it also
@@ -197,8 +206,12 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                            f"job has {layout.n} tasks")
     aimed = objective == "congestion" and ((bool(congestion_levels) and network is None)
                                            or routed is not None)
+    link_capacities = None
     if isinstance(graph, PhasedGraph) and graph.phases:
-        notes.append(_phase_note(graph, bool(congestion_levels)))
+        if uplink_oversubscription and congestion_levels and network is None:
+            link_capacities = layout_uplink_capacities(layout, tree, uplink_oversubscription)
+        notes.append(_phase_note(graph, bool(congestion_levels), uplink_oversubscription
+                                 if link_capacities is not None else ()))
     notes.append(_objective_note(objective, aimed,
                                  bool(congestion_levels) or routed is not None,
                                  network is not None,
@@ -208,7 +221,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                                time_limit * SOLVER_SHARE, progress=progress,
                                baseline=defaults[default_name],
                                congestion_levels=congestion_levels, link_weights=link_weights,
-                               objective="congestion" if aimed else "J", routed=routed)
+                               objective="congestion" if aimed else "J", routed=routed,
+                               link_capacities=link_capacities)
         phases.update({_solver_phase(k): v for k, v in result.phases.items()})
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
@@ -265,9 +279,17 @@ def _objective_note(objective: str, aimed: bool, checked: bool, network: bool,
                               if checked else ""))
 
 
-def _phase_note(graph: PhasedGraph, checked: bool) -> str:
+def _phase_note(graph: PhasedGraph, checked: bool,
+                oversubscription: Sequence[float] = ()) -> str:
     """The report's line on a profile's phases and whether the rule checks them."""
     what = f"profile by phase: {len(graph.phases)} phases"
+    if checked and oversubscription:
+        ratios = ", ".join(f"{x:g}:1" for x in oversubscription)
+        return (f"{what}; timed over every link level (uplinks oversubscribed {ratios}, "
+                f"leaf switches first; each synchronising group waiting for the busiest "
+                f"link on its own paths, mapper.phases): the placement of least phase "
+                f"time is applied, J deciding within 2 %, and one slower than the "
+                f"default's is refused")
     if checked:
         return (f"{what}; a placement whose phase time at a link level (each synchronising "
                 f"group waiting for its busiest link, mapper.phases) exceeds the "

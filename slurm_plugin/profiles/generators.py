@@ -3,10 +3,12 @@
 Each generator returns a :class:`~mapper.CommGraph` over ``n`` ranks (volumes in
 bytes per step, ``bytes=`` scales them) built with numpy.  A spec is ``NAME[:ARGS]``
 with comma-separated ARGS: grid dimensions ``AxBxC`` and ``key=value`` options, e.g.
-``stencil3d``, ``stencil3d:4x4x4,bytes=1e6``, ``ring``.  The NAS Parallel Benchmarks
-patterns follow the published process layouts of NPB 3.x (CG's 2D grid, BT/SP's
-square multi-partition grid, LU's 2D wavefront, MG's 3D grid, FT's transposes); they
-are models of who talks to whom, with volumes proportional to the surfaces exchanged.
+``stencil3d``, ``stencil3d:4x4x4,bytes=1e6``, ``ring``; ``exchange=axes`` makes a
+stencil's dimensions phases (a code that exchanges one dimension after the other).
+The NAS Parallel Benchmarks patterns follow the published process layouts of NPB
+3.x (CG's 2D grid, BT/SP's square multi-partition grid, LU's 2D wavefront, MG's 3D
+grid, FT's transposes); they are models of who talks to whom, with volumes
+proportional to the surfaces exchanged.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
-from mapper.phases import PhasedGraph, make_phase, with_phases
+from mapper.phases import Phase, PhasedGraph, make_phase, with_phases
 
 
 class GeneratorError(RankmapError, ValueError):
@@ -87,11 +89,13 @@ def _spread(f: tuple[int, ...], target: float) -> float:
     return sum(abs(math.log(x / target)) for x in f)
 
 
-def _grid_edges(dims: tuple[int, ...], periodic: bool, stride: int = 1):
+def _grid_edges(dims: tuple[int, ...], periodic: bool, stride: int = 1,
+                axes: tuple[int, ...] | None = None):
+    """Neighbour pairs at ``stride`` along every dimension (or only ``axes``)."""
     idx = np.arange(int(np.prod(dims))).reshape(dims)
     src, dst = [], []
     for ax, size in enumerate(dims):
-        if size <= stride:
+        if size <= stride or (axes is not None and ax not in axes):
             continue
         a = np.take(idx, range(size - stride), axis=ax).ravel()
         b = np.take(idx, range(stride, size), axis=ax).ravel()
@@ -136,19 +140,57 @@ def _graph(src, dst, w, n: int, spec: Spec) -> CommGraph:
                                 n=n, source=f"generator {spec.name}")
 
 
+#: ``exchange=`` of the stencils: ``all`` (every face at once, the default) or ``axes``
+#: (one dimension after the other, each a phase)
+STENCIL_EXCHANGES = ("all", "axes")
+
+
+def _exchange(spec: Spec) -> str:
+    value = spec.options.get("exchange", "all")
+    if value not in STENCIL_EXCHANGES:
+        raise GeneratorError(f"{spec.name}: exchange={value!r} is not one of "
+                             f"{', '.join(STENCIL_EXCHANGES)}")
+    return value
+
+
 def _stencil(spec: Spec, n: int, k: int) -> CommGraph:
+    """The stencil's graph; with ``exchange=axes`` a :class:`~mapper.phases.PhasedGraph`
+    whose phases are the dimensions' exchanges in order, each rank its own
+    synchronising group (it waits for its own messages along one dimension before it
+    starts the next, for nobody else's).  Codes that exchange one dimension after the
+    other, so that three pairs of messages also fill the halo's edges and corners
+    (LAMMPS's ghost exchange, many structured-grid codes), send that way, and two
+    placements with the same link loads in total then differ in how the dimensions'
+    bottlenecks add up per rank (measured: bench/README.md, "A halo exchanged by
+    dimension").  O(n·k)."""
+    exchange = _exchange(spec)
     dims = _dims(spec, n, k)
-    s, d = _grid_edges(dims, spec.options.get("periodic") == "1")
-    return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
+    periodic = spec.options.get("periodic") == "1"
+    vol = _volume(spec)
+    s, d = _grid_edges(dims, periodic)
+    total = _graph(s, d, np.full(len(s), vol), n, spec)
+    if exchange == "all":
+        return total
+    # each rank waits only for its own neighbours: its own synchronising group (built
+    # directly: sync_labels would loop over n one-rank groups)
+    own = np.arange(n, dtype=np.int64)
+    phases = []
+    for axis in range(k):
+        a, b = _grid_edges(dims, periodic, axes=(axis,))
+        phases.append(Phase(_graph(a, b, np.full(len(a), vol), n, spec), 1.0, own,
+                            f"dimension {axis} exchange"))
+    return with_phases(total, phases)
 
 
 def stencil2d(spec: Spec, n: int) -> CommGraph:
-    """5-point stencil on a near-square 2D grid (or the given AxB), halo exchange."""
+    """5-point stencil on a near-square 2D grid (or the given AxB), halo exchange;
+    ``exchange=axes``: by dimension, as phases (:func:`_stencil`)."""
     return _stencil(spec, n, 2)
 
 
 def stencil3d(spec: Spec, n: int) -> CommGraph:
-    """7-point stencil on a near-cubic 3D grid (or the given AxBxC), halo exchange."""
+    """7-point stencil on a near-cubic 3D grid (or the given AxBxC), halo exchange;
+    ``exchange=axes``: by dimension, as phases (:func:`_stencil`)."""
     return _stencil(spec, n, 3)
 
 
@@ -418,10 +460,18 @@ PHASED_GENERATORS: dict[str, Callable[[Spec, int], PhasedGraph]] = {
 }
 
 
+def _has_phases(spec: Spec) -> bool:
+    """The families of :data:`PHASED_GENERATORS`, and the stencils with
+    ``exchange=axes``."""
+    return spec.name in PHASED_GENERATORS or (spec.name in ("stencil2d", "stencil3d")
+                                              and _exchange(spec) == "axes")
+
+
 def generate(spec: str, ntasks: int) -> CommGraph:
     """The pattern ``spec`` sized to ``ntasks`` ranks; for the families of
-    :data:`PHASED_GENERATORS` carrying its phases (a :class:`~mapper.phases.PhasedGraph`
-    whose total is the family's graph, exactly), which the never-worse rule checks."""
+    :data:`PHASED_GENERATORS` (and the stencils with ``exchange=axes``) carrying its
+    phases (a :class:`~mapper.phases.PhasedGraph` whose total is the family's graph,
+    exactly), which the never-worse rule checks."""
     parsed = parse_spec(spec)
     if ntasks < 1:
         raise GeneratorError(f"{spec}: the job has no tasks")
@@ -433,11 +483,17 @@ def generate(spec: str, ntasks: int) -> CommGraph:
 def generate_phases(spec: str, ntasks: int) -> PhasedGraph:
     """The pattern ``spec`` at ``ntasks`` ranks by phase: the graph :func:`generate`
     returns, exactly, carrying its phases (:mod:`mapper.phases`).  Only the families
-    of :data:`PHASED_GENERATORS` know their phases; the others are refused."""
+    of :data:`PHASED_GENERATORS` and the stencils with ``exchange=axes`` know their
+    phases; the others are refused."""
     parsed = parse_spec(spec)
     if ntasks < 1:
         raise GeneratorError(f"{spec}: the job has no tasks")
-    if parsed.name not in PHASED_GENERATORS:
+    if not _has_phases(parsed):
         raise GeneratorError(f"{parsed.name}: no phases modelled (generators with phases: "
-                             f"{', '.join(PHASED_GENERATORS)})")
-    return PHASED_GENERATORS[parsed.name](parsed, ntasks)
+                             f"{', '.join(PHASED_GENERATORS)}; stencil2d and stencil3d "
+                             f"with exchange=axes)")
+    if parsed.name in PHASED_GENERATORS:
+        return PHASED_GENERATORS[parsed.name](parsed, ntasks)
+    graph = GENERATORS[parsed.name](parsed, ntasks)
+    assert isinstance(graph, PhasedGraph)
+    return graph

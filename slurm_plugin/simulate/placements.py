@@ -25,6 +25,7 @@ from mapper.objective import evaluate
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
 from ..modes.graph_job import make_plan
+from ..slurm.topology import SwitchTree
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,9 @@ class Placement:
 def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
                time_limit: float, seed: int = 0,
                distribution: Distribution = DEFAULT, unguarded: bool = False,
-               objectives: Sequence[str] = ("congestion",)) -> list[Placement]:
+               objectives: Sequence[str] = ("congestion",),
+               tree: SwitchTree | None = None,
+               uplink_oversubscription: Sequence[float] = ()) -> list[Placement]:
     """Block (the job's default) first, then cyclic, scrambled, one per algorithm and
     objective.
 
@@ -56,7 +59,10 @@ def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
     under ``J`` the algorithm's result; under ``congestion`` that result brought under
     the default's link caps (:func:`mapper.api.aim_at_congestion`: repaired, else the
     default polished under them), which the objective does before any comparison.
-    What the product would apply without its never-worse rule, to measure that rule."""
+    What the product would apply without its never-worse rule, to measure that rule.
+
+    ``tree`` and ``uplink_oversubscription`` reach :func:`make_plan` as the prolog
+    gives them (LinkSpeed weights; link capacities for profiles with phases)."""
     defaults = default_placements(layout, distribution)
     default_name = dist_label(distribution)
     base = defaults[default_name]
@@ -72,7 +78,8 @@ def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
         for k, objective in enumerate(objectives):
             tag = "" if k == 0 else f" [{objective}]"
             plan = make_plan(layout, graph, algorithm=alg, time_limit=time_limit, seed=seed,
-                             files=(), distribution=distribution, objective=objective)
+                             files=(), distribution=distribution, objective=objective,
+                             tree=tree, uplink_oversubscription=uplink_oversubscription)
             if plan.applied:
                 assert plan.result is not None
                 named.append((f"rankmap {alg}{tag}",

@@ -180,23 +180,6 @@ def _chain(start: str, parents: Mapping[str, str]) -> list[str]:
     return out
 
 
-def _nodes_below(tree: SwitchTree) -> dict[str, int]:
-    """Physical node count under every switch (topology.conf's full tree)."""
-    memo: dict[str, int] = {}
-
-    def count(s: str, depth: int = 0) -> int:
-        if s not in memo:
-            if depth > 64:
-                raise TopologyError(f"switch tree deeper than 64 levels at {s}")
-            memo[s] = len(tree.nodes.get(s, ())) + sum(count(c, depth + 1)
-                                                        for c in tree.children.get(s, ()))
-        return memo[s]
-
-    for s in set(tree.nodes) | set(tree.children):
-        count(s)
-    return memo
-
-
 _TOP_COMMA = re.compile(r",(?![^\[]*\])")  # a comma outside host-list brackets
 
 
@@ -271,7 +254,7 @@ def build_platform(tree: SwitchTree | None, nodes: Sequence[str],
             leaf = f"~{n}"
         members.setdefault(leaf, []).append(n)
     parents = _parents(tree, [s for s in members if not s.startswith("~")], outside)
-    below = _nodes_below(tree)
+    below = tree.nodes_below()
     below.update({f"~{n}": 1 for n in outside})
 
     root = ET.Element("platform", version="4.1")

@@ -142,6 +142,17 @@ def _distances(v: Any) -> list[float]:
     return out
 
 
+def _oversubscription(v: Any) -> list[float]:
+    if not isinstance(v, list):
+        raise ValueError(f"must be a list of numbers >= 1 (leaf switches first), got {v!r}")
+    out = []
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not 1 <= x < float("inf"):
+            raise ValueError(f"entries must be numbers >= 1 (4 for 4:1), got {x!r}")
+        out.append(float(x))
+    return out
+
+
 def _topology(v: Any) -> str:
     v = _string(v)
     if v in ("auto", "scontrol", "none"):
@@ -252,6 +263,12 @@ DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
                           "jobs with more tasks than cores (sbatch --overcommit): never = "
                           "keep Slurm's placement and say why in the report; allow = map "
                           "them, ranks sharing a core forming an innermost 'core' level"),
+        "uplink_oversubscription": ([], _oversubscription,
+                                    "switch uplinks' oversubscription, leaf switches "
+                                    "first, the last for the levels above (e.g. [4] for "
+                                    "4:1 everywhere); empty: unknown. Known, a profile's "
+                                    "phases are timed over every link level together "
+                                    "(docs/solver.md: Phases)"),
         "level_distances": ([1.0, 10.0, 100.0, 1000.0], _distances,
                             "cost per byte: same socket, same node, same leaf switch, "
                             "each switch level above (the last value x10 per extra level)"),

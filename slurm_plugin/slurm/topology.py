@@ -76,6 +76,27 @@ class SwitchTree:
         leaf_of, parents = self.leaf_of(), self.parents()
         return {node: _path_up(leaf_of.get(node), parents) for node in nodes}
 
+    def nodes_below(self) -> dict[str, int]:
+        """Number of nodes under every switch (the whole tree, not a job's nodes);
+        O(switches + nodes), a cycle is a TopologyError."""
+        counts: dict[str, int] = {}
+        active: set[str] = set()
+
+        def count(s: str) -> int:
+            if s in counts:
+                return counts[s]
+            if s in active:
+                raise TopologyError(f"switch {s} is its own ancestor")
+            active.add(s)
+            counts[s] = len(self.nodes.get(s, ())) + sum(count(c)
+                                                         for c in self.children.get(s, ()))
+            active.discard(s)
+            return counts[s]
+
+        for s in set(self.nodes) | set(self.children):
+            count(s)
+        return counts
+
     def switch_levels(self) -> dict[str, int]:
         """Level of every switch as Slurm counts it: 0 for a switch without child
         switches, else one more than its highest child (``scontrol show topology``'s

@@ -276,3 +276,46 @@ def test_profile_import_stores_the_phases(tmp_path) -> None:
     assert phase_time(g, machine, pi, [0]) == pytest.approx(phase_time(raw, machine, pi, [0]))
     assert main(["profile", "import", "--format", "ompi", str(files[0]), "--name", "x",
                  "--store", str(store), "--phases"]) != 0
+
+
+# -- stencils exchanged dimension by dimension --------------------------------------------
+
+@pytest.mark.parametrize("spec", ["stencil3d:exchange=axes", "stencil3d:periodic,exchange=axes",
+                                  "stencil2d:exchange=axes,bytes=3",
+                                  "stencil2d:periodic,exchange=axes"])
+@pytest.mark.parametrize("n", [1, 2, 6, 12, 30, 64, 256])
+def test_stencil_axis_phases_add_up_to_the_stencil(spec: str, n: int) -> None:
+    plain = generate(spec.replace(",exchange=axes", "").replace("exchange=axes,", "")
+                     .replace(":exchange=axes", ""), n)
+    assert not isinstance(plain, PhasedGraph)
+    p = generate(spec, n)
+    assert isinstance(p, PhasedGraph)
+    np.testing.assert_array_equal(p.indptr, plain.indptr)
+    np.testing.assert_array_equal(p.indices, plain.indices)
+    np.testing.assert_array_equal(p.weights, plain.weights)
+    s = sum(ph.graph.to_csr() for ph in p.phases)
+    assert abs(s - plain.to_csr()).max() == 0
+    # each rank waits only for its own messages: its own synchronising group
+    assert all(ph.repeat == 1 and np.array_equal(ph.labels(), np.arange(n))
+               for ph in p.phases)
+    np.testing.assert_array_equal(generate_phases(spec, n).indptr, p.indptr)
+
+
+def test_stencil_axis_phases_are_the_dimensions_in_order() -> None:
+    dims = (4, 3, 5)
+    p = generate_phases("stencil3d:4x3x5,periodic,exchange=axes", 60)
+    assert [ph.name for ph in p.phases] == [f"dimension {k} exchange" for k in range(3)]
+    coords = np.stack(np.unravel_index(np.arange(60), dims), axis=1)
+    for k, ph in enumerate(p.phases):
+        u, v, _ = ph.graph.edges()
+        differ = coords[u] != coords[v]
+        assert np.all(differ[:, k]) and not np.any(np.delete(differ, k, axis=1))
+        # a periodic ring of L > 2 has L edges per line, one of L == 2 a single edge
+        lines = 60 // dims[k]
+        assert len(u) == lines * (dims[k] if dims[k] > 2 else dims[k] - 1)
+
+
+def test_stencil_exchange_must_be_known() -> None:
+    with pytest.raises(GeneratorError, match="exchange='faces' is not one of all, axes"):
+        generate("stencil3d:exchange=faces", 8)
+    assert not isinstance(generate("stencil3d:exchange=all", 8), PhasedGraph)
