@@ -1,24 +1,25 @@
 #!/usr/bin/env python3
 """Which phase model follows a halo exchanged one dimension after the other?
 
-An experiment, not a product path (issue 33, "Phases"; bench/README.md "A halo
-exchanged by dimension").  Takes a case directory of ``run_benefit.py --apps
-halo-axes`` (halo3d ``-s``: each rank posts its x messages, waits for them, then y, then
-z) on ``tree2`` or ``tree3``, adds the grid's boxes placement
-(:func:`mapper.construction.coordinate_bisection`, which rankmap applies when it ties
-with Top-Down), simulates it with the case's platform, and prints, per distinct
-placement, its simulated time beside three models of its phases (one phase per
-dimension, the grid's edges along it):
+The measurement behind the phase model's choice (issue 33, "Phases"; bench/README.md
+"A halo exchanged by dimension"), recomputed here without :mod:`mapper.phases`' own
+cross-level code.  Takes a case directory of ``run_benefit.py --apps halo-axes``
+(halo3d ``-s``: each rank posts its x messages, waits for them, then y, then z) on
+``tree2`` or ``tree3``, adds the grid's boxes placement
+(:func:`mapper.construction.coordinate_bisection`), simulates it with the case's
+platform, and prints, per distinct placement, its simulated time beside three models
+of its phases (one phase per dimension, the grid's edges along it):
 
-* ``rule``: what the never-worse rule would compute (:func:`mapper.phases.phase_time`,
-  model "runs", every rank in one synchronising group, one level at a time);
+* ``rule``: what the never-worse rule computed before the uplinks' capacities were
+  known (:func:`mapper.phases.phase_time`, model "runs", every rank in one
+  synchronising group, one level at a time);
 * ``own``: per level, each rank's own groups' cuts summed over the phases it crosses
   that level in, the maximum over ranks (local synchronisation, levels apart);
 * ``across``: per rank, the sum over phases of the phase's busiest own uplink over all
   levels divided by the link's bandwidth from the platform (node links and leaf
   uplinks 12.5 GB/s, middle uplinks 50 GB/s with 4 leaves of 4 nodes at 4:1), the
-  maximum over ranks.  It needs capacities across levels, which the product does not
-  have (each level's links are compared only with each other).
+  maximum over ranks: the model the product uses where ``[solver]
+  uplink_oversubscription`` gives it capacities across levels.
 
 Usage: ``python3 bench/benefit/axes_phases.py CASE [CASE ...]`` (smpirun on PATH).
 """

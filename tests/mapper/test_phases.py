@@ -52,14 +52,15 @@ def _brute(phase, machine: Hierarchy, pi: np.ndarray, levels, caps) -> np.ndarra
             if grp[u] != grp[v]:
                 cut[grp[u]] = cut.get(grp[u], 0.0) + w
                 cut[grp[v]] = cut.get(grp[v], 0.0) + w
-        def cap(g: int) -> float:
-            return float(caps[i]) if np.ndim(caps[i]) == 0 else float(caps[i][g])
+        level_cap = caps[i]
         for u, v, _ in edges:
             if grp[u] == grp[v]:
                 continue
             for r in (u, v):  # each end charges its own group's uplink
                 s = int(label[r])
-                times[s] = max(times[s], cut[grp[r]] / cap(grp[r]))
+                c = (float(level_cap) if np.ndim(level_cap) == 0
+                     else float(level_cap[grp[r]]))
+                times[s] = max(times[s], cut[grp[r]] / c)
     return times
 
 
