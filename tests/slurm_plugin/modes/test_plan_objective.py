@@ -84,3 +84,16 @@ def test_simulate_rows_compare_two_objectives_in_one_run():
     assert np.array_equal(by_name["rankmap topdown+n10"].mapping,
                           by_name["rankmap topdown+n10 [J]"].mapping) or (
         by_name["rankmap topdown+n10"].j < by_name["rankmap topdown+n10 [J]"].j)
+
+
+def test_cg_with_the_uplinks_known_still_keeps_block():
+    # tree3 CG with capacities across levels: the algorithm's result is refused for a
+    # node link, the aim runs (and is timed by phase like the comparison), block stays
+    # (simulated with the platform's 4:1 known: 1.000, bench/README.md)
+    layout, graph = cg_case()
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=30, files=(),
+                     tree=TREE3, uplink_oversubscription=[4.0])
+    assert plan.result.origin == "baseline"
+    assert "topdown+n10" in plan.result.rejected
+    assert "under the caps" in plan.result.candidates
+    assert "timed over every link level (uplinks oversubscribed 4:1" in notes_of(plan)
