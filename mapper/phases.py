@@ -42,7 +42,7 @@ dimension"), a rank whose neighbour's leaf is busy in one dimension and idle in 
 others is not slowed by it the way charging both ends predicts (that variant ranked
 the 1024-rank cases wrong), while charging its own path ranked all four cases right.
 
-and the model (:func:`phase_time`) is ``T = Σ_p repeat_p · max_S t_p(S)`` (Hoefler &
+The model (:func:`phase_time`) is ``T = Σ_p repeat_p · max_S t_p(S)`` (Hoefler &
 Snir's congestion, taken per phase and per synchronising group), or by default its
 "runs" variant, in which consecutive phases with the same groups are summed per group
 before the maximum (a group that waits for nobody else does not wait at each phase's
