@@ -308,17 +308,16 @@ def _aimed_candidate(graph: CommGraph, machine: Hierarchy, refused: MappingResul
     tol = 1e-12 * max(abs(winner.objective), 1.0)
     why = phase_refusal(graph, machine, aimed.mapping, baseline, levels,
                         "under the caps, but its", link_capacities)
-    timer = _phase_timer(graph, machine, levels, link_capacities)
-    if timer is not None and why is None:  # as in the comparison: phase time, then J
-        t_aimed, t_winner = timer(aimed.mapping), timer(winner.mapping)
-        faster = t_aimed * (1.0 + LINK_TOLERANCE) < t_winner
-        if not faster and t_aimed > t_winner * (1.0 + LINK_TOLERANCE):
-            return winner, origin
-        if faster:
-            tol = -np.inf  # a clearly lower phase time wins whatever its J
     if why is not None:
         notes.append(why)
-    elif aimed.objective < winner.objective - tol:
+        return winner, origin
+    better = aimed.objective < winner.objective - tol
+    timer = _phase_timer(graph, machine, levels, link_capacities)
+    if timer is not None:  # as in the comparison: phase time first, J within its band
+        t_aimed, t_winner = timer(aimed.mapping), timer(winner.mapping)
+        better = (t_aimed * (1.0 + LINK_TOLERANCE) < t_winner
+                  or (better and t_aimed <= t_winner * (1.0 + LINK_TOLERANCE)))
+    if better:
         return MappingResult(aimed.mapping, aimed.objective, aimed.traffic, winner.seconds,
                              winner.algorithm, winner.seed,
                              winner.hit_time_limit or aimed.hit_time_limit,

@@ -40,7 +40,6 @@ sys.path.insert(0, str(HERE.parent.parent))
 from mapper import _kernels  # noqa: E402
 from mapper.cartesian import cartesian_grid  # noqa: E402
 from mapper.construction import coordinate_bisection  # noqa: E402
-from mapper.graph import CommGraph  # noqa: E402
 from mapper.machine import Hierarchy  # noqa: E402
 from mapper.phases import phase_time, phased_from_graphs  # noqa: E402
 from slurm_plugin.profiles.generators import generate  # noqa: E402
@@ -77,15 +76,11 @@ def pe_of_hostfile(path: Path, n: int, nodes: int) -> np.ndarray:
 
 
 def dimension_phases(spec: str, n: int):
-    """The stencil's graph split by dimension (rank order = numpy C order)."""
-    g = generate(spec, n)
-    dims = tuple(int(x) for x in re.search(r"(\d+)x(\d+)x(\d+)", spec).groups())
-    u, v, w = g.edges()
-    cu, cv = np.unravel_index(u, dims), np.unravel_index(v, dims)
-    axis = np.argmax(np.stack([a != b for a, b in zip(cu, cv, strict=True)]), axis=0)
-    graphs = [CommGraph.from_edges(u[axis == k], v[axis == k], w[axis == k], n=n)
-              for k in range(3)]
-    return g, phased_from_graphs(graphs, ["x", "y", "z"])
+    """The stencil's graph and its dimensions as phases (generator option
+    ``exchange=axes``), here every rank in one synchronising run: what the rule's
+    per-level model compared before the groups were the ranks themselves."""
+    g = generate(spec if "exchange=axes" in spec else spec + ",exchange=axes", n)
+    return g, phased_from_graphs([p.graph for p in g.phases], [p.name for p in g.phases])
 
 
 def own_loads(phases, machine: Hierarchy, pe: np.ndarray, level: int) -> np.ndarray:

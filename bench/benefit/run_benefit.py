@@ -98,14 +98,13 @@ def build(build_dir: Path, apps: list[str]) -> dict[str, Path]:
     """Compile our apps among ``apps`` with smpicc into ``build_dir``."""
     build_dir.mkdir(parents=True, exist_ok=True)
     out = {}
-    for app, src in (("halo", "halo3d.c"), ("cg", "cg_like.c")):
-        if app not in apps and not (app == "halo" and "halo-axes" in apps):
+    for src, users in (("halo3d.c", ("halo", "halo-axes")), ("cg_like.c", ("cg",))):
+        wanted = [app for app in users if app in apps]
+        if not wanted:
             continue
         exe = build_dir / src.removesuffix(".c")
         subprocess.run(["smpicc", "-O2", "-o", str(exe), str(HERE / src)], check=True)
-        out[app] = exe
-    if "halo" in out:
-        out["halo-axes"] = out["halo"]
+        out.update(dict.fromkeys(wanted, exe))
     return out
 
 

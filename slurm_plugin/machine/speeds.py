@@ -31,7 +31,7 @@ Pure functions: text in, values out; the callers read files and run Slurm comman
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -175,6 +175,7 @@ class _GroupSwitches:
     outside the tree is its own switch ``~node``.  One switch-path walk per host."""
 
     def __init__(self, layout: Layout, tree: SwitchTree | None):
+        self.layout = layout
         h = layout.hierarchy
         self.levels = h.levels
         self.node_level = h.level_names.index("node")
@@ -194,6 +195,15 @@ class _GroupSwitches:
             return self.root
         p = self.paths[host]
         return p[min(level - self.node_level - 1, len(p) - 1)]
+
+    def groups(self, level: int) -> Iterator[tuple[int, str, str | None, str | None]]:
+        """(group, the host of its first PE, the switch it stands for, its parent's) for
+        every group of ``level``; the two switches are equal on a padding level, where
+        the group has no link of its own."""
+        firsts = self.layout.hierarchy.bounds[level][:-1]
+        for g, pe in enumerate(firsts.tolist()):
+            host = self.layout.slots[pe].host
+            yield g, host, self.switch(host, level), self.switch(host, level + 1)
 
     def entered_level(self, host: str, level: int, label: str | None) -> int:
         """The level whose cost a link into switch ``label`` has: the highest level the
@@ -233,11 +243,8 @@ def layout_uplink_costs(layout: Layout, tree: SwitchTree | None,
     sw = _GroupSwitches(layout, tree)
     out: list[np.ndarray | None] = [None] * k
     for i in range(sw.node_level, k - 1):
-        firsts = h.bounds[i][:-1]
-        level_costs = np.empty(len(firsts))
-        for g, pe in enumerate(firsts.tolist()):
-            host = layout.slots[pe].host
-            own, parent = sw.switch(host, i), sw.switch(host, i + 1)
+        level_costs = np.empty(len(h.bounds[i]) - 1)
+        for g, host, own, parent in sw.groups(i):
             if own == parent:  # a padding level: no link
                 level_costs[g] = 0.0
             else:
@@ -271,11 +278,8 @@ def layout_uplink_capacities(layout: Layout, tree: SwitchTree | None,
     below = (tree or SwitchTree()).nodes_below()
     out: list[np.ndarray | None] = [None] * k
     for i in range(sw.node_level, k - 1):
-        firsts = h.bounds[i][:-1]
-        caps = np.empty(len(firsts))
-        for g, pe in enumerate(firsts.tolist()):
-            host = layout.slots[pe].host
-            own, parent = sw.switch(host, i), sw.switch(host, i + 1)
+        caps = np.empty(len(h.bounds[i]) - 1)
+        for g, _host, own, parent in sw.groups(i):
             if own == parent or own is None:  # a padding level: no link
                 caps[g] = np.inf
             elif i == sw.node_level:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mapper.errors import RankmapError
@@ -79,45 +79,33 @@ class SwitchTree:
     def nodes_below(self) -> dict[str, int]:
         """Number of nodes under every switch (the whole tree, not a job's nodes);
         O(switches + nodes), a cycle is a TopologyError."""
-        counts: dict[str, int] = {}
-        active: set[str] = set()
-
-        def count(s: str) -> int:
-            if s in counts:
-                return counts[s]
-            if s in active:
-                raise TopologyError(f"switch {s} is its own ancestor")
-            active.add(s)
-            counts[s] = len(self.nodes.get(s, ())) + sum(count(c)
-                                                         for c in self.children.get(s, ()))
-            active.discard(s)
-            return counts[s]
-
-        for s in set(self.nodes) | set(self.children):
-            count(s)
-        return counts
+        return self._fold_up(lambda s, kids: len(self.nodes.get(s, ())) + sum(kids))
 
     def switch_levels(self) -> dict[str, int]:
         """Level of every switch as Slurm counts it: 0 for a switch without child
         switches, else one more than its highest child (``scontrol show topology``'s
         ``Level=``).  O(switches) with memoisation; a cycle is a TopologyError."""
-        levels: dict[str, int] = {}
+        return self._fold_up(lambda _s, kids: 1 + max(kids) if kids else 0)
+
+    def _fold_up(self, value: Callable[[str, list[int]], int]) -> dict[str, int]:
+        """``value(switch, its children's values)`` for every switch, children first,
+        each once; a cycle is a TopologyError."""
+        done: dict[str, int] = {}
         active: set[str] = set()
 
-        def level(s: str) -> int:
-            if s in levels:
-                return levels[s]
+        def visit(s: str) -> int:
+            if s in done:
+                return done[s]
             if s in active:
                 raise TopologyError(f"switch {s} is its own ancestor")
             active.add(s)
-            kids = self.children.get(s, ())
-            levels[s] = 1 + max(level(k) for k in kids) if kids else 0
+            done[s] = value(s, [visit(c) for c in self.children.get(s, ())])
             active.discard(s)
-            return levels[s]
+            return done[s]
 
         for s in set(self.nodes) | set(self.children):
-            level(s)
-        return levels
+            visit(s)
+        return done
 
 
 def _path_up(leaf: str | None, parents: Mapping[str, str]) -> list[str]:

@@ -79,6 +79,27 @@ def tianhe3_level_max(graph, layout, mapping, net, shape=(3, 3, 2)) -> tuple[flo
     return float(loads[node].max()), float(loads[~node].max())
 
 
+def _random_refusals(net, layout, block, *, seed: int, count: int):
+    """``count`` random graphs of 16 ranks with a random candidate placement each, and
+    what the never-worse rule's routed check says of the candidate against ``block``:
+    (graph, candidate, reason or None)."""
+    machine = hop_machine(layout, net)
+    routed = routed_network(layout, net, machine)
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        n = 16
+        u, v = rng.integers(0, n, 40), rng.integers(0, n, 40)
+        keep = u != v
+        graph = CommGraph.from_edges(u[keep], v[keep], rng.random(keep.sum()) + 0.1, n=n)
+        cand = rng.permutation(n)
+        ev = evaluate(graph, machine, cand)
+        result = MappingResult(cand, ev.objective, ev.traffic, 0.0, "test", 0, False,
+                               "algorithm", {}, {}, (), {})
+        yield graph, cand, _routed_refusal(graph, routed, result,
+                                           caps_of(graph, routed, block),
+                                           evaluate(graph, machine, block).objective)
+
+
 def _hop_file_network(tmp_path):
     """The 4x4 torus's hop matrix as a hop file: the same distances, no links named."""
     hops = torus_hops((4, 4))
@@ -123,25 +144,11 @@ def test_a_placement_that_raises_a_link_is_refused_with_the_level_and_routing():
     """Random candidates against block on the torus: whenever the walk says a level's
     busiest link is raised, the solver's rule (mapper.api, given the routed network)
     refuses it and says which level and routing; otherwise the candidate passes."""
-    cfg = _config(NETWORKS["torus"])
-    net = load_network(cfg)
+    net = load_network(_config(NETWORKS["torus"]))
     layout = _layout(JOB_NODES, (2,) * 8)
-    machine = hop_machine(layout, net)
-    routed = routed_network(layout, net, machine)
     block = default_placements(layout)["block"]
-    rng = np.random.default_rng(3)
     refused = kept = 0
-    for _ in range(40):
-        n = 16
-        u, v = rng.integers(0, n, 40), rng.integers(0, n, 40)
-        keep = u != v
-        graph = CommGraph.from_edges(u[keep], v[keep], rng.random(keep.sum()) + 0.1, n=n)
-        cand = rng.permutation(n)
-        ev = evaluate(graph, machine, cand)
-        result = MappingResult(cand, ev.objective, ev.traffic, 0.0, "test", 0, False,
-                               "algorithm", {}, {}, (), {})
-        why = _routed_refusal(graph, routed, result, caps_of(graph, routed, block),
-                              evaluate(graph, machine, block).objective)
+    for graph, cand, why in _random_refusals(net, layout, block, seed=3, count=40):
         ours = torus_level_max(graph, layout, cand, net)
         base = torus_level_max(graph, layout, block, net)
         raised = [name for name, o, b in zip(("node", "network"), ours, base, strict=True)
@@ -204,23 +211,10 @@ def test_a_tianhe3_placement_that_raises_a_chip_link_is_refused_with_the_routing
     naming the level and the routing; otherwise it passes."""
     net = load_network(_config(TIANHE3_3X3))
     layout = _layout(JOB_NODES, (2,) * 8)
-    machine = hop_machine(layout, net)
-    routed = routed_network(layout, net, machine)
     block = default_placements(layout)["block"]
-    rng = np.random.default_rng(5)
     refused = {"node": 0, "network": 0}
     kept = 0
-    for _ in range(60):
-        n = 16
-        u, v = rng.integers(0, n, 40), rng.integers(0, n, 40)
-        keep = u != v
-        graph = CommGraph.from_edges(u[keep], v[keep], rng.random(keep.sum()) + 0.1, n=n)
-        cand = rng.permutation(n)
-        ev = evaluate(graph, machine, cand)
-        result = MappingResult(cand, ev.objective, ev.traffic, 0.0, "test", 0, False,
-                               "algorithm", {}, {}, (), {})
-        why = _routed_refusal(graph, routed, result, caps_of(graph, routed, block),
-                              evaluate(graph, machine, block).objective)
+    for graph, cand, why in _random_refusals(net, layout, block, seed=5, count=60):
         ours = tianhe3_level_max(graph, layout, cand, net)
         base = tianhe3_level_max(graph, layout, block, net)
         raised = [name for name, o, b in zip(("node", "network"), ours, base, strict=True)
