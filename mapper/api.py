@@ -43,7 +43,7 @@ from .link_load import RoutedNetwork
 from .machine import Hierarchy, Machine, MachineError
 from .objective import check_mapping, evaluate
 from .partitioners.metis import balanced_partition
-from .phases import PhasedGraph, phase_time, raised_phase_time
+from .phases import PhasedGraph, phase_time, raised_latency_pace, raised_phase_time
 from .result import PHASES, MappingResult
 from .search import congested
 from .search import routed as routed_search
@@ -709,20 +709,27 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
     """For a profile with phases (:class:`~mapper.phases.PhasedGraph`) on a tree: why
     ``mapping`` may not replace ``baseline`` — its phase time at some level (with
     ``link_capacities``: over all levels together) rises above the baseline's by more
-    than :data:`LINK_TOLERANCE` (:func:`mapper.phases.raised_phase_time`) — or None
-    (also without phases).  ``saved`` starts the reason.  O(L² · Σ_p (n + m_p))."""
+    than :data:`LINK_TOLERANCE` (:func:`mapper.phases.raised_phase_time`), or its
+    latency-bound phases' pace does (:func:`mapper.phases.raised_latency_pace`) — or None (also
+    without phases).  ``saved`` starts the reason.  O(L² · Σ_p (n + m_p))."""
     if not (isinstance(graph, PhasedGraph) and graph.phases and levels
             and isinstance(machine, Hierarchy)):
         return None
     caps = None if link_capacities is None else _level_capacities(link_capacities, levels)
     raised = raised_phase_time(graph, machine, mapping, baseline, levels, LINK_TOLERANCE,
                                capacities=caps)
-    if raised is None:
+    if raised is not None:
+        what = ("phase time over every link level (load over capacity)"
+                if raised.level is None else f"{raised.name} links' phase time")
+        return (f"{saved} {what} ({len(graph.phases)} phases, each synchronising group "
+                f"waiting for its busiest link) is {raised.ratio:.2f}x the baseline's")
+    paced = raised_latency_pace(graph, machine, mapping, baseline, levels, LINK_TOLERANCE)
+    if paced is None:
         return None
-    what = ("phase time over every link level (load over capacity)" if raised.level is None
-            else f"{raised.name} links' phase time")
-    return (f"{saved} {what} ({len(graph.phases)} phases, each synchronising group "
-            f"waiting for its busiest link) is {raised.ratio:.2f}x the baseline's")
+    ratio = f"{paced:.2f}x" if np.isfinite(paced) else "more than"
+    return (f"{saved} pipelined phases' slowest rank sends across {ratio} the links of "
+            f"the baseline's (small messages one after the other: the rank whose "
+            f"messages cross the most links sets the pace)")
 
 
 #: The polish's first slice, as a share of the smallest polish budget

@@ -60,14 +60,22 @@ only compared through them (default 1: volumes, one level at a time).  Latency,
 message counts and the overlap of a group's phases with another group's are not
 modelled.
 
+**Latency-bound phases** (:attr:`Phase.pace`, :func:`latency_pace`).  A pipeline of
+small messages -- NPB LU's SSOR wavefront, NPB BT's line solves -- is not slowed by
+its links' loads but by their latencies, on the critical path one message after the
+other: it goes at the pace of the rank whose messages cross the most links.  Measured
+with the real codes (NPB 3.3, class A, 256 ranks, SMPI): placements with a lower J and
+lighter links than block ran 1.07-1.20x slower, and this pace, not the phase time
+above, tells them apart (bench/README.md, "NPB by phase").
+
 Reference: T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale
 parallel architectures", ICS 2011, doi:10.1145/1995896.1995909 (maximum congestion
-along routed paths as the mapping metric).
+along routed paths as the mapping metric; dilation for latencies).
 
-Complexity: :func:`phase_bottlenecks` is O(Σ_p (n + m_p·L)) for phases of m_p edges
-and L levels (one compiled group-cut pass and one vectorised pass over the edges per
-phase and level); construction of a :class:`PhasedGraph` is O(Σ_p m_p log m_p) (the
-sparse sum that checks the invariant).
+Complexity: :func:`phase_bottlenecks` and :func:`latency_pace` are O(Σ_p (n + m_p·L))
+for phases of m_p edges and L levels (one compiled group-cut pass and one vectorised
+pass over the edges per phase and level); construction of a :class:`PhasedGraph` is
+O(Σ_p m_p log m_p) (the sparse sum that checks the invariant).
 """
 
 from __future__ import annotations
@@ -86,6 +94,10 @@ from .objective import check_mapping
 #: relative tolerance of the invariant Σ repeat · phase == total
 SUM_RTOL = 1e-9
 
+#: :attr:`Phase.pace` values: bandwidth-bound (""), or latency-bound as a rank-order
+#: wavefront ("sweep") or as stages of one rank's messages ("stages")
+PACES = ("", "sweep", "stages")
+
 
 @dataclass(frozen=True, eq=False)
 class Phase:
@@ -94,12 +106,27 @@ class Phase:
 
     ``sync`` is None (every rank is one group) or an int array of length n giving each
     rank's synchronising group, numbered 0..G-1 without gaps (see :func:`sync_labels`).
+
+    ``pace`` marks a phase of small messages, whose time their links' latencies set
+    rather than their bandwidth (:func:`latency_pace`): ``"sweep"``, a pipelined
+    wavefront in rank order (NPB LU's SSOR: plane after plane, each rank receives from
+    its lower-numbered partners, then sends to its higher-numbered ones; then the same
+    backwards); ``"stages"``, a rank's messages of the phase on its critical path one
+    after the other (NPB BT's line solves: stage after stage, from the predecessor,
+    to the successor, and back).  ``""`` (default): the phase lasts as long as its
+    busiest link.
     """
 
     graph: CommGraph
     repeat: float = 1.0
     sync: np.ndarray | None = None
     name: str = ""
+    pace: str = ""
+
+    def __post_init__(self) -> None:
+        if self.pace not in PACES:
+            raise GraphError(f"phase {self.name or self.graph.source}: pace must be one of "
+                             f"{', '.join(repr(x) for x in PACES)}, got {self.pace!r}")
 
     @property
     def groups(self) -> int:
@@ -409,6 +436,64 @@ def raised_phase_time(phased: PhasedGraph, machine: Hierarchy, candidate: np.nda
         if got > ref * (1.0 + rtol) + 1e-300:
             ratio = got / ref if ref > 0 else float("inf")
             return RaisedPhaseTime(int(level), machine.level_names[level], ratio)
+    return None
+
+
+def _links_crossed(machine: Hierarchy, pi: np.ndarray, u: np.ndarray, v: np.ndarray,
+                   levels: Sequence[int]) -> np.ndarray:
+    """Per edge (u, v), the links its message crosses on the tree: two (up and down)
+    per level of ``levels`` at which the ends' groups differ; O(m·L)."""
+    links = np.zeros(len(u), dtype=np.float64)
+    for level in levels:
+        links += 2.0 * (machine.group_ids[pi[u], level] != machine.group_ids[pi[v], level])
+    return links
+
+
+def latency_pace(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
+                 levels: Sequence[int]) -> float:
+    """The pace of ``phased``'s latency-bound phases (:attr:`Phase.pace`) under a
+    placement, in tree links (two per level of ``levels`` at which two ranks' groups
+    differ; 0 inside a node) weighted by the edges' volumes:
+
+        sweep:   repeat · ( max_r Σ_{q > r} w_rq·links(r, q) + max_r Σ_{q < r} w_rq·links(r, q) )
+        stages:  repeat · max_r Σ_q w_rq·links(r, q)
+
+    summed over those phases.  A sweep's forward pass waits, at each rank, for the
+    messages it sends to its higher-numbered partners, the backward pass for those to
+    its lower-numbered ones, and the rank slowest at either sets the pipeline's pace;
+    in stages each rank's messages of the phase follow one another.  Measured with
+    NPB 3.3 LU and BT (class A, 256 ranks, SMPI; bench/README.md, "NPB by phase"):
+    placements with a lower J and lighter links than block ran 1.07-1.20x its time,
+    and each raises this pace above block's; those that ran faster do not raise it.
+    Hop counts stand for latencies (Hoefler & Snir's dilation; a link's bandwidth
+    plays no part).  0 without such phases.  O(Σ_p m_p·L)."""
+    pi = check_mapping(mapping, machine.n, phased.n)
+    total = 0.0
+    for phase in phased.phases:
+        if not phase.pace:
+            continue
+        u, v, w = phase.graph.edges()
+        lo, hi = np.minimum(u, v), np.maximum(u, v)
+        cost = w * _links_crossed(machine, pi, lo, hi, levels)
+        down = np.bincount(lo, weights=cost, minlength=phased.n)
+        up = np.bincount(hi, weights=cost, minlength=phased.n)
+        if phase.pace == "sweep":
+            t = float(down.max(initial=0.0)) + float(up.max(initial=0.0))
+        else:
+            t = float((down + up).max(initial=0.0))
+        total += phase.repeat * t
+    return total
+
+
+def raised_latency_pace(phased: PhasedGraph, machine: Hierarchy, candidate: np.ndarray,
+                        reference: np.ndarray, levels: Sequence[int],
+                        rtol: float = 1e-9) -> float | None:
+    """``candidate``'s :func:`latency_pace` over ``reference``'s when it exceeds it by
+    more than ``rtol`` (inf when the reference's is 0), else None; O(Σ_p m_p·L)."""
+    ref = latency_pace(phased, machine, reference, levels)
+    got = latency_pace(phased, machine, candidate, levels)
+    if got > ref * (1.0 + rtol) + 1e-300:
+        return got / ref if ref > 0 else float("inf")
     return None
 
 

@@ -283,17 +283,21 @@ def _phase_note(graph: PhasedGraph, checked: bool,
                 oversubscription: Sequence[float] = ()) -> str:
     """The report's line on a profile's phases and whether the rule checks them."""
     what = f"profile by phase: {len(graph.phases)} phases"
+    paced = [p.name for p in graph.phases if p.pace]
+    pace = (f"; and one whose pipelined phases ({', '.join(paced)}: small messages, "
+            f"latency-bound) have a slowest rank sending across more links than the "
+            f"default's" if paced else "")
     if checked and oversubscription:
         ratios = ", ".join(f"{x:g}:1" for x in oversubscription)
         return (f"{what}; timed over every link level (uplinks oversubscribed {ratios}, "
                 f"leaf switches first; each synchronising group waiting for the busiest "
                 f"link on its own paths, mapper.phases): the placement of least phase "
                 f"time is applied, J deciding within 2 %, and one slower than the "
-                f"default's is refused")
+                f"default's is refused{pace}")
     if checked:
         return (f"{what}; a placement whose phase time at a link level (each synchronising "
                 f"group waiting for its busiest link, mapper.phases) exceeds the "
-                f"default's is refused")
+                f"default's is refused{pace}")
     return f"{what}, not checked (no switch tree)"
 
 

@@ -309,20 +309,65 @@ def _square(n: int, name: str) -> int:
     return q
 
 
+def _bt_edges(q: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """The multi-partition grid's pairs by direction: (x: along grid dimension 1,
+    y: along dimension 0, z: the diagonal successor), self-pairs dropped."""
+    n = q * q
+    x = _grid_edges((q, q), periodic=True, axes=(1,))
+    y = _grid_edges((q, q), periodic=True, axes=(0,))
+    r, c = np.divmod(np.arange(n), q)
+    diag = ((r + 1) % q) * q + (c + 1) % q
+    keep = diag != np.arange(n)
+    return x, y, (np.arange(n)[keep], diag[keep])
+
+
+def _bt_grid(spec: Spec, n: int) -> int:
+    q = _square(n, spec.name)
+    if q < 2:
+        raise GeneratorError(f"{spec.name} needs at least 4 ranks")
+    return q
+
+
 def npb_bt(spec: Spec, n: int) -> CommGraph:
     """NPB BT/SP multi-partition: a sqrt(n) x sqrt(n) periodic grid; each rank exchanges
     with its four grid neighbours (x and y sweeps) and its diagonal successor and
     predecessor (the z sweep's cell shift)."""
-    q = _square(n, spec.name)
-    if q < 2:
-        raise GeneratorError(f"{spec.name} needs at least 4 ranks")
-    s, d = _grid_edges((q, q), periodic=True)
-    r, c = np.divmod(np.arange(n), q)
-    diag = ((r + 1) % q) * q + (c + 1) % q
-    keep = diag != np.arange(n)
-    src = np.concatenate([s, np.arange(n)[keep]])
-    dst = np.concatenate([d, diag[keep]])
+    edges = _bt_edges(_bt_grid(spec, n))
+    src = np.concatenate([e[0] for e in edges])
+    dst = np.concatenate([e[1] for e in edges])
     return _graph(src, dst, np.full(len(src), _volume(spec)), n, spec)
+
+
+#: BT's values per face point and iteration on a pair of neighbour cells: the face copy
+#: sends 5 variables x 2 layers each way (20); a line solve sends C' and rhs' forward
+#: (25 + 5) and rhs back (5) in its own direction (35).  NPB 3.x BT ``copy_faces``,
+#: ``x_send_solve_info``, ``x_send_backsub_info``.
+BT_FACE_COPY, BT_SOLVE = 20.0, 35.0
+
+
+def npb_bt_phases(spec: Spec, n: int) -> PhasedGraph:
+    """NPB BT/SP by phase: :func:`npb_bt`'s graph (to rounding) carrying, in NPB 3.x's
+    order, the face copy (``copy_faces``: every face sent at once, 20/55 of each pair's
+    volume) and then the x, y and z line solves (``x_solve``, ``y_solve``,
+    ``z_solve``: each pipelined along its own direction, 35/55 of that direction's
+    pairs; pace "stages", :attr:`mapper.phases.Phase.pace`: cell after cell, a rank
+    receives from its predecessor and sends to its successor, then back).  Every rank
+    waits only for its own messages (its own synchronising group).
+    The split is BT's counts (:data:`BT_FACE_COPY`, :data:`BT_SOLVE`); SP's scalar
+    solves send fewer values per face point, and SP is given BT's split.  O(n)."""
+    total = npb_bt(spec, n)
+    x, y, z = _bt_edges(_bt_grid(spec, n))
+    vol = _volume(spec)
+    share = BT_FACE_COPY / (BT_FACE_COPY + BT_SOLVE)
+    own = np.arange(n, dtype=np.int64)
+    s = np.concatenate([x[0], y[0], z[0]])
+    d = np.concatenate([x[1], y[1], z[1]])
+    phases = [Phase(_graph(s, d, np.full(len(s), vol * share), n, spec), 1.0, own,
+                    "face copy")]
+    for name, (a, b) in zip(("x solve", "y solve", "z solve"), (x, y, z), strict=True):
+        phases.append(Phase(_graph(a, b, np.full(len(a), vol * (1.0 - share)), n, spec),
+                            1.0, own, name, pace="stages"))
+    return with_phases(total, phases)
 
 
 def npb_lu(spec: Spec, n: int) -> CommGraph:
@@ -333,21 +378,74 @@ def npb_lu(spec: Spec, n: int) -> CommGraph:
     return _graph(s, d, np.full(len(s), _volume(spec)), n, spec)
 
 
+def npb_lu_phases(spec: Spec, n: int) -> PhasedGraph:
+    """NPB LU by phase: :func:`npb_lu`'s graph (to rounding) carrying the SSOR sweeps'
+    wavefront (``blts``/``buts`` via ``exchange_1``: each k-plane's 5 values per face
+    point received from north and west and sent south and east, then back -- both
+    dimensions at once, 1/3 of each pair's volume; pace "sweep",
+    :attr:`mapper.phases.Phase.pace`: LU's rank order is the pipeline's, north and
+    west the lower-numbered neighbours) and then ``rhs``'s halo exchange
+    (``exchange_3``: 10 values per face point each way, north-south first, then
+    east-west -- a phase per dimension, 2/3).  Every rank waits only for its own
+    neighbours.  O(n)."""
+    total = npb_lu(spec, n)
+    dims = _dims(spec, n, 2)
+    vol = _volume(spec)
+    own = np.arange(n, dtype=np.int64)
+    s, d = _grid_edges(dims, periodic=False)
+    phases = []
+    if len(s):
+        phases.append(Phase(_graph(s, d, np.full(len(s), vol / 3.0), n, spec), 1.0, own,
+                            "wavefront", pace="sweep"))
+    for axis in range(2):
+        a, b = _grid_edges(dims, periodic=False, axes=(axis,))
+        if len(a):
+            phases.append(Phase(_graph(a, b, np.full(len(a), vol * 2.0 / 3.0), n, spec),
+                                1.0, own, f"dimension {axis} exchange"))
+    return with_phases(total, phases or [Phase(total, 1.0, own, "wavefront")])
+
+
+def _mg_levels(dims: tuple[int, ...], vol: float):
+    """(stride, volume) of each multigrid level, finest first."""
+    stride, level_vol = 1, vol
+    while stride < max(dims):
+        yield stride, level_vol
+        stride *= 2
+        level_vol /= 4
+
+
 def npb_mg(spec: Spec, n: int) -> CommGraph:
     """NPB MG: 3D periodic grid; neighbours at strides 1, 2, 4, … for the coarser
     multigrid levels, each coarser level a quarter of the volume of the finer."""
     dims = _dims(spec, n, 3)
-    vol = _volume(spec)
     src, dst, w = [], [], []
-    stride, level_vol = 1, vol
-    while stride < max(dims):
+    for stride, level_vol in _mg_levels(dims, _volume(spec)):
         s, d = _grid_edges(dims, periodic=True, stride=stride)
         src.append(s)
         dst.append(d)
         w.append(np.full(len(s), level_vol))
-        stride *= 2
-        level_vol /= 4
+    if not src:
+        return _graph(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [], n, spec)
     return _graph(np.concatenate(src), np.concatenate(dst), np.concatenate(w), n, spec)
+
+
+def npb_mg_phases(spec: Spec, n: int) -> PhasedGraph:
+    """NPB MG by phase: :func:`npb_mg`'s graph (exactly) carrying, level by level
+    (finest first), one phase per dimension: NPB 3.x MG's ``comm3`` exchanges the
+    borders one axis after the other (``ready``, ``give3`` to both sides, ``take3``),
+    each rank waiting only for its own two neighbours (its own synchronising group).
+    O(n log n)."""
+    total = npb_mg(spec, n)
+    dims = _dims(spec, n, 3)
+    own = np.arange(n, dtype=np.int64)
+    phases = []
+    for level, (stride, level_vol) in enumerate(_mg_levels(dims, _volume(spec))):
+        for axis in range(3):
+            a, b = _grid_edges(dims, periodic=True, stride=stride, axes=(axis,))
+            if len(a):
+                phases.append(Phase(_graph(a, b, np.full(len(a), level_vol), n, spec), 1.0,
+                                    own, f"level {level} dimension {axis} exchange"))
+    return with_phases(total, phases or [Phase(total, 1.0, own, "level 0")])
 
 
 def _row_col_alltoall(rows: int, cols: int):
@@ -456,7 +554,8 @@ GENERATORS: dict[str, Callable[[Spec, int], CommGraph]] = {
 
 #: the generators that can also give their graph by phase (:func:`generate_phases`)
 PHASED_GENERATORS: dict[str, Callable[[Spec, int], PhasedGraph]] = {
-    "npb-cg": npb_cg_phases, "npb-ft": npb_ft_phases,
+    "npb-cg": npb_cg_phases, "npb-ft": npb_ft_phases, "npb-mg": npb_mg_phases,
+    "npb-lu": npb_lu_phases, "npb-bt": npb_bt_phases, "npb-sp": npb_bt_phases,
 }
 
 

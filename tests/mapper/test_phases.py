@@ -10,11 +10,14 @@ from mapper import CommGraph, Hierarchy
 from mapper.graph import GraphError
 from mapper.objective import evaluate
 from mapper.phases import (
+    Phase,
     PhasedGraph,
+    latency_pace,
     make_phase,
     phase_bottlenecks,
     phase_time,
     phased_from_graphs,
+    raised_latency_pace,
     same_sync,
     sync_labels,
     with_phases,
@@ -227,3 +230,103 @@ def test_bad_arguments() -> None:
         phase_bottlenecks(phased, machine, np.arange(16), [0, 1], [1.0])
     with pytest.raises(ValueError, match="model"):
         phase_time(phased, machine, np.arange(16), [0], model="max")
+
+
+# -- latency-bound phases: sweeps (wavefronts in rank order) and stages ----------------------
+
+def _links_brute(machine: Hierarchy, p: int, q: int, levels) -> int:
+    """Tree links between PEs p and q: two per level at which their groups differ
+    (group of a PE from the level's bounds, by a plain scan)."""
+    def group(pe: int, level: int) -> int:
+        b = machine.bounds[level]
+        return next(g for g in range(len(b) - 1) if b[g] <= pe < b[g + 1])
+    return sum(2 for lv in levels if group(p, lv) != group(q, lv))
+
+
+def _paced(p: Phase, pace: str) -> Phase:
+    return Phase(p.graph, p.repeat, p.sync, p.name, pace=pace)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_latency_pace_matches_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    machine = _machine()
+    n = machine.n
+    phases = []
+    for i in range(int(rng.integers(1, 4))):
+        g = _random_graph(rng, n, int(rng.integers(0, 30)))
+        p = make_phase(g, repeat=float(rng.integers(1, 3)), name=f"p{i}")
+        phases.append(_paced(p, str(rng.choice(["", "sweep", "stages"]))))
+    total = CommGraph.from_matrix(sum(p.repeat * p.graph.to_csr() for p in phases),
+                                  directed=False)
+    phased = with_phases(total, phases)
+    pi = rng.permutation(n)
+    levels = sorted(rng.choice([0, 1, 2], size=int(rng.integers(1, 4)), replace=False).tolist())
+    want = 0.0
+    for phase in phases:
+        if not phase.pace:
+            continue
+        down, up = [0.0] * n, [0.0] * n
+        u, v, w = phase.graph.edges()
+        for a, b, x in zip(u.tolist(), v.tolist(), w.tolist(), strict=True):
+            lo, hi = min(a, b), max(a, b)
+            cost = x * _links_brute(machine, int(pi[lo]), int(pi[hi]), levels)
+            down[lo] += cost
+            up[hi] += cost
+        t = (max(down) + max(up) if phase.pace == "sweep"
+             else max(d + e for d, e in zip(down, up, strict=True)))
+        want += phase.repeat * t
+    assert latency_pace(phased, machine, pi, levels) == pytest.approx(want, rel=1e-12)
+
+
+def _lu_grid(q: int, pace: str = "sweep") -> PhasedGraph:
+    """A q x q non-periodic grid in row-major rank order, one latency-bound phase."""
+    r = np.arange(q * q)
+    south = r[r // q < q - 1]
+    east = r[r % q < q - 1]
+    g = CommGraph.from_edges(np.concatenate([south, east]),
+                             np.concatenate([south + q, east + 1]),
+                             np.ones(len(south) + len(east)), n=q * q)
+    return with_phases(g, [Phase(g, 1.0, None, "wavefront", pace=pace)])
+
+
+def test_sweep_pace_prefers_strips_to_boxes_as_lu_ran() -> None:
+    # 4x4 LU grid on nodes of 4 cores, 2 nodes per leaf, 2 leaves: block puts a row
+    # (4 consecutive ranks) on each node, so a rank's two downstream neighbours are
+    # one in its node and one below; a 2x2 box's corner has both outside its node.
+    machine = Hierarchy.homogeneous([4, 2, 2], [1, 10, 100])
+    phased = _lu_grid(4)
+    levels = [0, 1]  # node and leaf uplinks
+    block = np.arange(16)
+    r = np.arange(16)
+    row, col = r // 4, r % 4
+    box = (row // 2) * 8 + (col // 2) * 4 + (row % 2) * 2 + col % 2  # 2x2 per node
+    # block: rank (0, 3) sends east nowhere and south to another node in its leaf (2);
+    # rank (1, 2) east inside, south to the other leaf (4): down max 4, up max 4
+    assert latency_pace(phased, machine, block, levels) == 8.0
+    # boxes: rank (1, 1) sends east to another node of its leaf (2) and south to the
+    # other leaf (4): 6 each way
+    assert latency_pace(phased, machine, box, levels) == 12.0
+    assert raised_latency_pace(phased, machine, box, block, levels) == pytest.approx(1.5)
+    assert raised_latency_pace(phased, machine, block, box, levels) is None
+    # J prefers the boxes: that is what the pace has to overrule
+    assert evaluate(phased, machine, box).objective < evaluate(phased, machine, block).objective
+    # as stages (each rank's four messages one after the other) the two tie at 6:
+    # block's row-1 ranks have north 2 + south 4, a box's rank (1, 1) east 2 + south 4.
+    # Only the sweep's direction tells them apart (as the real LU runs did: the
+    # undirected per-rank sums tied there too)
+    stages = _lu_grid(4, "stages")
+    assert latency_pace(stages, machine, block, levels) == 6.0
+    assert latency_pace(stages, machine, box, levels) == 6.0
+
+
+def test_latency_pace_is_zero_without_paced_phases() -> None:
+    g = _lu_grid(3)
+    plain = with_phases(g, [make_phase(g)])
+    assert latency_pace(plain, Hierarchy.homogeneous([3, 3], [1, 10]), np.arange(9), [0]) == 0.0
+
+
+def test_pace_must_be_known() -> None:
+    g = _lu_grid(2)
+    with pytest.raises(GraphError, match="pace must be one of"):
+        Phase(g, 1.0, None, "x", pace="wave")

@@ -59,9 +59,88 @@ def test_npb_ft_phases_are_rows_then_columns() -> None:
     np.testing.assert_array_equal(col.labels(), np.arange(32) % 8)
 
 
+@pytest.mark.parametrize("spec", ["npb-mg", "npb-mg:bytes=3", "npb-lu", "npb-lu:bytes=5",
+                                  "npb-bt", "npb-sp:bytes=7"])
+@pytest.mark.parametrize("n", [1, 2, 4, 9, 12, 16, 30, 64, 100, 256, 1000])
+def test_npb_phases_add_up_to_the_generators_graph(spec: str, n: int) -> None:
+    family = spec.split(":")[0]
+    if family in ("npb-bt", "npb-sp") and (n < 4 or int(np.sqrt(n)) ** 2 != n):
+        with pytest.raises(GeneratorError):
+            generate(spec, n)
+        return
+    g = generate(spec, n)
+    assert isinstance(g, PhasedGraph)
+    # the graph J sees is the family's graph built edge by edge here (no phases)
+    u, v, w = g.edges()
+    s = sum(ph.repeat * ph.graph.to_csr() for ph in g.phases)
+    assert abs(s - g.to_csr()).max() <= 1e-12 * max(w.max(initial=0.0), 1.0)
+    # each rank waits only for its own neighbours: its own synchronising group
+    assert all(np.array_equal(ph.labels(), np.arange(n)) for ph in g.phases)
+    np.testing.assert_array_equal(generate_phases(spec, n).weights, g.weights)
+
+
+def test_npb_mg_phases_are_levels_then_dimensions() -> None:
+    # 8x4x4 periodic: strides 1 (every axis), 2 (axes of 8 and 4: 4 is not > 2*2, so
+    # no wrap there), 4 (the axis of 8 only)
+    dims = (8, 4, 4)
+    p = generate_phases("npb-mg:8x4x4,bytes=64", 128)
+    names = [ph.name for ph in p.phases]
+    assert names == [f"level {lv} dimension {a} exchange"
+                     for lv, axes in ((0, (0, 1, 2)), (1, (0, 1, 2)), (2, (0,)))
+                     for a in axes]
+    coords = np.stack(np.unravel_index(np.arange(128), dims), axis=1)
+    for ph in p.phases:
+        lv, axis = int(ph.name.split()[1]), int(ph.name.split()[3])
+        u, v, w = ph.graph.edges()
+        d = np.abs(coords[u] - coords[v])
+        assert np.all(np.delete(d, axis, axis=1) == 0)
+        stride = 1 << lv
+        assert np.all((d[:, axis] == stride) | (d[:, axis] == dims[axis] - stride))
+        np.testing.assert_allclose(w, 64 / 4 ** lv)
+
+
+def test_npb_lu_phases_are_the_wavefront_then_each_dimension() -> None:
+    p = generate_phases("npb-lu:4x8,bytes=3", 32)
+    assert [ph.name for ph in p.phases] == ["wavefront", "dimension 0 exchange",
+                                            "dimension 1 exchange"]
+    wave, ns, ew = p.phases
+    # the SSOR wavefront is latency-bound, in rank order; rhs's exchanges are not
+    assert (wave.pace, ns.pace, ew.pace) == ("sweep", "", "")
+    u, v, w = wave.graph.edges()
+    assert len(u) == 3 * 8 + 4 * 7 and np.allclose(w, 1.0)  # a third of each pair's 3
+    u, v, w = ns.graph.edges()
+    assert np.all(u % 8 == v % 8) and np.all(abs(u - v) == 8) and np.allclose(w, 2.0)
+    u, v, w = ew.graph.edges()
+    assert np.all(u // 8 == v // 8) and np.all(abs(u - v) == 1) and np.allclose(w, 2.0)
+
+
+def test_npb_bt_phases_are_the_face_copy_then_the_three_solves() -> None:
+    q = 4
+    p = generate_phases("npb-bt:bytes=55", q * q)
+    assert [ph.name for ph in p.phases] == ["face copy", "x solve", "y solve", "z solve"]
+    copy, x, y, z = p.phases
+    # the line solves are pipelined stage by stage (latency-bound); the face copy not
+    assert [ph.pace for ph in p.phases] == ["", "stages", "stages", "stages"]
+    r, c = np.divmod(np.arange(q * q), q)
+    u, v, w = x.graph.edges()
+    assert np.all(r[u] == r[v]) and np.all(np.isin((c[u] - c[v]) % q, (1, q - 1)))
+    assert np.allclose(w, 35.0) and len(u) == q * q
+    u, v, w = y.graph.edges()
+    assert np.all(c[u] == c[v]) and np.all(np.isin((r[u] - r[v]) % q, (1, q - 1)))
+    assert np.allclose(w, 35.0) and len(u) == q * q
+    u, v, w = z.graph.edges()
+    assert np.all((r[u] - r[v]) % q == (c[u] - c[v]) % q) and np.all(r[u] != r[v])
+    assert len(u) == q * q
+    assert np.allclose(w, 35.0)
+    u, v, w = copy.graph.edges()
+    assert len(u) == 3 * q * q and np.allclose(w, 20.0)
+
+
 def test_generators_without_phases_are_refused() -> None:
     with pytest.raises(GeneratorError, match="no phases modelled"):
         generate_phases("stencil3d", 8)
+    with pytest.raises(GeneratorError, match="no phases modelled"):
+        generate_phases("summa", 16)
     with pytest.raises(GeneratorError, match="power-of-two"):
         generate_phases("npb-cg", 12)
 
