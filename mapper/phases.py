@@ -504,7 +504,7 @@ def merge_global_phases(phased: PhasedGraph) -> PhasedGraph:
     Exact for :func:`phase_time` in both models when only phases that synchronise every
     rank are merged: those phases form one run (model "runs") in which each adds its
     own repeat · t_p, as in model "phases", whatever their order.  Phases with
-    synchronising groups are kept as they are.  A trace of I iterations
+    synchronising groups or a :attr:`Phase.pace` are kept as they are.  A trace of I iterations
     (:func:`slurm_plugin.profiles.smpi_ti.import_ti_phases`) then has about one phase per
     distinct step of an iteration instead of I of each.  O(Σ_p m_p) (graphs compared
     by a hash of their arrays, then exactly)."""
@@ -512,7 +512,7 @@ def merge_global_phases(phased: PhasedGraph) -> PhasedGraph:
     counts: list[int] = []
     seen: dict[tuple, list[int]] = {}
     for phase in phased.phases:
-        if phase.sync is not None:
+        if phase.sync is not None or phase.pace:  # latency-bound phases kept as well
             merged.append(phase)
             counts.append(1)
             continue
@@ -530,6 +530,6 @@ def merge_global_phases(phased: PhasedGraph) -> PhasedGraph:
             seen.setdefault(key, []).append(len(merged))
             merged.append(phase)
             counts.append(1)
-    named = [p if k == 1 else Phase(p.graph, p.repeat, p.sync, f"{p.name} x{k}")
+    named = [p if k == 1 else Phase(p.graph, p.repeat, p.sync, f"{p.name} x{k}", p.pace)
              for p, k in zip(merged, counts, strict=True)]
     return with_phases(phased, named)

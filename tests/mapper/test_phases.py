@@ -330,3 +330,19 @@ def test_pace_must_be_known() -> None:
     g = _lu_grid(2)
     with pytest.raises(GraphError, match="pace must be one of"):
         Phase(g, 1.0, None, "x", pace="wave")
+
+
+def test_merging_equal_global_phases_keeps_the_paced_ones() -> None:
+    from mapper.phases import merge_global_phases
+    g = _lu_grid(3).phases[0].graph
+    plain = make_phase(g, name="halo")
+    paced = Phase(g, 1.0, None, "wavefront", pace="sweep")
+    phased = with_phases(CommGraph.from_matrix(4 * g.to_csr(), directed=False),
+                         [plain, paced, plain, paced])
+    merged = merge_global_phases(phased)
+    # the two bandwidth phases merge (repeat 2); the wavefronts stay, paced
+    assert [(p.name, p.repeat, p.pace) for p in merged.phases] == [
+        ("halo x2", 2.0, ""), ("wavefront", 1.0, "sweep"), ("wavefront", 1.0, "sweep")]
+    machine = Hierarchy.homogeneous([3, 3], [1, 10])
+    pi = np.random.default_rng(0).permutation(9)
+    assert latency_pace(merged, machine, pi, [0]) == latency_pace(phased, machine, pi, [0])
