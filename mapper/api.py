@@ -19,7 +19,7 @@ neighbourhoods
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -82,7 +82,9 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                   objective: str = "J",
                   link_weights: LinkWeights | None = None,
                   routed: RoutedNetwork | None = None,
-                  link_capacities: LinkCapacities | None = None) -> MappingResult:
+                  link_capacities: LinkCapacities | None = None,
+                  capacity_scenarios: Mapping[str, LinkCapacities] | None = None
+                  ) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
@@ -165,7 +167,13 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     :data:`LINK_TOLERANCE` of it): measured on a halo exchanged one dimension after
     the other, two placements of equal J and equal busiest links differ by 10-16 % in
     simulated time, and only that model orders them right (bench/README.md, "A halo
-    exchanged by dimension").
+    exchanged by dimension").  Where they are not known, ``capacity_scenarios``
+    (label → capacities, e.g. the uplinks at 1:1, 2:1, 4:1 and 8:1) make the rule
+    refuse a candidate whose phase time over all levels exceeds the baseline's under
+    any of them (J still chooses among the others): NPB MG's J-optimal placement at
+    512 ranks passed every per-level check and ran 1.08-1.16x block's time on 4:1
+    trees; it is slower than block under 4:1 in this model (bench/README.md, "NPB by
+    phase").
     """
     if objective not in OBJECTIVES:
         raise AlgorithmError(f"objective must be one of {', '.join(OBJECTIVES)}, "
@@ -256,7 +264,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         best, origin, candidates, rejected = _against_baseline(
             graph, machine, algorithm, base, seed, best, baseline,
             None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
-            congestion_levels, link_weights, routed, boxed, link_capacities)
+            congestion_levels, link_weights, routed, boxed, link_capacities,
+            capacity_scenarios)
         phases["baseline"] += time.perf_counter() - compared
         notes += [note for note in best.notes if note not in notes]
         if objective == "congestion" and algorithm in rejected:
@@ -269,7 +278,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                 best, origin = _aimed_candidate(graph, machine, refused_result, baseline,
                                                 sorted(congestion_levels or ()), seed, left,
                                                 best, origin, candidates, notes,
-                                                link_weights, routed, link_capacities)
+                                                link_weights, routed, link_capacities,
+                                                capacity_scenarios)
             phases["search"] += time.perf_counter() - aimed_at
     else:
         rejected = {}
@@ -289,7 +299,8 @@ def _aimed_candidate(graph: CommGraph, machine: Hierarchy, refused: MappingResul
                      candidates: dict[str, float], notes: list[str],
                      link_weights: LinkWeights | None = None,
                      routed: RoutedNetwork | None = None,
-                     link_capacities: LinkCapacities | None = None
+                     link_capacities: LinkCapacities | None = None,
+                     capacity_scenarios: Mapping[str, LinkCapacities] | None = None
                      ) -> tuple[MappingResult, str]:
     """Objective ``congestion`` after the comparison with the baseline refused the
     algorithm's result: that result brought under the baseline's link caps
@@ -307,7 +318,7 @@ def _aimed_candidate(graph: CommGraph, machine: Hierarchy, refused: MappingResul
     candidates[key] = aimed.objective
     tol = 1e-12 * max(abs(winner.objective), 1.0)
     why = phase_refusal(graph, machine, aimed.mapping, baseline, levels,
-                        "under the caps, but its", link_capacities)
+                        "under the caps, but its", link_capacities, capacity_scenarios)
     if why is not None:
         notes.append(why)
         return winner, origin
@@ -524,7 +535,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                       link_weights: LinkWeights | None = None,
                       routed: RoutedNetwork | None = None,
                       boxed: MappingResult | None = None,
-                      link_capacities: LinkCapacities | None = None
+                      link_capacities: LinkCapacities | None = None,
+                      capacity_scenarios: Mapping[str, LinkCapacities] | None = None
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
     """The best of the algorithm's result, the baseline and the polished baseline,
     among those that do not load a shared link more than the baseline (its volume, or
@@ -573,7 +585,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                     else f"carries {ratio}")
             return f"{saved} busiest {raised.name} link {what} the baseline's busiest"
         return phase_refusal(graph, machine, cand.mapping, baseline, levels, saved,
-                             link_capacities)
+                             link_capacities, capacity_scenarios)
 
     def lower(cand: MappingResult | None) -> bool:
         return cand is not None and cand.objective < base_eval.objective - tol
@@ -705,13 +717,17 @@ def _routed_refusal(graph: CommGraph, network: RoutedNetwork, cand: MappingResul
 
 def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
                   baseline: np.ndarray, levels: Sequence[int], saved: str,
-                  link_capacities: LinkCapacities | None = None) -> str | None:
+                  link_capacities: LinkCapacities | None = None,
+                  capacity_scenarios: Mapping[str, LinkCapacities] | None = None
+                  ) -> str | None:
     """For a profile with phases (:class:`~mapper.phases.PhasedGraph`) on a tree: why
     ``mapping`` may not replace ``baseline`` — its phase time at some level (with
     ``link_capacities``: over all levels together) rises above the baseline's by more
     than :data:`LINK_TOLERANCE` (:func:`mapper.phases.raised_phase_time`), or its
-    latency-bound phases' pace does (:func:`mapper.phases.raised_latency_pace`) — or None (also
-    without phases).  ``saved`` starts the reason.  O(L² · Σ_p (n + m_p))."""
+    latency-bound phases' pace does (:func:`mapper.phases.raised_latency_pace`), or,
+    without ``link_capacities``, its phase time over all levels rises under one of
+    ``capacity_scenarios`` — or None (also without phases).  ``saved`` starts the
+    reason.  O((L + S) · L · Σ_p (n + m_p)) for S scenarios."""
     if not (isinstance(graph, PhasedGraph) and graph.phases and levels
             and isinstance(machine, Hierarchy)):
         return None
@@ -723,6 +739,16 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
                 if raised.level is None else f"{raised.name} links' phase time")
         return (f"{saved} {what} ({len(graph.phases)} phases, each synchronising group "
                 f"waiting for its busiest link) is {raised.ratio:.2f}x the baseline's")
+    if caps is None and capacity_scenarios:
+        for label, scenario in capacity_scenarios.items():
+            raised = raised_phase_time(graph, machine, mapping, baseline, levels,
+                                       LINK_TOLERANCE,
+                                       capacities=_level_capacities(scenario, levels))
+            if raised is not None:
+                return (f"{saved} phase time over every link level with uplinks "
+                        f"oversubscribed {label} is {raised.ratio:.2f}x the baseline's "
+                        f"(no ratio stated: checked at "
+                        f"{', '.join(capacity_scenarios)})")
     paced = raised_latency_pace(graph, machine, mapping, baseline, levels, LINK_TOLERANCE)
     if paced is None:
         return None

@@ -149,7 +149,9 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     first) gives a profile with phases link capacities across levels
     (:func:`~slurm_plugin.machine.speeds.layout_uplink_capacities`): its phase time is
     then taken over every link level together, and the candidate of least phase time
-    is applied (:func:`mapper.map_processes`, ``link_capacities``).
+    is applied (:func:`mapper.map_processes`, ``link_capacities``).  Without it, a
+    candidate slower than the default over every link level under any of
+    :data:`UNSTATED_OVERSUBSCRIPTIONS` is refused (``capacity_scenarios``).
 
     A profile measured in several runs (a :class:`~slurm_plugin.profiles.samples.SampledGraph`
     from a store entry with ``samples``) applies rankmap's placement only when it also
@@ -206,12 +208,18 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                            f"job has {layout.n} tasks")
     aimed = objective == "congestion" and ((bool(congestion_levels) and network is None)
                                            or routed is not None)
-    link_capacities = None
+    link_capacities = scenarios = None
     if isinstance(graph, PhasedGraph) and graph.phases:
-        if uplink_oversubscription and congestion_levels and network is None:
-            link_capacities = layout_uplink_capacities(layout, tree, uplink_oversubscription)
+        if congestion_levels and network is None:
+            if uplink_oversubscription:
+                link_capacities = layout_uplink_capacities(layout, tree,
+                                                           uplink_oversubscription)
+            else:  # not stated: a candidate must not be slower under any of these
+                scenarios = {f"{r:g}:1": layout_uplink_capacities(layout, tree, [r])
+                             for r in UNSTATED_OVERSUBSCRIPTIONS}
         notes.append(_phase_note(graph, bool(congestion_levels), uplink_oversubscription
-                                 if link_capacities is not None else ()))
+                                 if link_capacities is not None else (),
+                                 tuple(scenarios or ())))
     notes.append(_objective_note(objective, aimed,
                                  bool(congestion_levels) or routed is not None,
                                  network is not None,
@@ -222,7 +230,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                                baseline=defaults[default_name],
                                congestion_levels=congestion_levels, link_weights=link_weights,
                                objective="congestion" if aimed else "J", routed=routed,
-                               link_capacities=link_capacities)
+                               link_capacities=link_capacities,
+                               capacity_scenarios=scenarios)
         phases.update({_solver_phase(k): v for k, v in result.phases.items()})
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
@@ -279,8 +288,15 @@ def _objective_note(objective: str, aimed: bool, checked: bool, network: bool,
                               if checked else ""))
 
 
+#: Uplink oversubscriptions (every switch level alike) under which a candidate for a
+#: profile with phases must not be slower than the default where the site states none
+#: ([solver] uplink_oversubscription): the cheap, the common and the stingy fabrics.
+UNSTATED_OVERSUBSCRIPTIONS = (1.0, 2.0, 4.0, 8.0)
+
+
 def _phase_note(graph: PhasedGraph, checked: bool,
-                oversubscription: Sequence[float] = ()) -> str:
+                oversubscription: Sequence[float] = (),
+                scenarios: Sequence[str] = ()) -> str:
     """The report's line on a profile's phases and whether the rule checks them."""
     what = f"profile by phase: {len(graph.phases)} phases"
     paced = [p.name for p in graph.phases if p.pace]
@@ -295,8 +311,10 @@ def _phase_note(graph: PhasedGraph, checked: bool,
                 f"time is applied, J deciding within 2 %, and one slower than the "
                 f"default's is refused{pace}")
     if checked:
+        unstated = (f", or over every link level with uplinks oversubscribed "
+                    f"{', '.join(scenarios)} (the site states no ratio)" if scenarios else "")
         return (f"{what}; a placement whose phase time at a link level (each synchronising "
-                f"group waiting for its busiest link, mapper.phases) exceeds the "
+                f"group waiting for its busiest link, mapper.phases){unstated} exceeds the "
                 f"default's is refused{pace}")
     return f"{what}, not checked (no switch tree)"
 
