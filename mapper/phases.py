@@ -375,15 +375,22 @@ def phase_time(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     synchronises all ranks.  Measured on NPB-CG's pattern (bench/README.md, "Phases"):
     on tree2 the solver's placement slows a different row in each row step, and it
     simulates as fast as block, as "runs" predicts and "phases" does not.
+
+    Latency-bound phases (:attr:`Phase.pace`) are left out: their busiest link does
+    not set their time (:func:`latency_pace` does).  Counted here, NPB BT's line
+    solves made the J-optimal placement of the real code 1.08x block's phase time at
+    64 ranks where it ran 0.73-0.75x block's time (bench/README.md, "NPB by phase").
     """
     if model not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
     loads = phase_bottlenecks(phased, machine, mapping, levels, capacities)
+    timed = [(phase, load) for phase, load in zip(phased.phases, loads, strict=True)
+             if not phase.pace]
     if model == "phases":
-        return float(sum(p.repeat * p.time for p in loads))
+        return float(sum(load.repeat * load.time for _, load in timed))
     # per rank (its group's time): a run's phases may number the same groups apart
     total, first, acc = 0.0, None, None
-    for phase, load in zip(phased.phases, loads, strict=True):
+    for phase, load in timed:
         t = load.repeat * load.times[phase.labels()]
         if first is not None and same_sync(first, phase):
             acc = acc + t

@@ -346,3 +346,21 @@ def test_merging_equal_global_phases_keeps_the_paced_ones() -> None:
     machine = Hierarchy.homogeneous([3, 3], [1, 10])
     pi = np.random.default_rng(0).permutation(9)
     assert latency_pace(merged, machine, pi, [0]) == latency_pace(phased, machine, pi, [0])
+
+
+def test_phase_time_leaves_the_latency_bound_phases_out() -> None:
+    # the same graph twice: as a bandwidth phase and as a paced one; the phase time
+    # is the bandwidth phase's alone, in both models, and a paced-only profile has none
+    rng = np.random.default_rng(7)
+    machine = _machine()
+    g = _random_graph(rng, machine.n, 30)
+    h = _random_graph(rng, machine.n, 20)
+    both = with_phases(CommGraph.from_matrix(g.to_csr() + h.to_csr(), directed=False),
+                       [make_phase(g, name="halo"), Phase(h, 1.0, None, "solve", pace="stages")])
+    alone = with_phases(g, [make_phase(g, name="halo")])
+    paced = with_phases(h, [Phase(h, 1.0, None, "solve", pace="stages")])
+    pi = rng.permutation(machine.n)
+    for model in ("runs", "phases"):
+        assert phase_time(both, machine, pi, [0, 1], model=model) == \
+            phase_time(alone, machine, pi, [0, 1], model=model) > 0
+        assert phase_time(paced, machine, pi, [0, 1], model=model) == 0.0
