@@ -64,8 +64,8 @@ modelled.
 small messages -- NPB LU's SSOR wavefront, NPB BT's line solves -- is not slowed by
 its links' loads but by their latencies, on the critical path one message after the
 other: it goes at the pace of the rank whose messages cross the most links.  Measured
-with the real codes (NPB 3.3, class A, 256 ranks, SMPI): placements with a lower J and
-lighter links than block ran 1.07-1.20x slower, and this pace, not the phase time
+with the real codes (NPB 3.3, class A, 64 and 256 ranks, SMPI): placements with a lower
+J and lighter links than block ran 1.07-1.34x slower, and this pace, not the phase time
 above, tells them apart (bench/README.md, "NPB by phase").
 
 Reference: T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale
@@ -469,8 +469,9 @@ def latency_pace(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     messages it sends to its higher-numbered partners, the backward pass for those to
     its lower-numbered ones, and the rank slowest at either sets the pipeline's pace;
     in stages each rank's messages of the phase follow one another.  Measured with
-    NPB 3.3 LU and BT (class A, 256 ranks, SMPI; bench/README.md, "NPB by phase"):
-    placements with a lower J and lighter links than block ran 1.07-1.20x its time,
+    NPB 3.3 LU, BT and SP (class A, 64 and 256 ranks, SMPI; bench/README.md, "NPB by
+    phase"): placements with a lower J and lighter links than block ran 1.07-1.34x
+    its time,
     and each raises this pace above block's; those that ran faster do not raise it.
     Hop counts stand for latencies (Hoefler & Snir's dilation; a link's bandwidth
     plays no part).  0 without such phases.  O(Σ_p m_p·L)."""

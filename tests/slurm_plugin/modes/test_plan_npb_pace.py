@@ -2,7 +2,7 @@
 wavefront (pace "sweep") and BT's line solves (pace "stages").  The plan refuses a
 candidate whose pipeline pace exceeds Slurm's block placement's, which is what kept
 the real codes from running slower (NPB 3.3 LU and BT, class A, 256 ranks, SMPI:
-the J-optimal placements ran 1.07-1.20x block's time; bench/README.md "NPB by phase").
+the J-optimal placements ran 1.07-1.34x block's time; bench/README.md "NPB by phase").
 
 The cases are those simulated: 32 nodes of 8 cores, leaves of 4 nodes, under one
 spine (tree2), under middle switches of 4 leaves (tree3), or with each leaf holding
