@@ -471,8 +471,8 @@ def latency_pace(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     in stages each rank's messages of the phase follow one another.  Measured with
     NPB 3.3 LU, BT and SP (class A, 64 and 256 ranks, SMPI; bench/README.md, "NPB by
     phase"): placements with a lower J and lighter links than block ran 1.07-1.34x
-    its time,
-    and each raises this pace above block's; those that ran faster do not raise it.
+    its time, and each raises this pace above block's; those that ran faster do not
+    raise it.
     Hop counts stand for latencies (Hoefler & Snir's dilation; a link's bandwidth
     plays no part).  0 without such phases.  O(Σ_p m_p·L)."""
     pi = check_mapping(mapping, machine.n, phased.n)
@@ -512,9 +512,9 @@ def merge_global_phases(phased: PhasedGraph) -> PhasedGraph:
     Exact for :func:`phase_time` in both models when only phases that synchronise every
     rank are merged: those phases form one run (model "runs") in which each adds its
     own repeat · t_p, as in model "phases", whatever their order.  Phases with
-    synchronising groups or a :attr:`Phase.pace` are kept as they are.  A trace of I iterations
-    (:func:`slurm_plugin.profiles.smpi_ti.import_ti_phases`) then has about one phase per
-    distinct step of an iteration instead of I of each.  O(Σ_p m_p) (graphs compared
+    synchronising groups or a :attr:`Phase.pace` are kept as they are.  A trace of I
+    iterations (:func:`slurm_plugin.profiles.smpi_ti.import_ti_phases`) then has about
+    one phase per distinct step of an iteration instead of I of each.  O(Σ_p m_p) (graphs compared
     by a hash of their arrays, then exactly)."""
     merged: list[Phase] = []
     counts: list[int] = []

@@ -153,6 +153,15 @@ def _exchange(spec: Spec) -> str:
     return value
 
 
+def _own_phase(src, dst, volume: float, n: int, spec: Spec, name: str,
+               pace: str = "") -> Phase:
+    """A phase of the pairs (src, dst), each of ``volume``, in which every rank waits
+    only for its own messages: its own synchronising group (labels built directly:
+    :func:`~mapper.phases.sync_labels` would loop over n one-rank groups); O(n + m)."""
+    return Phase(_graph(src, dst, np.full(len(src), volume), n, spec), 1.0,
+                 np.arange(n, dtype=np.int64), name, pace)
+
+
 def _stencil(spec: Spec, n: int, k: int) -> CommGraph:
     """The stencil's graph; with ``exchange=axes`` a :class:`~mapper.phases.PhasedGraph`
     whose phases are the dimensions' exchanges in order, each rank its own
@@ -171,14 +180,8 @@ def _stencil(spec: Spec, n: int, k: int) -> CommGraph:
     total = _graph(s, d, np.full(len(s), vol), n, spec)
     if exchange == "all":
         return total
-    # each rank waits only for its own neighbours: its own synchronising group (built
-    # directly: sync_labels would loop over n one-rank groups)
-    own = np.arange(n, dtype=np.int64)
-    phases = []
-    for axis in range(k):
-        a, b = _grid_edges(dims, periodic, axes=(axis,))
-        phases.append(Phase(_graph(a, b, np.full(len(a), vol), n, spec), 1.0, own,
-                            f"dimension {axis} exchange"))
+    phases = [_own_phase(*_grid_edges(dims, periodic, axes=(axis,)), vol, n, spec,
+                         f"dimension {axis} exchange") for axis in range(k)]
     return with_phases(total, phases)
 
 
@@ -359,14 +362,12 @@ def npb_bt_phases(spec: Spec, n: int) -> PhasedGraph:
     x, y, z = _bt_edges(_bt_grid(spec, n))
     vol = _volume(spec)
     share = BT_FACE_COPY / (BT_FACE_COPY + BT_SOLVE)
-    own = np.arange(n, dtype=np.int64)
     s = np.concatenate([x[0], y[0], z[0]])
     d = np.concatenate([x[1], y[1], z[1]])
-    phases = [Phase(_graph(s, d, np.full(len(s), vol * share), n, spec), 1.0, own,
-                    "face copy")]
-    for name, (a, b) in zip(("x solve", "y solve", "z solve"), (x, y, z), strict=True):
-        phases.append(Phase(_graph(a, b, np.full(len(a), vol * (1.0 - share)), n, spec),
-                            1.0, own, name, pace="stages"))
+    phases = [_own_phase(s, d, vol * share, n, spec, "face copy")]
+    phases += [_own_phase(a, b, vol * (1.0 - share), n, spec, name, pace="stages")
+               for name, (a, b) in zip(("x solve", "y solve", "z solve"), (x, y, z),
+                                       strict=True)]
     return with_phases(total, phases)
 
 
@@ -391,18 +392,14 @@ def npb_lu_phases(spec: Spec, n: int) -> PhasedGraph:
     total = npb_lu(spec, n)
     dims = _dims(spec, n, 2)
     vol = _volume(spec)
-    own = np.arange(n, dtype=np.int64)
     s, d = _grid_edges(dims, periodic=False)
-    phases = []
-    if len(s):
-        phases.append(Phase(_graph(s, d, np.full(len(s), vol / 3.0), n, spec), 1.0, own,
-                            "wavefront", pace="sweep"))
+    phases = [_own_phase(s, d, vol / 3.0, n, spec, "wavefront", pace="sweep")]
     for axis in range(2):
         a, b = _grid_edges(dims, periodic=False, axes=(axis,))
         if len(a):
-            phases.append(Phase(_graph(a, b, np.full(len(a), vol * 2.0 / 3.0), n, spec),
-                                1.0, own, f"dimension {axis} exchange"))
-    return with_phases(total, phases or [Phase(total, 1.0, own, "wavefront")])
+            phases.append(_own_phase(a, b, vol * 2.0 / 3.0, n, spec,
+                                     f"dimension {axis} exchange"))
+    return with_phases(total, phases)
 
 
 def _mg_levels(dims: tuple[int, ...], vol: float):
@@ -437,15 +434,17 @@ def npb_mg_phases(spec: Spec, n: int) -> PhasedGraph:
     O(n log n)."""
     total = npb_mg(spec, n)
     dims = _dims(spec, n, 3)
-    own = np.arange(n, dtype=np.int64)
     phases = []
     for level, (stride, level_vol) in enumerate(_mg_levels(dims, _volume(spec))):
         for axis in range(3):
             a, b = _grid_edges(dims, periodic=True, stride=stride, axes=(axis,))
             if len(a):
-                phases.append(Phase(_graph(a, b, np.full(len(a), level_vol), n, spec), 1.0,
-                                    own, f"level {level} dimension {axis} exchange"))
-    return with_phases(total, phases or [Phase(total, 1.0, own, "level 0")])
+                phases.append(_own_phase(a, b, level_vol, n, spec,
+                                         f"level {level} dimension {axis} exchange"))
+    if not phases:  # one rank: no level has a neighbour
+        none = np.zeros(0, dtype=np.int64)
+        phases = [_own_phase(none, none, 0.0, n, spec, "level 0")]
+    return with_phases(total, phases)
 
 
 def _row_col_alltoall(rows: int, cols: int):
