@@ -34,12 +34,36 @@ def _tree(nodes: int):
         + f"SwitchName=top Switches=m[0-{leaves // 4 - 1}]\n")
 
 
+def own_path_time(phases, node_of_rank: np.ndarray, ratio: float = 4.0) -> float:
+    """Σ over ``phases`` ((volume, partners of each rank) pairs) of the busiest own
+    uplink crossed (node link 1, leaf uplink 4 nodes / ratio, middle uplink 16 nodes /
+    ratio; each loaded by the whole phase), max over ranks (loops)."""
+    n = len(node_of_rank)
+    groups = [node_of_rank, node_of_rank // 4, node_of_rank // 16]  # node, leaf, middle
+    capacity = [1.0, 4 / ratio, 16 / ratio]
+    per_rank = np.zeros(n)
+    for vol, partners in phases:
+        cuts = []
+        for grp in groups:
+            cut: dict[int, float] = {}
+            for r in range(n):
+                for p in partners[r]:
+                    if grp[p] != grp[r]:
+                        cut[int(grp[r])] = cut.get(int(grp[r]), 0.0) + vol
+            cuts.append(cut)
+        for r in range(n):
+            t = 0.0
+            for lv, grp in enumerate(groups):
+                if any(grp[p] != grp[r] for p in partners[r]):
+                    t = max(t, cuts[lv][int(grp[r])] / capacity[lv])
+            per_rank[r] += t
+    return float(per_rank.max())
+
+
 def _model(dims, node_of_rank: np.ndarray) -> float:
     """Σ over dimensions of the busiest own uplink crossed, max over ranks (loops)."""
     n = int(np.prod(dims))
-    groups = [node_of_rank, node_of_rank // 4, node_of_rank // 16]  # node, leaf, middle
-    capacity = [1.0, 1.0, 4.0]
-    per_rank = np.zeros(n)
+    phases = []
     for axis, size in enumerate(dims):
         partners = []
         for r in range(n):
@@ -52,21 +76,8 @@ def _model(dims, node_of_rank: np.ndarray) -> float:
                 if peer != r:
                     mine.add(peer)
             partners.append(mine)
-        cuts = []
-        for grp in groups:
-            cut: dict[int, int] = {}
-            for r in range(n):
-                for p in partners[r]:
-                    if grp[p] != grp[r]:
-                        cut[int(grp[r])] = cut.get(int(grp[r]), 0) + 1
-            cuts.append(cut)
-        for r in range(n):
-            t = 0.0
-            for lv, grp in enumerate(groups):
-                if any(grp[p] != grp[r] for p in partners[r]):
-                    t = max(t, cuts[lv][int(grp[r])] / capacity[lv])
-            per_rank[r] += t
-    return float(per_rank.max())
+        phases.append((1.0, partners))
+    return own_path_time(phases, node_of_rank)
 
 
 def _plans(ranks: int, dims: str, **kw):

@@ -24,7 +24,7 @@ from mapper import CommGraph
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import UNSTATED_OVERSUBSCRIPTIONS, make_plan
 from slurm_plugin.profiles.generators import generate
-from tests.slurm_plugin.modes.test_plan_axis_phases import _nodes, _tree
+from tests.slurm_plugin.modes.test_plan_axis_phases import _nodes, _tree, own_path_time
 from tests.slurm_plugin.modes.test_plan_network import _layout
 
 DIMS = (8, 8, 8)
@@ -64,26 +64,7 @@ PHASES = _phases()
 
 
 def _time(node: np.ndarray, ratio: float) -> float:
-    n = len(node)
-    groups = [node, node // 4, node // 16]
-    capacity = [1.0, 4 / ratio, 16 / ratio]
-    per_rank = np.zeros(n)
-    for vol, partners in PHASES:
-        cuts = []
-        for grp in groups:
-            cut: dict[int, float] = {}
-            for r in range(n):
-                for p in partners[r]:
-                    if grp[p] != grp[r]:
-                        cut[int(grp[r])] = cut.get(int(grp[r]), 0.0) + vol
-            cuts.append(cut)
-        for r in range(n):
-            t = 0.0
-            for lv, grp in enumerate(groups):
-                if any(grp[p] != grp[r] for p in partners[r]):
-                    t = max(t, cuts[lv][int(grp[r])] / capacity[lv])
-            per_rank[r] += t
-    return float(per_rank.max())
+    return own_path_time(PHASES, node, ratio)
 
 
 def test_mg_without_a_stated_ratio_refuses_what_4_to_1_makes_slower():
