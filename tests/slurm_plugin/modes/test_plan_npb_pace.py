@@ -27,31 +27,30 @@ from tests.slurm_plugin.modes.test_plan_network import _layout
 NODES = 32
 
 
+LEAVES = NODES // 4
+
+
+def _leaf_members(machine: str, leaf: int) -> range:
+    """The nodes under leaf switch ``leaf``: 4 consecutive ones, or every eighth."""
+    return (range(leaf, NODES, LEAVES) if machine == "interleaved"
+            else range(4 * leaf, 4 * leaf + 4))
+
+
 def _topology(machine: str) -> str:
-    leaves = NODES // 4
-    lines = []
-    for leaf in range(leaves):
-        members = (range(leaf, NODES, leaves) if machine == "interleaved"
-                   else range(4 * leaf, 4 * leaf + 4))
-        lines.append(f"SwitchName=l{leaf} Nodes=" + ",".join(f"n{i}" for i in members))
+    lines = [f"SwitchName=l{leaf} Nodes=" + ",".join(f"n{i}" for i in _leaf_members(machine, leaf))
+             for leaf in range(LEAVES)]
     if machine == "tree3":
-        lines += [f"SwitchName=m{j} Switches=l[{4 * j}-{4 * j + 3}]" for j in range(leaves // 4)]
-        lines.append(f"SwitchName=top Switches=m[0-{leaves // 4 - 1}]")
+        lines += [f"SwitchName=m{j} Switches=l[{4 * j}-{4 * j + 3}]" for j in range(LEAVES // 4)]
+        lines.append(f"SwitchName=top Switches=m[0-{LEAVES // 4 - 1}]")
     else:
-        lines.append(f"SwitchName=spine Switches=l[0-{leaves - 1}]")
+        lines.append(f"SwitchName=spine Switches=l[0-{LEAVES - 1}]")
     return "\n".join(lines) + "\n"
 
 
 def _links(machine: str):
     """links(node a, node b): 0 on one node, 2 under one leaf, 4 across leaves (6 via
-    tree3's top switch), from the topology's own text."""
-    leaves = NODES // 4
-    leaf_of = {}
-    for leaf in range(leaves):
-        members = (range(leaf, NODES, leaves) if machine == "interleaved"
-                   else range(4 * leaf, 4 * leaf + 4))
-        for i in members:
-            leaf_of[i] = leaf
+    tree3's top switch), from the leaves' members."""
+    leaf_of = {i: leaf for leaf in range(LEAVES) for i in _leaf_members(machine, leaf)}
 
     def links(a: int, b: int) -> int:
         if a == b:
