@@ -71,6 +71,7 @@ from ..graph import CommGraph
 from ..machine import Hierarchy, MachineError
 from ..objective import objective
 from . import _congested
+from .phase_caps import PhaseCaps, pace_loads, pace_violation
 from .swap import _REL_EPS
 
 #: Sweeps at most (each visits every rank once); the searches measured here stop
@@ -151,9 +152,22 @@ def group_cut_table(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
 
 def violation(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
               levels: Sequence[int], caps: np.ndarray,
-              link_weights: LinkWeights | None = None) -> float:
+              link_weights: LinkWeights | None = None,
+              phase_caps: PhaseCaps | None = None) -> float:
     """V of ``pe``: Σ over levels and groups of (cut − cap_g)⁺ / cap_g (cap 0 counts as
-    1; cap_g from :func:`cap_table`)."""
+    1; cap_g from :func:`cap_table`), with ``phase_caps`` the same over each of its
+    phase graphs plus its pace channels' (:func:`mapper.search.phase_caps.pace_violation`)."""
+    total = _graph_violation(graph, machine, pe, levels, caps, link_weights)
+    if phase_caps is not None:
+        for g, c in zip(phase_caps.graphs, phase_caps.caps, strict=True):
+            total += _graph_violation(g, machine, pe, levels, c, link_weights)
+        total += pace_violation(phase_caps, machine, pe, levels)
+    return total
+
+
+def _graph_violation(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
+                     levels: Sequence[int], caps: np.ndarray,
+                     link_weights: LinkWeights | None) -> float:
     table = group_cut_table(graph, machine, pe, levels)
     kap = cap_table(machine, levels, caps, link_weights)
     scale = np.where(kap > 0, kap, 1.0)
@@ -165,7 +179,8 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
                        levels: Sequence[int], caps: np.ndarray, seed: int = 0,
                        time_limit: float | None = None,
                        max_sweeps: int = MAX_SWEEPS, kicks: int = 0,
-                       link_weights: LinkWeights | None = None) -> ConstrainedStats:
+                       link_weights: LinkWeights | None = None,
+                       phase_caps: PhaseCaps | None = None) -> ConstrainedStats:
     """Lower V, then J under the caps, by swaps from ``pe`` (modified in place; see the
     module docstring).  ``levels`` are hierarchy level indices with an uplink (not the
     root), ``caps`` one per level on its busiest load (e.g. :func:`caps_of` of the
@@ -176,7 +191,12 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
     few random ranks of the overloaded groups with random ranks elsewhere and descend
     again, keeping the best (V, J) reached (an iterated local search on the violation:
     a descent of single swaps stalls where every node already sits at its cap, as on
-    NPB-CG's pattern).  Each kick costs one descent."""
+    NPB-CG's pattern).  Each kick costs one descent.
+
+    ``phase_caps`` (:func:`mapper.search.phase_caps.phase_caps`, from the same baseline,
+    levels and weights) add the caps of a profile's phases: each phase's group cuts and
+    each pace channel's rank loads count in V and are kept like the total graph's
+    cuts (per swap O(Σ_p (deg_p u + deg_p v) · L) more)."""
     if not isinstance(machine, Hierarchy):
         raise MachineError("the constrained search needs a hierarchical machine")
     if not (pe.dtype == np.int64 and pe.flags.c_contiguous):
@@ -193,17 +213,18 @@ def constrained_search(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
     if caps.shape != (len(levels),):
         raise ValueError(f"{len(caps)} caps for {len(levels)} levels")
     kap = cap_table(machine, levels, caps, link_weights)
-    before = violation(graph, machine, pe, levels, caps, link_weights)
+    bounded = _Bounded.of(graph, machine, levels, kap, link_weights, phase_caps)
+    before = violation(graph, machine, pe, levels, caps, link_weights, phase_caps)
     start = time.perf_counter()
     j_before = objective(graph, machine, pe) if kicks else 0.0
     dj, moves, sweeps, timed_out, evals = kicked_descents(
-        graph, machine, pe, j_before, _descend(graph, machine, pe, levels, kap, seed, time_limit,
-                                     max_sweeps),
-        lambda trial, s, left: _descend(graph, machine, trial, levels, kap, s, left,
+        graph, machine, pe, j_before, _descend(graph, machine, pe, levels, bounded, seed,
+                                               time_limit, max_sweeps),
+        lambda trial, s, left: _descend(graph, machine, trial, levels, bounded, s, left,
                                         max_sweeps),
         lambda trial, rng: _kick(graph, machine, trial, levels, kap, rng),
         kicks, seed, start, time_limit)
-    viol = violation(graph, machine, pe, levels, caps, link_weights)
+    viol = violation(graph, machine, pe, levels, caps, link_weights, phase_caps)
     return ConstrainedStats(before, float(viol), float(dj), int(moves), int(sweeps),
                             bool(timed_out), int(evals))
 
@@ -271,18 +292,69 @@ def _kick(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int
         pe[u], pe[v] = q, p
 
 
+@dataclass(frozen=True)
+class _Bounded:
+    """The compiled search's constraint arrays: the constraint graphs (the total first,
+    then the phases') stacked in one CSR (rows g·n + r), their group caps stacked
+    (rows g·L + i), and the pace channels with their caps per row."""
+
+    graphs: tuple[CommGraph, ...]
+    indptr: np.ndarray
+    indices: np.ndarray
+    weights: np.ndarray
+    kap: np.ndarray
+    phase_caps: PhaseCaps | None
+
+    @classmethod
+    def of(cls, graph: CommGraph, machine: Hierarchy, levels: list[int], kap: np.ndarray,
+           link_weights: LinkWeights | None, phase_caps: PhaseCaps | None) -> _Bounded:
+        graphs, kaps = [graph], [kap]
+        if phase_caps is not None:
+            for g, c in zip(phase_caps.graphs, phase_caps.caps, strict=True):
+                graphs.append(g)
+                kaps.append(cap_table(machine, levels, c, link_weights))
+        n = graph.n
+        ptr = np.zeros(len(graphs) * n + 1, dtype=np.int64)
+        offset = 0
+        for i, g in enumerate(graphs):
+            ptr[i * n + 1:(i + 1) * n + 1] = g.indptr[1:] + offset
+            offset += int(g.indptr[-1])
+        return cls(tuple(graphs), ptr,
+                   np.ascontiguousarray(np.concatenate([g.indices for g in graphs]),
+                                        dtype=np.int32),
+                   np.ascontiguousarray(np.concatenate([g.weights for g in graphs]),
+                                        dtype=np.float64),
+                   np.ascontiguousarray(np.vstack(kaps)), phase_caps)
+
+    def cut_table(self, machine: Hierarchy, pe: np.ndarray, levels: list[int]) -> np.ndarray:
+        return np.ascontiguousarray(np.vstack([group_cut_table(g, machine, pe, levels)
+                                               for g in self.graphs]))
+
+
 def _descend(graph: CommGraph, machine: Hierarchy, pe: np.ndarray, levels: list[int],
-             kap: np.ndarray, seed: int, time_limit: float | None, max_sweeps: int):
-    """One compiled descent from ``pe`` under the group caps ``kap`` (:func:`cap_table`):
-    (V, ΔJ, moves, sweeps, timed out, evals)."""
-    table = group_cut_table(graph, machine, pe, levels)
+             bounded: _Bounded, seed: int, time_limit: float | None, max_sweeps: int):
+    """One compiled descent from ``pe`` under ``bounded``'s caps: (V, ΔJ, moves,
+    sweeps, timed out, evals)."""
+    table = bounded.cut_table(machine, pe, levels)
+    pc = bounded.phase_caps
+    if pc is not None and pc.channels.count:
+        ch = pc.channels
+        load = np.ascontiguousarray(pace_loads(ch, machine, pe, levels))
+        pace_cap = np.ascontiguousarray(pc.pace_caps, dtype=np.float64)
+        pace = (ch.out_ptr, ch.out_idx, ch.out_w, ch.in_ptr, ch.in_idx, ch.in_w)
+    else:
+        load, pace_cap = np.zeros(0), np.zeros(0)
+        zero_i, zero_w = np.zeros(0, dtype=np.int32), np.zeros(0)
+        pace = (np.zeros(1, dtype=np.int64), zero_i, zero_w, np.zeros(1, dtype=np.int64),
+                zero_i, zero_w)
     scale = max(graph.total_volume, 1.0) * float(machine.distances.max(initial=1.0))
     part_level = levels[0]
     viol, dj, moves, sweeps, timed_out, evals = _congested.constrained_search(
         graph.indptr, graph.indices, graph.weights, pe,
         np.ascontiguousarray(machine.group_ids, dtype=np.int32),
         np.ascontiguousarray(machine.distances, dtype=np.float64),
-        np.asarray(levels, dtype=np.int64), table, kap,
+        np.asarray(levels, dtype=np.int64), bounded.indptr, bounded.indices,
+        bounded.weights, table, bounded.kap, *pace, load, pace_cap,
         np.ascontiguousarray(machine.bounds[part_level], dtype=np.int64), part_level,
         int(max_sweeps), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
         _REL_EPS * scale)

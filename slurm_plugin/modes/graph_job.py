@@ -23,6 +23,7 @@ import numpy as np
 
 from mapper import CommGraph, MappingResult, map_processes
 from mapper.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
+from mapper.congestion import LinkCapacities
 from mapper.link_load import RoutedNetwork
 from mapper.objective import evaluate
 from mapper.phases import PhasedGraph
@@ -208,15 +209,10 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                            f"job has {layout.n} tasks")
     aimed = objective == "congestion" and ((bool(congestion_levels) and network is None)
                                            or routed is not None)
-    link_capacities = scenarios = None
+    link_capacities, scenarios = phase_capacities(
+        graph, layout, tree, bool(congestion_levels) and network is None,
+        uplink_oversubscription)
     if isinstance(graph, PhasedGraph) and graph.phases:
-        if congestion_levels and network is None:
-            if uplink_oversubscription:
-                link_capacities = layout_uplink_capacities(layout, tree,
-                                                           uplink_oversubscription)
-            else:  # not stated: a candidate must not be slower under any of these
-                scenarios = {f"{r:g}:1": layout_uplink_capacities(layout, tree, [r])
-                             for r in UNSTATED_OVERSUBSCRIPTIONS}
         notes.append(_phase_note(graph, bool(congestion_levels), uplink_oversubscription
                                  if link_capacities is not None else (),
                                  tuple(scenarios or ())))
@@ -292,6 +288,23 @@ def _objective_note(objective: str, aimed: bool, checked: bool, network: bool,
 #: profile with phases must not be slower than the default where the site states none
 #: ([solver] uplink_oversubscription): the cheap, the common and the stingy fabrics.
 UNSTATED_OVERSUBSCRIPTIONS = (1.0, 2.0, 4.0, 8.0)
+
+
+def phase_capacities(graph: CommGraph | None, layout: Layout, tree: SwitchTree | None,
+                     on_tree: bool, uplink_oversubscription: Sequence[float] = ()
+                     ) -> tuple[LinkCapacities | None, dict[str, LinkCapacities] | None]:
+    """The uplink capacities a phased profile's phase time is checked with on a switch
+    tree (``on_tree``): (``link_capacities``, None) from the site's
+    ``uplink_oversubscription``, else (None, ``capacity_scenarios``) at each of
+    :data:`UNSTATED_OVERSUBSCRIPTIONS`; (None, None) for a profile without phases or
+    off a tree."""
+    if not (isinstance(graph, PhasedGraph) and graph.phases and on_tree):
+        return None, None
+    if uplink_oversubscription:
+        return layout_uplink_capacities(layout, tree, uplink_oversubscription), None
+    # not stated: a candidate must not be slower under any of these
+    return None, {f"{r:g}:1": layout_uplink_capacities(layout, tree, [r])
+                  for r in UNSTATED_OVERSUBSCRIPTIONS}
 
 
 def _phase_note(graph: PhasedGraph, checked: bool,

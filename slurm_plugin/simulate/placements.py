@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper import CommGraph, map_processes
-from mapper.api import aim_at_congestion
+from mapper.api import aim_at_congestion_and_phases
 from mapper.congestion import UplinkLoad, uplink_loads
 from mapper.objective import evaluate
 
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
-from ..modes.graph_job import make_plan
+from ..modes.graph_job import make_plan, phase_capacities
 from ..slurm.topology import SwitchTree
 
 
@@ -57,8 +57,10 @@ def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
     ``unguarded`` adds, per algorithm and objective, the solver's own result before
     the comparison with Slurm's default (``ALG unguarded``, ``ALG unguarded [OBJ]``):
     under ``J`` the algorithm's result; under ``congestion`` that result brought under
-    the default's link caps (:func:`mapper.api.aim_at_congestion`: repaired, else the
-    default polished under them), which the objective does before any comparison.
+    the default's link caps, and, for a profile with phases that the rule would refuse,
+    under its phases' caps too (:func:`mapper.api.aim_at_congestion_and_phases`:
+    repaired, else the default polished under them), which the objective does before
+    any comparison.
     What the product would apply without its never-worse rule, to measure that rule.
 
     ``tree`` and ``uplink_oversubscription`` reach :func:`make_plan` as the prolog
@@ -92,8 +94,12 @@ def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
                 continue
             own, note = raw, "the solver's result, not compared with Slurm's default"
             if objective == "congestion" and levels:
-                own = aim_at_congestion(graph, layout.hierarchy, raw, base, levels, seed,
-                                        time_limit)
+                capacities, scenarios = phase_capacities(graph, layout, tree, True,
+                                                         uplink_oversubscription)
+                own, _ = aim_at_congestion_and_phases(graph, layout.hierarchy, raw, base,
+                                                      levels, seed, time_limit,
+                                                      link_capacities=capacities,
+                                                      capacity_scenarios=scenarios)
                 note = f"the solver's result, not compared with Slurm's default; {own.notes[-1]}"
             named.append((f"{alg} unguarded{tag}", np.asarray(own.mapping, dtype=np.int64),
                           note))
