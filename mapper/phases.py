@@ -172,13 +172,13 @@ def sync_labels(groups: Sequence[Sequence[int]] | np.ndarray, n: int,
 
 def make_phase(graph: CommGraph, repeat: float = 1.0,
                groups: Sequence[Sequence[int]] | np.ndarray | None = None,
-               name: str = "") -> Phase:
+               name: str = "", pace: str = "") -> Phase:
     """A :class:`Phase` from rank sets (None: all ranks synchronise); O(n)."""
     where = f"phase {name or graph.source}"
     if not (np.isfinite(repeat) and repeat > 0):
         raise GraphError(f"{where}: repeat must be positive, got {repeat}")
     sync = None if groups is None else sync_labels(groups, graph.n, where)
-    return Phase(graph, float(repeat), sync, name)
+    return Phase(graph, float(repeat), sync, name, pace)
 
 
 @dataclass(frozen=True, eq=False)

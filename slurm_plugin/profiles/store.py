@@ -28,6 +28,12 @@ up to ``file``'s matrix (within a relative 1e-9 of its largest volume)::
 The job then gets a :class:`mapper.phases.PhasedGraph`: the mapper, J and the
 never-worse rule see ``file``'s graph exactly as without the key; the phases (every
 rank synchronising in each, repeat 1) are there for :func:`mapper.phases.phase_time`.
+``paces`` (optional, one value per phase) marks latency-bound pipelines
+(:attr:`mapper.phases.Phase.pace`: ``"sweep"``, ``"stages"``; ``""`` for the others),
+as ``rankmap profile import`` finds them in a trace::
+
+    phases = ["lu-64.p0.mtx", "lu-64.p1.mtx"]
+    paces = ["", "sweep"]
 Each phase must be a file in the store with the profile's rank count; errors name the
 ``.toml`` (and the line of the key).  ``phases`` and ``samples`` together are refused
 for now (which run would the phases belong to?).
@@ -85,7 +91,7 @@ from mapper.io.mesh_file import read_mesh
 from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 from mapper.io.text_lines import text_pieces
 from mapper.mesh.mesh import Mesh
-from mapper.phases import SUM_RTOL, make_phase, sum_mismatch, with_phases
+from mapper.phases import PACES, SUM_RTOL, make_phase, sum_mismatch, with_phases
 
 from ..common.job_conventions import PROFILE_NAME
 from .generators import GeneratorError, generate, is_generator_spec, parse_spec
@@ -99,7 +105,7 @@ class ProfileError(RankmapError, ValueError):
 NAME = PROFILE_NAME
 TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str,
              "kind": str, "weights": str, "samples": list, "runs": list,
-             "generator": str, "phases": list}
+             "generator": str, "phases": list, "paces": list}
 #: ``[[runs]]``: where each sample came from (slurm_plugin.profiles.store_writer writes
 #: one per recorded job): its file, the job, the date, the MPI and recorder, the volume
 RUN_KEYS = {"file": str, "job": str, "date": str, "mpi": str, "recorder": str,
@@ -111,7 +117,7 @@ KINDS = ("graph", "mesh")
 MESH_REQUIRED = ("file",)
 MESH_ONLY = ("weights",)
 #: keys a mesh entry cannot have
-GRAPH_ONLY = ("samples", "runs", "generator", "phases")
+GRAPH_ONLY = ("samples", "runs", "generator", "phases", "paces")
 #: the size a ``generator`` value is checked at: a power of two and a square
 GENERATOR_CHECK_RANKS = 16
 
@@ -131,6 +137,7 @@ class ProfileInfo:
     runs: tuple[dict, ...] = ()      # provenance of recorded samples ([[runs]], RUN_KEYS)
     generator: str = ""              # size-free generator spec for other task counts
     phases: tuple[Path, ...] = ()    # one matrix per communication phase, in order
+    paces: tuple[str, ...] = ()      # per phase its Phase.pace ("" bandwidth-bound)
 
     @property
     def is_mesh(self) -> bool:
@@ -256,12 +263,13 @@ class ProfileStore:
             raise ProfileError(f"{toml}:{_key_line(text, 'phases')}: phases: a profile "
                                f"with samples cannot have phases yet (the phases of which "
                                f"run?); keep one of the keys")
+        paces = _paces(toml, data.get("paces"), len(phases), text)
         runs = _runs(toml, data.get("runs", []), text)
         generator = _generator(toml, data["generator"]) if "generator" in data else ""
         return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
                            data.get("units", "bytes"), data.get("description", ""),
                            data.get("source", ""), kind, weights, samples, runs,
-                           generator, phases)
+                           generator, phases, paces)
 
     def _samples(self, toml: Path, store: Path, value: list | None,
                  text: str, key: str = "samples") -> tuple[Path, ...]:
@@ -352,7 +360,8 @@ class ProfileStore:
             if g.n != ntasks:
                 raise ProfileError(f"profile {info.name!r}: phase {path.name} has {g.n} "
                                    f"ranks, the job has {ntasks} tasks ({info.path})")
-            phases.append(make_phase(g, name=path.name))
+            pace = info.paces[len(phases)] if info.paces else ""
+            phases.append(make_phase(g, name=path.name, pace=pace))
         bad = sum_mismatch(graph, phases)
         if bad > SUM_RTOL:
             raise ProfileError(f"profile {info.name!r}: the phases "
@@ -388,6 +397,23 @@ def _check_keys(table: dict, known: dict, where: str) -> None:
             name = " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) \
                 else kind.__name__
             raise ProfileError(f"{where}: {key}: must be {name}")
+
+
+def _paces(toml: Path, value: list | None, phases: int, text: str) -> tuple[str, ...]:
+    """The ``paces`` list: one :data:`mapper.phases.PACES` value per phase ("" for a
+    phase its busiest link times, "sweep" or "stages" for a latency-bound pipeline);
+    errors name the .toml's line."""
+    if value is None:
+        return ()
+    where = f"{toml}:{_key_line(text, 'paces')}: paces"
+    if len(value) != phases:
+        raise ProfileError(f"{where}: {len(value)} values for {phases} phases (one per "
+                           f"entry of phases, in order)")
+    for i, pace in enumerate(value):
+        if pace not in PACES:
+            raise ProfileError(f"{where}[{i}]: {pace!r} is not one of "
+                               f"{', '.join(repr(x) for x in PACES)}")
+    return tuple(value)
 
 
 def _runs(toml: Path, value: list, text: str) -> tuple[dict, ...]:
