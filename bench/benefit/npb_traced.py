@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Traced NAS codes, imported: does the product keep them from running slower?
+
+Per case (code, ranks, machine as ``run_benefit.py`` builds them: 8-core nodes, 4
+nodes per leaf, 4 leaves per middle switch, 4:1), the real NPB 3.3 MPI binary
+(``build_npb.sh``; nothing of NPB is in this repository) runs once under block with
+``smpirun -trace-ti``; ``rankmap profile import`` imports the trace (phases split at
+collectives, latency-bound pipelines found: :func:`slurm_plugin.profiles.smpi_ti.import_ti_phases`),
+and the binary is simulated under block and two plans, each with the solver's own
+placement before the never-worse rule (``--unguarded``), the site stating no uplink
+ratio (``--uplink-bw``): the imported profile's total alone (no phases: what an
+import gave before pipelines were found) and the imported profile itself.  Ratios to
+block's simulated time.
+
+Usage::
+
+    python3 bench/benefit/npb_traced.py --npb-bin /tmp/npb-bin --ranks 64 256 \\
+        --machines tree2 tree3 interleaved --codes lu bt sp
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+sys.path.insert(0, str(HERE))
+
+from npb_phases import NPB_CLASS_A, NPB_INPUTS, applied, simulate  # noqa: E402
+from run_benefit import topology_conf  # noqa: E402
+
+from slurm_plugin.profiles.store import ProfileStore  # noqa: E402
+
+
+def trace(case: Path, exe: Path, ranks: int, platform: Path, hostfile: Path) -> Path:
+    """Run ``exe`` once under ``hostfile`` with SMPI's time-independent tracing."""
+    out = case / "trace" / "app.ti"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ["smpirun", "-platform", str(platform), "-hostfile", str(hostfile), "-np",
+           str(ranks), "--cfg=smpi/simulate-computation:no", "-trace-ti",
+           f"--cfg=tracing/filename:{out}", str(exe)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=case)
+    if proc.returncode:
+        raise SystemExit(f"FAILED: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--npb-bin", metavar="DIR", required=True)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[64])
+    ap.add_argument("--machines", nargs="+", default=["tree2", "tree3", "interleaved"])
+    ap.add_argument("--codes", nargs="+", default=["lu", "bt", "sp"])
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--algorithm", default="topdown+n10")
+    ap.add_argument("--work-dir", default="/tmp/rankmap-npb-traced")
+    args = ap.parse_args()
+    work = Path(args.work_dir)
+    print("| machine | code | ranks | block s | total only: applied | total only: solver's "
+          "own | imported: applied | imported: solver's own | paced phases | applied "
+          "(imported) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for code in args.codes:
+        for ranks in args.ranks:
+            exe = Path(args.npb_bin) / f"{code}.A.{ranks}"
+            if not exe.exists():
+                print(f"skipped {exe}: not built", file=sys.stderr)
+                continue
+            for machine in args.machines:
+                case = work / f"{machine}-{code}-{ranks}"
+                case.mkdir(parents=True, exist_ok=True)
+                nodes = ranks // 8
+                conf = case / "topology.conf"
+                conf.write_text(topology_conf(machine, nodes, 4, 4))
+                name, text = NPB_INPUTS[code]
+                (case / name).write_text(text.format(it=args.iterations,
+                                                     n=NPB_CLASS_A[code]))
+                uplinks = "12.5GBps:50GBps" if machine == "tree3" else "12.5GBps"
+                base = ["rankmap", "simulate", "--nodes", f"n[0-{nodes - 1}]",
+                        "--node-info", "Sockets=2 CoresPerSocket=4",
+                        "--topology-conf", str(conf), "--algorithm", args.algorithm,
+                        "--oversubscription", "4:1", "--uplink-bw", uplinks,
+                        "--unguarded"]
+                platform_dir = case / "platform"
+                subprocess.run([*base, "--profile", f"stencil2d:{ranks}",
+                                "--platform-only", "--out", str(platform_dir), "--",
+                                str(exe)], check=True, capture_output=True, cwd=case)
+                ti = trace(case, exe, ranks, platform_dir / "platform.xml",
+                           platform_dir / "hostfile.0.block")
+                store = case / "store"
+                subprocess.run(["rankmap", "profile", "import", "--format", "smpi-ti",
+                                str(ti), "--name", f"{code}{ranks}", "--store", str(store)],
+                               check=True, capture_output=True)
+                profile = ProfileStore([store]).load(f"{code}{ranks}", ranks)
+                paced = sum(1 for p in getattr(profile, "phases", ()) if p.pace)
+                total = simulate(base, str(store / f"{code}{ranks}.mtx"), ["--", str(exe)],
+                                 case / "total")
+                phased = simulate([*base, "--store", str(store)], f"{code}{ranks}",
+                                  ["--", str(exe)], case / "imported",
+                                  ("block", "cyclic", "scrambled"))
+                block = total["placements"][0]["seconds"]
+                t_app, p_app = applied(total), applied(phased)
+                t_own, p_own = total["placements"][-1], phased["placements"][-1]
+                print(f"| {machine} | {code.upper()} | {ranks} | {block:.6g} "
+                      f"| {t_app['seconds'] / block:.3f} | {t_own['seconds'] / block:.3f} "
+                      f"| {p_app['seconds'] / block:.3f} | {p_own['seconds'] / block:.3f} "
+                      f"| {paced} | {p_app['note'][:90]} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
