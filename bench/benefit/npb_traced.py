@@ -85,7 +85,7 @@ def main() -> int:
                         "--oversubscription", "4:1", "--uplink-bw", uplinks,
                         "--unguarded"]
                 platform_dir = case / "platform"
-                subprocess.run([*base, "--profile", f"stencil2d:{ranks}",
+                subprocess.run([*base, "--profile", f"npb-{code}",
                                 "--platform-only", "--out", str(platform_dir), "--",
                                 str(exe)], check=True, capture_output=True, cwd=case)
                 ti = trace(case, exe, ranks, platform_dir / "platform.xml",
