@@ -395,7 +395,8 @@ def import_ti_phases(paths: Sequence[str | Path],
             count[rank] += 1
         else:
             phase = 2 * int(count[rank])
-            if line.fields[1].lower() in _SENDS and len(e[0]):
+            if (line.fields[1].lower() in _SENDS or line.fields[1].lower() == "sendrecv"
+                    ) and len(e[0]):
                 queue = kinds.get((phase, rank, int(e[1][0])))
                 blocking = queue.pop(0) if queue else False
                 pipelined = blocking and float(e[2][0]) <= PIPELINE_BYTES

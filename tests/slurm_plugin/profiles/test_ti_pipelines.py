@@ -185,3 +185,18 @@ def test_bad_paces_name_the_line(tmp_path, paces, message):
                                   f'phases = ["a.p0.mtx", "a.p1.mtx"]\npaces = {paces}\n')
     with pytest.raises(ProfileError, match=message):
         ProfileStore([store]).load("a", 2)
+
+
+def test_sendrecv_before_a_chain_keeps_receives_matched(tmp_path):
+    # ranks 0 and 1 swap with MPI_Sendrecv, then a chain runs 0 -> 1 -> 2 -> 3: each
+    # chain message is matched to its own blocking receive, 0 -> 1 included
+    lines = {0: ["sendRecv 4 1 4 1 0 0", *[f"send 1 7 {SMALL} 0"] * 3],
+             1: ["sendRecv 4 0 4 0 0 0", *[f"recv 0 7 {SMALL} 0", f"send 2 7 {SMALL} 0"] * 3],
+             2: [f"recv 1 7 {SMALL} 0", f"send 3 7 {SMALL} 0"] * 3,
+             3: [f"recv 2 7 {SMALL} 0"] * 3}
+    g = import_ti_phases([_write(tmp_path, {r: [*b, "barrier"] for r, b in lines.items()})])
+    (pipe,) = [p for p in g.phases if p.pace]
+    assert pipe.pace == "sweep"
+    u, v, w = pipe.graph.edges()
+    assert sorted(zip(u.tolist(), v.tolist(), strict=True)) == [(0, 1), (1, 2), (2, 3)]
+    np.testing.assert_allclose(w, 3 * SMALL * 8)
