@@ -94,7 +94,7 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
                         "call (equal ones merged): NAME.pK.mtx, listed in its phases; "
                         "the never-worse rule then checks each link level's phase time "
                         "(done without this option too when the trace has latency-bound "
-                        "pipelines, whose pace the rule must check)")
+                        "wavefronts, whose pace the rule must check)")
     q.set_defaults(func=_import)
 
 
@@ -233,9 +233,9 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _total_or_pipelines(prefix: list[str], progress, notes: list[str]):
-    """The trace's total graph, or, when it has latency-bound pipelines
+    """The trace's total graph, or, when it has latency-bound wavefronts
     (:func:`import_ti_phases`), its phases: without them the never-worse rule cannot
-    see that a placement slows a pipeline (NPB LU's trace: 1.34x block's time
+    see that a placement slows a wavefront (NPB LU's trace: 1.09-1.34x block's time
     applied).  A trace whose collectives cannot be split gives the total."""
     try:
         phased = import_ti_phases(prefix, progress)
@@ -244,7 +244,7 @@ def _total_or_pipelines(prefix: list[str], progress, notes: list[str]):
     paced = [p.name for p in phased.phases if p.pace]
     if not paced:
         return CommGraph(phased.indptr, phased.indices, phased.weights, phased.source)
-    notes.append(f"phases stored: the trace has latency-bound pipelines ({len(paced)} "
+    notes.append(f"phases stored: the trace has latency-bound wavefronts ({len(paced)} "
                  f"phases, e.g. {paced[0]}), whose pace the never-worse rule checks")
     return merge_global_phases(phased)
 

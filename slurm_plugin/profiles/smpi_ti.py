@@ -281,12 +281,22 @@ def _is_collective(line: _Line) -> bool:
 PIPELINE_BYTES = 16384
 #: Share of a phase's relays (a blocking receive, then a send) that must go one way in
 #: rank order -- from a lower rank to a higher, or from a higher to a lower -- for its
-#: pipeline to be a sweep rather than stages.
+#: pipeline to be a sweep.
 SWEEP_SHARE = 0.9
 #: Relays per small blocking-received message a phase needs for those messages to be a
 #: pipeline (a chain: ranks pass on what they receive); fewer, and they are ordinary
 #: messages.
 RELAY_SHARE = 0.5
+
+
+def _is_sweep(relays: Sequence[int], messages: int) -> bool:
+    """Whether a phase's ``messages`` small blocking-received messages, with its
+    ``relays`` [forward, backward, other] (:func:`_receive_kinds`), are a wavefront in
+    rank order (:func:`import_ti_phases`)."""
+    forward, backward, other = relays
+    one_way = forward + backward
+    return (one_way + other >= RELAY_SHARE * messages and one_way > 0
+            and one_way >= SWEEP_SHARE * (one_way + other))
 
 
 def _receive_kinds(lines: Sequence[tuple[int, _Line]], n: int
@@ -363,16 +373,19 @@ def import_ti_phases(paths: Sequence[str | Path],
     **Pipelines.**  A message of at most :data:`PIPELINE_BYTES` that its receiver
     takes blocking (``recv``, or ``irecv`` then ``wait`` before the receiver's next
     send; receives matched to sends in order per source and receiver) is latency-bound;
-    where the phase's ranks pass such messages on (at least :data:`RELAY_SHARE` relays,
-    a send after a blocking receive, per such message) they are a chain: they go to
-    phase "p2p k pipeline" with a
-    :attr:`~mapper.phases.Phase.pace`, ``"sweep"`` when at least :data:`SWEEP_SHARE`
-    of the phase's relays (a rank's send after a blocking receive) go one way in rank
-    order (NPB LU's SSOR: from the lower-numbered neighbours to the higher, then back),
-    else ``"stages"``.  Codes that post their receives, send, then wait (halo
-    exchanges: HPCG, LULESH) have none.  Measured: the product applied a placement
-    1.34x slower than block to NPB LU's imported trace (64 ranks, 4:1 tree) before
-    pipelines were found here.
+    where the phase's ranks pass such messages on in rank order (at least
+    :data:`RELAY_SHARE` relays -- a send after a blocking receive -- per such message,
+    at least :data:`SWEEP_SHARE` of them from a lower-numbered rank to a higher or from
+    a higher to a lower: NPB LU's SSOR wavefront, forward then back) they are a
+    wavefront: they go to phase "p2p k sweep" with :attr:`~mapper.phases.Phase.pace`
+    ``"sweep"``.  Measured (bench/README.md, "Traced NAS codes"): NPB LU's imported
+    trace got placements 1.09-1.34x block's simulated time on 4:1 trees before its
+    wavefront was found here, block's 1.000 after.  Chains in another order (BT's and
+    SP's line solves round the multi-partition's cells) stay ordinary messages: marked
+    ``"stages"``, BT's trace at 256 ranks got a placement that kept every link, its
+    J and the stages' pace at or below block's and ran 1.03-1.18x block's time, where
+    without the mark it gets the grid's boxes, 0.96-0.97.  Codes that post their
+    receives, send, then wait (halo exchanges: HPCG, LULESH) have no pipelines.
     O(lines + messages + Σ_p m_p log m_p)."""
     files, lines, n = _read_all(paths, progress)
     kinds, relays = _receive_kinds(lines, n)
@@ -409,8 +422,8 @@ def import_ti_phases(paths: Sequence[str | Path],
     source = f"SMPI TI trace {files[0]}"
     total = _graph(parts, n, source)
     for phase, pipelined in list(by_phase):
-        small = sum(len(e[0]) for e in by_phase[phase, pipelined]) if pipelined else 0
-        if pipelined and sum(relays.get(phase, [0, 0, 0])) < RELAY_SHARE * small:
+        if pipelined and not _is_sweep(relays.get(phase, [0, 0, 0]),
+                                       sum(len(e[0]) for e in by_phase[phase, True])):
             by_phase.setdefault((phase, False), []).extend(by_phase.pop((phase, True)))
     phases = []
     for phase, pipelined in sorted(by_phase):
@@ -419,14 +432,9 @@ def import_ti_phases(paths: Sequence[str | Path],
             continue
         name = (f"p2p {phase // 2}" if phase % 2 == 0
                 else f"{first_op[phase // 2]} {phase // 2}")
-        pace = ""
         if pipelined:
-            forward, backward, other = relays.get(phase, [0, 0, 0])
-            one_way = forward + backward
-            pace = ("sweep" if one_way and one_way >= SWEEP_SHARE * (one_way + other)
-                    else "stages")
-            name += " pipeline"
-        phases.append(make_phase(g, name=name, pace=pace))
+            name += " sweep"
+        phases.append(make_phase(g, name=name, pace="sweep" if pipelined else ""))
     if not phases:
         raise TraceError(f"{files[0]}: no messages to split into phases")
     return with_phases(total, phases)
