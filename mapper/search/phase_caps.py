@@ -77,10 +77,6 @@ class PhaseCaps:
     channels: PaceChannels
     pace_caps: np.ndarray     # (channels,)
 
-    @property
-    def empty(self) -> bool:
-        return not self.graphs and not self.channels.count
-
 
 def pace_channels(phased: PhasedGraph) -> PaceChannels:
     """The pace channels of ``phased``'s latency-bound phases (module docstring): two
