@@ -299,6 +299,16 @@ def _is_sweep(relays: Sequence[int], messages: int) -> bool:
             and one_way >= SWEEP_SHARE * (one_way + other))
 
 
+def _source(line: _Line, i: int, n: int) -> int | None:
+    """The rank in field i of a receive or wait line, None when there is none (a
+    receive the importer cannot match is left out of the matching, not an error: the
+    volumes come from the senders' lines)."""
+    try:
+        return line.rank_at(i, "source", n)
+    except TraceError:
+        return None
+
+
 def _receive_kinds(lines: Sequence[tuple[int, _Line]], n: int
                    ) -> tuple[dict[tuple[int, int, int], list[bool]],
                               dict[int, list[int]]]:
@@ -322,7 +332,9 @@ def _receive_kinds(lines: Sequence[tuple[int, _Line]], n: int
             last_src[rank] = None
             continue
         if low in ("recv", "irecv"):
-            src = line.rank_at(2, "source", n)
+            src = _source(line, 2, n)
+            if src is None:
+                continue
             queue = kinds.setdefault((phase, src, rank), [])
             queue.append(low == "recv")
             if low == "recv":
@@ -330,7 +342,9 @@ def _receive_kinds(lines: Sequence[tuple[int, _Line]], n: int
             else:
                 pending.setdefault(rank, []).append((src, queue, len(queue) - 1))
         elif low == "sendrecv":
-            kinds.setdefault((phase, line.rank_at(5, "source", n), rank), []).append(False)
+            src = _source(line, 5, n)
+            if src is not None:
+                kinds.setdefault((phase, src, rank), []).append(False)
             pending[rank] = []
         elif low in _SENDS:
             pending[rank] = []  # receives still open overlap this send: not blocking
@@ -340,7 +354,7 @@ def _receive_kinds(lines: Sequence[tuple[int, _Line]], n: int
                 way = 0 if src < rank < dst else 1 if src > rank > dst else 2
                 relays.setdefault(phase, [0, 0, 0])[way] += 1
         elif low == "wait" and len(line.fields) >= 3:
-            src = line.rank_at(2, "source", n)
+            src = _source(line, 2, n)
             open_ = pending.get(rank, [])
             for i, (s, queue, k) in enumerate(open_):
                 if s == src:

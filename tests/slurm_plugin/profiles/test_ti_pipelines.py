@@ -206,3 +206,13 @@ def test_sendrecv_before_a_chain_keeps_receives_matched(tmp_path):
     u, v, w = pipe.graph.edges()
     assert sorted(zip(u.tolist(), v.tolist(), strict=True)) == [(0, 1), (1, 2), (2, 3)]
     np.testing.assert_allclose(w, 3 * SMALL * 8)
+
+
+def test_unmatchable_receives_are_left_out_not_errors(tmp_path):
+    # a receive whose source is no rank (or missing) cannot be matched: the import
+    # goes on, counting the senders' lines as always
+    lines = {0: [f"send 1 1 {SMALL} 0", "barrier"],
+             1: [f"recv -1 1 {SMALL} 0", "irecv", "wait", "barrier"]}
+    g = import_ti_phases([_write(tmp_path, lines)])
+    assert g.total_volume == pytest.approx(SMALL * 8)
+    assert _paced(g) == []
