@@ -135,7 +135,9 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     the comparison refuses the algorithm's result for a link, that result is brought
     under the caps (:func:`aim_at_congestion`: a congestion repair, else a constrained
     polish of the baseline) and becomes candidate ``"under the caps"``, applied when
-    its J is the lowest (``result.origin``).  Where nothing is refused it costs nothing
+    its J is the lowest (``result.origin``); for a graph with phases that result, when
+    the rule would still refuse it for its phases, is searched again under the phases'
+    caps too (:func:`aim_at_congestion_and_phases`).  Where nothing is refused it costs nothing
     and the result is objective J's; the repair uses only the time the comparison left
     (none left: a note says so).
 
