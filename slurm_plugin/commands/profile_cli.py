@@ -172,6 +172,11 @@ def _show(args: argparse.Namespace) -> int:
     if info.samples:
         print(f"samples      {len(info.samples)}: "
               + ", ".join(p.name for p in info.samples))
+    if info.phases:
+        paced = [f"{p.name} ({pace})" for p, pace in zip(info.phases, info.paces)
+                 if pace] if info.paces else []
+        print(f"phases       {len(info.phases)}"
+              + (f"; latency-bound: {', '.join(paced)}" if paced else ""))
     if info.generator:
         print(f"generator    {info.generator} (at other task counts)")
     return 0

@@ -158,7 +158,12 @@ def test_import_stores_the_pipelines_pace_and_the_store_reads_it(tmp_path, capsy
     assert "paces = [" in toml
     g = ProfileStore([store]).load("lu", q * q)
     assert isinstance(g, PhasedGraph)
-    assert any(p.pace == "sweep" for p in g.phases)
+    sweeps = [k for k, p in enumerate(g.phases) if p.pace == "sweep"]
+    assert sweeps
+    assert main(["profile", "show", "lu", "--store", str(store)]) == 0
+    shown = capsys.readouterr().out
+    assert f"phases       {len(g.phases)}; latency-bound: " in shown
+    assert shown.count("(sweep)") == len(sweeps) and f"lu.p{sweeps[0]}.mtx (sweep)" in shown
     # strips of 4 ranks (block) against 2x2 boxes on nodes of 4 cores: the boxes'
     # corner ranks pass the wavefront on across two node links
     from mapper import Hierarchy
