@@ -173,7 +173,7 @@ def _show(args: argparse.Namespace) -> int:
         print(f"samples      {len(info.samples)}: "
               + ", ".join(p.name for p in info.samples))
     if info.phases:
-        paced = [f"{p.name} ({pace})" for p, pace in zip(info.phases, info.paces)
+        paced = [f"{p.name} ({pace})" for p, pace in zip(info.phases, info.paces, strict=True)
                  if pace] if info.paces else []
         print(f"phases       {len(info.phases)}"
               + (f"; latency-bound: {', '.join(paced)}" if paced else ""))
