@@ -116,6 +116,33 @@ cdef inline void _touch(int64_t idx, double d, double* delta, char* mark, int64_
     delta[idx] += d
 
 
+cdef inline void _mover_pace(const int32_t* gid, int k, const int64_t* lv, int nl,
+                             const int64_t* pe, int64_t n, int64_t c,
+                             const int64_t* optr, const int32_t* oidx, const double* ow,
+                             const int64_t* iptr, const int32_t* iidx, const double* iw,
+                             int64_t mover, int64_t other, int64_t p_from, int64_t p_to,
+                             double* delta, char* mark, int64_t* touched,
+                             int64_t* nt) noexcept nogil:
+    """What ``mover`` going from PE ``p_from`` to ``p_to`` adds to :func:`_pace_deltas`
+    in channel c: its own row (its messages leave from ``p_to``) and the rows of the
+    ranks whose messages go to it; its edge to ``other`` (which takes ``p_from``) keeps
+    its links.  O(deg_c(mover) · nl)."""
+    cdef int64_t row = c * n + mover, e, q, r
+    cdef double d = 0.0
+    for e in range(optr[row], optr[row + 1]):
+        q = oidx[e]
+        if q != other:
+            d += ow[e] * (_links(gid, k, lv, nl, p_to, pe[q])
+                          - _links(gid, k, lv, nl, p_from, pe[q]))
+    _touch(row, d, delta, mark, touched, nt)
+    for e in range(iptr[row], iptr[row + 1]):
+        r = iidx[e]
+        if r != other:
+            _touch(c * n + r, iw[e] * (_links(gid, k, lv, nl, pe[r], p_to)
+                                       - _links(gid, k, lv, nl, pe[r], p_from)),
+                   delta, mark, touched, nt)
+
+
 cdef inline int64_t _pace_deltas(const int32_t* gid, int k, const int64_t* lv, int nl,
                                  const int64_t* pe, int64_t n, int64_t nc,
                                  const int64_t* optr, const int32_t* oidx, const double* ow,
@@ -127,38 +154,13 @@ cdef inline int64_t _pace_deltas(const int32_t* gid, int k, const int64_t* lv, i
     u's and v's own rows (their messages now leave from the other PE), and the rows of
     the ranks whose messages go to u or v (``iptr``: the channel's owners of edges to
     a rank).  The u-v edge keeps its links.  O(Σ_c (deg_c u + deg_c v) · nl)."""
-    cdef int64_t nt = 0, c, e, q, r, row
+    cdef int64_t nt = 0, c
     cdef int64_t pu = pe[u], pv = pe[v]
-    cdef double d
     for c in range(nc):
-        row = c * n + u
-        d = 0.0
-        for e in range(optr[row], optr[row + 1]):
-            q = oidx[e]
-            if q != v:
-                d += ow[e] * (_links(gid, k, lv, nl, pv, pe[q])
-                              - _links(gid, k, lv, nl, pu, pe[q]))
-        _touch(row, d, delta, mark, touched, &nt)
-        row = c * n + v
-        d = 0.0
-        for e in range(optr[row], optr[row + 1]):
-            q = oidx[e]
-            if q != u:
-                d += ow[e] * (_links(gid, k, lv, nl, pu, pe[q])
-                              - _links(gid, k, lv, nl, pv, pe[q]))
-        _touch(row, d, delta, mark, touched, &nt)
-        for e in range(iptr[c * n + u], iptr[c * n + u + 1]):
-            r = iidx[e]
-            if r != v:
-                _touch(c * n + r, iw[e] * (_links(gid, k, lv, nl, pe[r], pv)
-                                           - _links(gid, k, lv, nl, pe[r], pu)),
-                       delta, mark, touched, &nt)
-        for e in range(iptr[c * n + v], iptr[c * n + v + 1]):
-            r = iidx[e]
-            if r != u:
-                _touch(c * n + r, iw[e] * (_links(gid, k, lv, nl, pe[r], pu)
-                                           - _links(gid, k, lv, nl, pe[r], pv)),
-                       delta, mark, touched, &nt)
+        _mover_pace(gid, k, lv, nl, pe, n, c, optr, oidx, ow, iptr, iidx, iw, u, v, pu, pv,
+                    delta, mark, touched, &nt)
+        _mover_pace(gid, k, lv, nl, pe, n, c, optr, oidx, ow, iptr, iidx, iw, v, u, pv, pu,
+                    delta, mark, touched, &nt)
     return nt
 
 
