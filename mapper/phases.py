@@ -446,7 +446,7 @@ def raised_phase_time(phased: PhasedGraph, machine: Hierarchy, candidate: np.nda
     return None
 
 
-def _links_crossed(machine: Hierarchy, pi: np.ndarray, u: np.ndarray, v: np.ndarray,
+def links_crossed(machine: Hierarchy, pi: np.ndarray, u: np.ndarray, v: np.ndarray,
                    levels: Sequence[int]) -> np.ndarray:
     """Per edge (u, v), the links its message crosses on the tree: two (up and down)
     per level of ``levels`` at which the ends' groups differ; O(m·L)."""
@@ -482,7 +482,7 @@ def latency_pace(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
             continue
         u, v, w = phase.graph.edges()
         lo, hi = np.minimum(u, v), np.maximum(u, v)
-        cost = w * _links_crossed(machine, pi, lo, hi, levels)
+        cost = w * links_crossed(machine, pi, lo, hi, levels)
         down = np.bincount(lo, weights=cost, minlength=phased.n)
         up = np.bincount(hi, weights=cost, minlength=phased.n)
         if phase.pace == "sweep":

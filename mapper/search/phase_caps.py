@@ -43,7 +43,7 @@ import numpy as np
 from ..congestion import LinkWeights, uplink_loads
 from ..graph import CommGraph
 from ..machine import Hierarchy
-from ..phases import PhasedGraph
+from ..phases import PhasedGraph, links_crossed
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,7 @@ def pace_loads(channels: PaceChannels, machine: Hierarchy, pe: np.ndarray,
     counts = np.diff(channels.out_ptr)
     row = np.repeat(np.arange(rows, dtype=np.int64), counts)
     owner, partner = row % n, channels.out_idx.astype(np.int64)
-    pe = np.asarray(pe, dtype=np.int64)
-    links = np.zeros(len(row), dtype=np.float64)
-    for level in levels:
-        ids = machine.group_ids[:, level]
-        links += 2.0 * (ids[pe[owner]] != ids[pe[partner]])
+    links = links_crossed(machine, np.asarray(pe, dtype=np.int64), owner, partner, levels)
     return np.bincount(row, weights=channels.out_w * links, minlength=rows)
 
 
