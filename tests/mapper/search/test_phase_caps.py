@@ -17,23 +17,8 @@ from mapper.phases import Phase, PhasedGraph, latency_pace, make_phase, with_pha
 from mapper.search import _congested, congested
 from mapper.search.phase_caps import pace_channels, pace_loads, phase_caps
 from slurm_plugin.profiles.generators import generate
-
-_MACHINES = [
-    Hierarchy.from_tree([[3, 2, 4], [1, 5], [2, 2, 2, 3]], [1, 10, 100],
-                        ["node", "leaf", "root"]),
-    Hierarchy.from_tree([[[2, 3], [1]], [[4], [2, 2]], [[1, 1, 3]]], [1, 5, 20, 100],
-                        ["node", "leaf", "mid", "root"]),
-    Hierarchy.parse("2:2:2:2", "1:10:100:1000"),
-]
-
-
-def _group(machine: Hierarchy, pe: int, level: int) -> int:
-    b = machine.bounds[level]
-    return next(g for g in range(len(b) - 1) if b[g] <= pe < b[g + 1])
-
-
-def _links(machine: Hierarchy, p: int, q: int, levels) -> int:
-    return sum(2 for lv in levels if _group(machine, p, lv) != _group(machine, q, lv))
+from tests.mapper.search.test_congested import _MACHINES
+from tests.mapper.test_phases import _links_brute
 
 
 def _brute_channel_loads(phased: PhasedGraph, machine: Hierarchy, pe, levels) -> list:
@@ -47,7 +32,7 @@ def _brute_channel_loads(phased: PhasedGraph, machine: Hierarchy, pe, levels) ->
         u, v, w = phase.graph.edges()
         for a, b, x in zip(u.tolist(), v.tolist(), w.tolist(), strict=True):
             lo, hi = min(a, b), max(a, b)
-            cost = x * _links(machine, int(pe[lo]), int(pe[hi]), levels)
+            cost = x * _links_brute(machine, int(pe[lo]), int(pe[hi]), levels)
             down[lo] += cost
             up[hi] += cost
         if phase.pace == "sweep":
