@@ -101,6 +101,33 @@ NPB_INPUTS = {
 NPB_CLASS_A = {"lu": 64, "bt": 64, "sp": 64, "mg": 256}
 
 
+def new_case(work: Path, machine: str, name: str, ranks: int, algorithm: str
+             ) -> tuple[Path, list[str]]:
+    """The case directory WORK/MACHINE-NAME-RANKS with its topology.conf (8-core nodes,
+    4 nodes per leaf, 4 leaves per middle switch) and the ``rankmap simulate`` command
+    on it (4:1; the plan knows the ratio)."""
+    case = work / f"{machine}-{name}-{ranks}"
+    case.mkdir(parents=True, exist_ok=True)
+    nodes = ranks // 8
+    conf = case / "topology.conf"
+    conf.write_text(topology_conf(machine, nodes, 4, 4))
+    return case, ["rankmap", "simulate", "--nodes", f"n[0-{nodes - 1}]",
+                  "--node-info", "Sockets=2 CoresPerSocket=4", "--topology-conf", str(conf),
+                  "--algorithm", algorithm, "--oversubscription", "4:1"]
+
+
+def unstated_ratio(machine: str) -> list[str]:
+    """The platform's own uplinks given explicitly: the plan then knows no
+    oversubscription (a site without ``[solver] uplink_oversubscription``)."""
+    return ["--uplink-bw", "12.5GBps:50GBps" if machine == "tree3" else "12.5GBps"]
+
+
+def write_input(case: Path, code: str, iterations: int) -> None:
+    """NPB ``code``'s class A input file, ``iterations`` time steps, into ``case``."""
+    name, text = NPB_INPUTS[code]
+    (case / name).write_text(text.format(it=iterations, n=NPB_CLASS_A[code]))
+
+
 def simulate(base: list[str], profile: str, program: list[str], out: Path,
              skip: tuple[str, ...] = ("cyclic", "scrambled")) -> dict:
     cmd = [*base, "--profile", profile, "--out", str(out), "--json",
@@ -145,34 +172,21 @@ def main() -> int:
                 print(f"skipped {spec_name} at {ranks} ranks: {exc}", file=sys.stderr)
                 continue
             for machine in args.machines:
-                case = work / f"{machine}-{spec_name}-{ranks}"
-                case.mkdir(parents=True, exist_ok=True)
-                nodes = ranks // 8
-                conf = case / "topology.conf"
-                conf.write_text(topology_conf(machine, nodes, 4, 4))
+                case, base = new_case(work, machine, spec_name, ranks, args.algorithm)
                 if args.npb_bin:
                     code = spec_name.split("-")[1]
                     exe = Path(args.npb_bin) / f"{code}.A.{ranks}"
                     if not exe.exists():
                         print(f"skipped {exe}: not built", file=sys.stderr)
                         continue
-                    name, text = NPB_INPUTS[code]
-                    (case / name).write_text(text.format(it=args.iterations,
-                                                         n=NPB_CLASS_A[code]))
+                    write_input(case, code, args.iterations)
                     program = ["--", str(exe)]
                 else:
                     program = ["--replay", str(write_trace(phased, case, args.iterations))]
                 total = case / "total.mtx"
                 write_mtx(phased, total, f"{spec} total, no phases")
-                base = ["rankmap", "simulate", "--nodes", f"n[0-{nodes - 1}]",
-                        "--node-info", "Sockets=2 CoresPerSocket=4",
-                        "--topology-conf", str(conf), "--algorithm", args.algorithm,
-                        "--oversubscription", "4:1"]
                 plain = simulate(base, str(total), program, case / "plain")
-                # the platform's own uplinks given explicitly: the plan then knows no
-                # oversubscription (a site without [solver] uplink_oversubscription)
-                uplinks = "12.5GBps:50GBps" if machine == "tree3" else "12.5GBps"
-                unknown = simulate([*base, "--uplink-bw", uplinks,
+                unknown = simulate([*base, *unstated_ratio(machine),
                                     *(["--unguarded"] if args.unguarded else [])],
                                    spec, program, case / "unknown",
                                    ("block", "cyclic", "scrambled"))

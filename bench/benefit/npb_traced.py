@@ -29,8 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 sys.path.insert(0, str(HERE))
 
-from npb_phases import NPB_CLASS_A, NPB_INPUTS, applied, simulate  # noqa: E402
-from run_benefit import topology_conf  # noqa: E402
+from npb_phases import applied, new_case, simulate, unstated_ratio, write_input  # noqa: E402
 
 from slurm_plugin.profiles.store import ProfileStore  # noqa: E402
 
@@ -70,20 +69,9 @@ def main() -> int:
                 print(f"skipped {exe}: not built", file=sys.stderr)
                 continue
             for machine in args.machines:
-                case = work / f"{machine}-{code}-{ranks}"
-                case.mkdir(parents=True, exist_ok=True)
-                nodes = ranks // 8
-                conf = case / "topology.conf"
-                conf.write_text(topology_conf(machine, nodes, 4, 4))
-                name, text = NPB_INPUTS[code]
-                (case / name).write_text(text.format(it=args.iterations,
-                                                     n=NPB_CLASS_A[code]))
-                uplinks = "12.5GBps:50GBps" if machine == "tree3" else "12.5GBps"
-                base = ["rankmap", "simulate", "--nodes", f"n[0-{nodes - 1}]",
-                        "--node-info", "Sockets=2 CoresPerSocket=4",
-                        "--topology-conf", str(conf), "--algorithm", args.algorithm,
-                        "--oversubscription", "4:1", "--uplink-bw", uplinks,
-                        "--unguarded"]
+                case, base = new_case(work, machine, code, ranks, args.algorithm)
+                write_input(case, code, args.iterations)
+                base += [*unstated_ratio(machine), "--unguarded"]
                 platform_dir = case / "platform"
                 subprocess.run([*base, "--profile", f"npb-{code}",
                                 "--platform-only", "--out", str(platform_dir), "--",
