@@ -43,7 +43,13 @@ from .link_load import RoutedNetwork
 from .machine import Hierarchy, Machine, MachineError
 from .objective import check_mapping, evaluate
 from .partitioners.metis import balanced_partition
-from .phases import PhasedGraph, phase_time, raised_latency_pace, raised_phase_time
+from .phases import (
+    PhasedGraph,
+    phase_time,
+    raised_latency_pace,
+    raised_phase_time,
+    raised_round_latency,
+)
 from .result import PHASES, MappingResult
 from .search import congested
 from .search import routed as routed_search
@@ -709,14 +715,27 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     return winner, origin, candidates, rejected
 
 
+#: Share of a profile's volume in exchange rounds above which candidates are not
+#: chosen by phase time (:func:`_phase_timer`).
+ROUNDS_SHARE = 0.5
+
+
 def _phase_timer(graph: CommGraph, machine: Machine, levels: Sequence[int],
                  link_capacities: LinkCapacities | None
                  ) -> Callable[[np.ndarray], float] | None:
     """The phase time over all ``levels`` (:func:`mapper.phases.phase_time` with the
     levels' capacities) of a mapping, for a graph with phases on a tree with
-    ``link_capacities``; None otherwise.  O(L · Σ_p (n + m_p)) per call."""
+    ``link_capacities``; None otherwise, and for a graph whose volume is mostly in
+    exchange rounds (pace ``"rounds"``, more than :data:`ROUNDS_SHARE`): the phase time leaves
+    them out (latency-bound), so it would choose by the rest (a traced code's
+    collectives) alone; J chooses then, as without phases.  O(L · Σ_p (n + m_p)) per
+    call."""
     if not (isinstance(graph, PhasedGraph) and graph.phases and levels
             and link_capacities is not None and isinstance(machine, Hierarchy)):
+        return None
+    rounds = sum(p.repeat * p.graph.total_volume for p in graph.phases
+                 if p.pace == "rounds")
+    if rounds > ROUNDS_SHARE * graph.total_volume:
         return None
     caps = _level_capacities(link_capacities, levels)
     return lambda mapping: phase_time(graph, machine, mapping, levels, caps)
@@ -784,7 +803,8 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
     ``mapping`` may not replace ``baseline`` — its phase time at some level (with
     ``link_capacities``: over all levels together) rises above the baseline's by more
     than :data:`LINK_TOLERANCE` (:func:`mapper.phases.raised_phase_time`), or its
-    latency-bound phases' pace does (:func:`mapper.phases.raised_latency_pace`), or,
+    latency-bound phases' pace does (:func:`mapper.phases.raised_latency_pace`), or its
+    exchange rounds' latency (:func:`mapper.phases.raised_round_latency`), or,
     without ``link_capacities``, its phase time over all levels rises under one of
     ``capacity_scenarios`` — or None (also without phases).  ``saved`` starts the
     reason.  O((L + S) · L · Σ_p (n + m_p)) for S scenarios."""
@@ -810,12 +830,19 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
                         f"(no ratio stated: checked at "
                         f"{', '.join(capacity_scenarios)})")
     paced = raised_latency_pace(graph, machine, mapping, baseline, levels, LINK_TOLERANCE)
-    if paced is None:
+    if paced is not None:
+        ratio = f"{paced:.2f}x" if np.isfinite(paced) else "more than"
+        return (f"{saved} pipelined phases' slowest rank sends across {ratio} the links "
+                f"of the baseline's (small messages one after the other: the rank whose "
+                f"messages cross the most links sets the pace)")
+    rounds = raised_round_latency(graph, machine, mapping, baseline, levels,
+                                  LINK_TOLERANCE)
+    if rounds is None:
         return None
-    ratio = f"{paced:.2f}x" if np.isfinite(paced) else "more than"
-    return (f"{saved} pipelined phases' slowest rank sends across {ratio} the links of "
-            f"the baseline's (small messages one after the other: the rank whose "
-            f"messages cross the most links sets the pace)")
+    ratio = f"{rounds:.2f}x" if np.isfinite(rounds) else "more than"
+    return (f"{saved} exchange rounds' farthest messages cross {ratio} the links of the "
+            f"baseline's (small messages in rounds: each round waits for its farthest "
+            f"message, mapper.phases.round_latency)")
 
 
 #: The polish's first slice, as a share of the smallest polish budget

@@ -68,11 +68,20 @@ with the real codes (NPB 3.3, class A, 64 and 256 ranks, SMPI): placements with 
 J and lighter links than block ran 1.07-1.34x slower, and this pace, not the phase time
 above, tells them apart (bench/README.md, "NPB by phase").
 
+**Exchange rounds** (:attr:`Phase.pace` ``"rounds"``, :func:`round_latency`).  A code
+whose messages are all small and that exchanges them in rounds -- every rank sends to
+its neighbours, waits for theirs, then sends the next round's (NPB MG's borders, one
+dimension after the other) -- waits, round after round, for the round's farthest
+message: its time follows Σ over rounds of the round's most links crossed, not its
+links' loads (measured with NPB MG's trace at 512 ranks: a placement with 28 % less
+volume on every link ran 1.04x block's time; bench/README.md, "Traced NAS codes").
+
 Reference: T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale
 parallel architectures", ICS 2011, doi:10.1145/1995896.1995909 (maximum congestion
 along routed paths as the mapping metric; dilation for latencies).
 
-Complexity: :func:`phase_bottlenecks` and :func:`latency_pace` are O(Σ_p (n + m_p·L))
+Complexity: :func:`phase_bottlenecks`, :func:`latency_pace` and :func:`round_latency`
+are O(Σ_p (n + m_p·L))
 for phases of m_p edges and L levels (one compiled group-cut pass and one vectorised
 pass over the edges per phase and level); construction of a :class:`PhasedGraph` is
 O(Σ_p m_p log m_p) (the sparse sum that checks the invariant).
@@ -95,8 +104,11 @@ from .objective import check_mapping
 SUM_RTOL = 1e-9
 
 #: :attr:`Phase.pace` values: bandwidth-bound (""), or latency-bound as a rank-order
-#: wavefront ("sweep") or as stages of one rank's messages ("stages")
-PACES = ("", "sweep", "stages")
+#: wavefront ("sweep"), as stages of one rank's messages ("stages") or as one round of
+#: an exchange ("rounds")
+PACES = ("", "sweep", "stages", "rounds")
+#: the paces timed by :func:`latency_pace` (pipelines); "rounds" by :func:`round_latency`
+PIPELINE_PACES = ("sweep", "stages")
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,8 +125,11 @@ class Phase:
     its lower-numbered partners, then sends to its higher-numbered ones; then the same
     backwards); ``"stages"``, a rank's messages of the phase on its critical path one
     after the other (NPB BT's line solves: stage after stage, from the predecessor,
-    to the successor, and back).  ``""`` (default): the phase lasts as long as its
-    busiest link.
+    to the successor, and back); ``"rounds"``, one round of an exchange of small
+    messages (NPB MG's borders at 512 ranks: every rank sends to its neighbours, then
+    waits for theirs, and the next round's messages follow), which lasts as long as its
+    farthest message (:func:`round_latency`).  ``""`` (default): the phase lasts as long
+    as its busiest link.
     """
 
     graph: CommGraph
@@ -478,7 +493,7 @@ def latency_pace(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     pi = check_mapping(mapping, machine.n, phased.n)
     total = 0.0
     for phase in phased.phases:
-        if not phase.pace:
+        if phase.pace not in PIPELINE_PACES:
             continue
         u, v, w = phase.graph.edges()
         lo, hi = np.minimum(u, v), np.maximum(u, v)
@@ -505,14 +520,59 @@ def raised_latency_pace(phased: PhasedGraph, machine: Hierarchy, candidate: np.n
     return None
 
 
+def round_latency(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
+                  levels: Sequence[int]) -> float:
+    """The latency of ``phased``'s exchange rounds (:attr:`Phase.pace` ``"rounds"``)
+    under a placement, in tree links (two per level of ``levels`` at which two ranks'
+    groups differ; 0 inside a node):
+
+        rounds:  Σ_p repeat_p · max over the edges (r, q) of phase p of links(r, q)
+
+    A round of small messages lasts as long as its farthest message, whatever their
+    volumes: each rank waits for its neighbours' messages before it sends the next
+    round's, so a late message delays its receiver's next round, and through it, round
+    after round, everyone's (the maximum is taken over the round, not per rank).
+    Measured with NPB 3.3 MG at 512 ranks (class A, every message at most 9 KiB; SMPI,
+    bench/README.md, "Traced NAS codes"): a placement with 28 % less volume on every
+    link ran 1.04x block's time, all of it in the point-to-point messages' latency
+    (1.30 ms under block, 2.11 ms under it; with latencies set to 0 it ran 0.76x),
+    because block keeps one of the three dimensions' rounds inside the nodes; this
+    latency is 15 % above block's there.  Volumes play no part (see
+    :func:`latency_pace` for pipelines).  0 without such phases.  O(Σ_p m_p·L)."""
+    pi = check_mapping(mapping, machine.n, phased.n)
+    total = 0.0
+    for phase in phased.phases:
+        if phase.pace != "rounds":
+            continue
+        u, v, _ = phase.graph.edges()
+        if len(u):
+            total += phase.repeat * float(links_crossed(machine, pi, u, v, levels).max())
+    return total
+
+
+def raised_round_latency(phased: PhasedGraph, machine: Hierarchy, candidate: np.ndarray,
+                         reference: np.ndarray, levels: Sequence[int],
+                         rtol: float = 1e-9) -> float | None:
+    """``candidate``'s :func:`round_latency` over ``reference``'s when it exceeds it by
+    more than ``rtol`` (inf when the reference's is 0), else None; O(Σ_p m_p·L)."""
+    ref = round_latency(phased, machine, reference, levels)
+    got = round_latency(phased, machine, candidate, levels)
+    if got > ref * (1.0 + rtol) + 1e-300:
+        return got / ref if ref > 0 else float("inf")
+    return None
+
+
 def merge_global_phases(phased: PhasedGraph) -> PhasedGraph:
-    """``phased`` with its equal all-rank phases merged into one, their repeats added,
-    at the first one's place (named ``"<name> x<k>"`` for k merged).
+    """``phased`` with its equal all-rank phases of the same :attr:`Phase.pace` merged
+    into one, their repeats added, at the first one's place (named ``"<name> x<k>"``
+    for k merged).
 
     Exact for :func:`phase_time` in both models when only phases that synchronise every
     rank are merged: those phases form one run (model "runs") in which each adds its
-    own repeat · t_p, as in model "phases", whatever their order.  Phases with
-    synchronising groups or a :attr:`Phase.pace` are kept as they are.  A trace of I
+    own repeat · t_p, as in model "phases", whatever their order; and for
+    :func:`round_latency`, a sum over its rounds.  Phases with synchronising groups or
+    a pipeline's pace ("sweep", "stages": a pace is a maximum over ranks of each
+    phase's sums, not additive) are kept as they are.  A trace of I
     iterations (:func:`slurm_plugin.profiles.smpi_ti.import_ti_phases`) then has about
     one phase per distinct step of an iteration instead of I of each.  O(Σ_p m_p) (graphs compared
     by a hash of their arrays, then exactly)."""
@@ -520,18 +580,19 @@ def merge_global_phases(phased: PhasedGraph) -> PhasedGraph:
     counts: list[int] = []
     seen: dict[tuple, list[int]] = {}
     for phase in phased.phases:
-        if phase.sync is not None or phase.pace:  # latency-bound phases kept as well
+        if phase.sync is not None or phase.pace in PIPELINE_PACES:
             merged.append(phase)
             counts.append(1)
             continue
         g = phase.graph
-        key = (g.m, hash(g.indptr.tobytes()), hash(g.indices.tobytes()),
+        key = (phase.pace, g.m, hash(g.indptr.tobytes()), hash(g.indices.tobytes()),
                hash(g.weights.tobytes()))
         for i in seen.get(key, []):
             h = merged[i].graph
             if (np.array_equal(h.indptr, g.indptr) and np.array_equal(h.indices, g.indices)
                     and np.array_equal(h.weights, g.weights)):
-                merged[i] = Phase(h, merged[i].repeat + phase.repeat, None, merged[i].name)
+                merged[i] = Phase(h, merged[i].repeat + phase.repeat, None, merged[i].name,
+                                  phase.pace)
                 counts[i] += 1
                 break
         else:

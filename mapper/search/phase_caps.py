@@ -43,7 +43,7 @@ import numpy as np
 from ..congestion import LinkWeights, uplink_loads
 from ..graph import CommGraph
 from ..machine import Hierarchy
-from ..phases import PhasedGraph, links_crossed
+from ..phases import PIPELINE_PACES, PhasedGraph, links_crossed
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
     n = phased.n
     owners, partners, weights, names = [], [], [], []
     for phase in phased.phases:
-        if not phase.pace:
+        if phase.pace not in PIPELINE_PACES:  # exchange rounds: a maximum, no channel
             continue
         u, v, w = phase.graph.edges()
         lo, hi = np.minimum(u, v), np.maximum(u, v)

@@ -12,7 +12,7 @@ import tomllib
 from mapper import CommGraph
 from mapper.io.graph_file import read_graph
 from mapper.io.mtx_file import write_mtx
-from mapper.phases import PhasedGraph, merge_global_phases
+from mapper.phases import PIPELINE_PACES, Phase, PhasedGraph, merge_global_phases
 
 from ..common.job_conventions import RECORDING_META, valid_job_id
 from ..common.user_paths import UserPathError
@@ -22,7 +22,7 @@ from ..profiles.generators import generate
 from ..profiles.ompi_monitoring import import_monitoring
 from ..profiles.pattern_match import generator_line, match_generator
 from ..profiles.recorded_job import collect_recording, incomplete_recordings
-from ..profiles.smpi_ti import TraceError, import_ti, import_ti_phases
+from ..profiles.smpi_ti import PIPELINE_BYTES, TraceError, import_ti, import_ti_phases
 from ..profiles.store import (
     NAME,
     ProfileError,
@@ -173,10 +173,15 @@ def _show(args: argparse.Namespace) -> int:
         print(f"samples      {len(info.samples)}: "
               + ", ".join(p.name for p in info.samples))
     if info.phases:
-        paced = [f"{p.name} ({pace})" for p, pace in zip(info.phases, info.paces, strict=True)
-                 if pace] if info.paces else []
+        paces = info.paces or ("",) * len(info.phases)
+        paced = [f"{p.name} ({pace})" for p, pace in zip(info.phases, paces, strict=True)
+                 if pace in PIPELINE_PACES]
+        rounds = [r for r, pace in zip(info.repeats or (1.0,) * len(paces), paces,
+                                       strict=True) if pace == "rounds"]
         print(f"phases       {len(info.phases)}"
-              + (f"; latency-bound: {', '.join(paced)}" if paced else ""))
+              + (f"; latency-bound: {', '.join(paced)}" if paced else "")
+              + (f"; exchange rounds: {len(rounds)} distinct, {sum(rounds):g} in all"
+                 if rounds else ""))
     if info.generator:
         print(f"generator    {info.generator} (at other task counts)")
     return 0
@@ -225,6 +230,8 @@ def _import(args: argparse.Namespace) -> int:
         line += f"phases = {toml_value(_write_phases(store, args.name, g))}\n"
         if any(p.pace for p in g.phases):
             line += f"paces = {toml_value([p.pace for p in g.phases])}\n"
+        if any(p.pace == "rounds" and p.repeat != 1 for p in g.phases):
+            line += f"repeats = {toml_value([_stored_repeat(p) for p in g.phases])}\n"
     (store / f"{args.name}.toml").write_text(
         f'ranks = {g.n}\nunits = "bytes"\ndescription = {toml_string(args.description)}\n'
         f'source = {toml_string(origin)}\nfile = "{args.name}.mtx"\n{line}')
@@ -246,21 +253,38 @@ def _total_or_pipelines(prefix: list[str], progress, notes: list[str]):
         phased = import_ti_phases(prefix, progress)
     except TraceError:
         return import_ti(prefix, progress)
-    paced = [p.name for p in phased.phases if p.pace]
-    if not paced:
+    paced = [p.name for p in phased.phases if p.pace in PIPELINE_PACES]
+    rounds = sum(1 for p in phased.phases if p.pace == "rounds")
+    if not paced and not rounds:
         return CommGraph(phased.indptr, phased.indices, phased.weights, phased.source)
-    notes.append(f"phases stored: the trace has latency-bound wavefronts ({len(paced)} "
-                 f"phases, e.g. {paced[0]}), whose pace the never-worse rule checks")
+    if paced:
+        notes.append(f"phases stored: the trace has latency-bound wavefronts ({len(paced)} "
+                     f"phases, e.g. {paced[0]}), whose pace the never-worse rule checks")
+    if rounds:
+        notes.append(f"phases stored: every point-to-point message of the trace is at most "
+                     f"{PIPELINE_BYTES} bytes, exchanged in {rounds} rounds; the never-worse "
+                     f"rule checks each round's farthest message")
     return merge_global_phases(phased)
 
 
+def _stored_repeat(phase: Phase) -> float:
+    """The repeat count ``repeats`` lists for a phase: an exchange round's own (its
+    latency counts rounds, not volume: :func:`mapper.phases.round_latency`); 1 for the
+    others, whose repeat is in their volumes (:func:`_write_phases`)."""
+    if phase.pace != "rounds":
+        return 1
+    return int(phase.repeat) if float(phase.repeat).is_integer() else phase.repeat
+
+
 def _write_phases(store: Path, name: str, g: PhasedGraph) -> list[str]:
-    """NAME.pK.mtx for each phase, its volumes times its repeat count (the store's
-    phases repeat once; the phase model is linear in a phase's volume); their names."""
+    """NAME.pK.mtx for each phase, its volumes times its repeat count except for
+    exchange rounds (the phase time model is linear in a phase's volume; a round's
+    repeat goes to ``repeats``: :func:`_stored_repeat`); their names."""
     files = []
     for k, phase in enumerate(g.phases):
         pg = phase.graph
-        scaled = type(pg)(pg.indptr, pg.indices, pg.weights * phase.repeat, pg.source)
+        scale = phase.repeat / _stored_repeat(phase)
+        scaled = type(pg)(pg.indptr, pg.indices, pg.weights * scale, pg.source)
         files.append(f"{name}.p{k}.mtx")
         write_mtx(scaled, store / files[-1], comment=f"phase {k}: {phase.name}")
     return files

@@ -26,7 +26,7 @@ from mapper.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorith
 from mapper.congestion import LinkCapacities
 from mapper.link_load import RoutedNetwork
 from mapper.objective import evaluate
-from mapper.phases import PhasedGraph
+from mapper.phases import PIPELINE_PACES, PhasedGraph
 from mapper.result import PHASES
 
 from ..common.job_conventions import GRAPH_MODE
@@ -312,10 +312,15 @@ def _phase_note(graph: PhasedGraph, checked: bool,
                 scenarios: Sequence[str] = ()) -> str:
     """The report's line on a profile's phases and whether the rule checks them."""
     what = f"profile by phase: {len(graph.phases)} phases"
-    paced = [p.name for p in graph.phases if p.pace]
+    paced = [p.name for p in graph.phases if p.pace in PIPELINE_PACES]
+    rounds = sum(1 for p in graph.phases if p.pace == "rounds")
     pace = (f"; and one whose pipelined phases ({', '.join(paced)}: small messages, "
             f"latency-bound) have a slowest rank sending across more links than the "
             f"default's" if paced else "")
+    if rounds:
+        pace += (f"; and one whose exchange rounds ({rounds} distinct: small messages, "
+                 f"each round waiting for its farthest) cross more links than the "
+                 f"default's")
     if checked and oversubscription:
         ratios = ", ".join(f"{x:g}:1" for x in oversubscription)
         return (f"{what}; timed over every link level (uplinks oversubscribed {ratios}, "

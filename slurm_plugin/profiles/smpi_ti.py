@@ -49,6 +49,7 @@ from mapper.errors import RankmapError
 from mapper.phases import PhasedGraph, make_phase, with_phases
 
 from . import collectives
+from .ti_rounds import exchange_rounds
 
 
 class TraceError(RankmapError, ValueError):
@@ -370,6 +371,72 @@ def _receive_kinds(lines: Sequence[tuple[int, _Line]], n: int
     return kinds, relays
 
 
+#: :func:`import_ti_phases`'s kinds of a phase's messages: ordinary, a sweep, and the
+#: exchange rounds (_ROUND + the round's number)
+_ORDINARY, _SWEEP, _ROUND = 0, 1, 2
+
+
+def _events(lines: Sequence[tuple[int, _Line]], n: int
+            ) -> tuple[list[list[tuple]], list[list[int]]]:
+    """Per rank its point-to-point events for :func:`ti_rounds.exchange_rounds`, and
+    per rank the line index of each of its send events, in order.  O(lines)."""
+    events: list[list[tuple]] = [[] for _ in range(n)]
+    sends: list[list[int]] = [[] for _ in range(n)]
+    for i, (rank, line) in enumerate(lines):
+        low = line.fields[1].lower()
+        if _is_collective(line):
+            events[rank].append(("collective",))
+        elif low in _SENDS:
+            events[rank].append(("send", line.rank_at(2, "destination", n)))
+            sends[rank].append(i)
+        elif low == "sendrecv":
+            src = _source(line, 5, n)
+            dst = line.rank_at(3, "destination", n)
+            events[rank].append(("sendrecv", dst, src) if src is not None else ("send", dst))
+            sends[rank].append(i)
+        elif low in ("recv", "irecv"):
+            src = _source(line, 2, n)
+            if src is not None:
+                events[rank].append((low, src))
+        elif low == "wait" and len(line.fields) >= 3:
+            src = _source(line, 2, n)
+            if src is not None:
+                events[rank].append(("wait", src))
+        elif low.startswith("wait"):
+            events[rank].append(("waitall",))
+    return events, sends
+
+
+def _split_rounds(by_phase: dict[tuple[int, int], list[Edges]],
+                  p2p: Sequence[tuple[int, int, Edges]],
+                  lines: Sequence[tuple[int, _Line]], n: int) -> None:
+    """Move the ordinary point-to-point messages of ``by_phase`` into exchange rounds
+    (kind _ROUND + round, :mod:`slurm_plugin.profiles.ti_rounds`) when every
+    point-to-point message of the trace is at most :data:`PIPELINE_BYTES`; unchanged
+    otherwise, or when the rounds cannot be aligned.  O(lines)."""
+    if not p2p or max(float(e[2].max()) for _, _, e in p2p) > PIPELINE_BYTES:
+        return
+    events, sends = _events(lines, n)
+    rounds = exchange_rounds(events)
+    if rounds is None:
+        return
+    round_of = {i: c for per_rank, idx in zip(rounds, sends, strict=True)
+                for i, c in zip(idx, per_rank, strict=True)}
+    ordinary = [k for k in by_phase if k[1] == _ORDINARY and k[0] % 2 == 0]
+    candidates = {id(e) for k in ordinary for e in by_phase[k]}   # not in a sweep
+    moved: set[int] = set()
+    for phase, i, e in p2p:
+        if id(e) in candidates and i in round_of:
+            by_phase.setdefault((phase, _ROUND + round_of[i]), []).append(e)
+            moved.add(id(e))
+    for key in ordinary:
+        kept = [e for e in by_phase[key] if id(e) not in moved]
+        if kept:
+            by_phase[key] = kept
+        else:
+            del by_phase[key]
+
+
 def import_ti_phases(paths: Sequence[str | Path],
                      progress: Callable[[int, int], None] | None = None) -> PhasedGraph:
     """The traces as :func:`import_ti`'s graph carrying phases split at every
@@ -405,12 +472,12 @@ def import_ti_phases(paths: Sequence[str | Path],
     kinds, relays = _receive_kinds(lines, n)
     count = np.zeros(n, dtype=np.int64)
     first_op: dict[int, str] = {}
-    by_phase: dict[tuple[int, bool], list[Edges]] = {}
+    by_phase: dict[tuple[int, int], list[Edges]] = {}   # (phase, _ORDINARY|_SWEEP)
+    p2p: list[tuple[int, int, Edges]] = []               # (phase, line index, edges)
     parts = []
-    for rank, line in lines:
+    for i, (rank, line) in enumerate(lines):
         e = expand_line(line, rank, n)
         parts.append(e)
-        pipelined = False
         if _is_collective(line):
             k = int(count[rank])
             op = line.fields[1].lower()
@@ -418,16 +485,18 @@ def import_ti_phases(paths: Sequence[str | Path],
                 raise TraceError(f"{line.where}: rank {rank}'s collective call {k + 1} is "
                                  f"{op}, another rank's is {first_op[k]} (calls on other "
                                  f"communicators cannot be split into phases)")
-            phase = 2 * k + 1
+            by_phase.setdefault((2 * k + 1, _ORDINARY), []).append(e)
             count[rank] += 1
-        else:
-            phase = 2 * int(count[rank])
-            if (line.fields[1].lower() in _SENDS or line.fields[1].lower() == "sendrecv"
-                    ) and len(e[0]):
-                queue = kinds.get((phase, rank, int(e[1][0])))
-                blocking = queue.pop(0) if queue else False
-                pipelined = blocking and float(e[2][0]) <= PIPELINE_BYTES
-        by_phase.setdefault((phase, pipelined), []).append(e)
+            continue
+        phase = 2 * int(count[rank])
+        low = line.fields[1].lower()
+        pipelined = False
+        if (low in _SENDS or low == "sendrecv") and len(e[0]):
+            queue = kinds.get((phase, rank, int(e[1][0])))
+            blocking = queue.pop(0) if queue else False
+            pipelined = blocking and float(e[2][0]) <= PIPELINE_BYTES
+            p2p.append((phase, i, e))
+        by_phase.setdefault((phase, _SWEEP if pipelined else _ORDINARY), []).append(e)
     if count.min() != count.max():
         r = int(np.argmin(count))
         raise TraceError(f"rank {r} calls {count[r]} collectives, rank "
@@ -435,20 +504,24 @@ def import_ti_phases(paths: Sequence[str | Path],
                          f"collective calls")
     source = f"SMPI TI trace {files[0]}"
     total = _graph(parts, n, source)
-    for phase, pipelined in list(by_phase):
-        if pipelined and not _is_sweep(relays.get(phase, [0, 0, 0]),
-                                       sum(len(e[0]) for e in by_phase[phase, True])):
-            by_phase.setdefault((phase, False), []).extend(by_phase.pop((phase, True)))
+    for phase, kind in list(by_phase):
+        if kind == _SWEEP and not _is_sweep(relays.get(phase, [0, 0, 0]),
+                                            sum(len(e[0]) for e in by_phase[phase, kind])):
+            by_phase.setdefault((phase, _ORDINARY), []).extend(by_phase.pop((phase, kind)))
+    _split_rounds(by_phase, p2p, lines, n)
     phases = []
-    for phase, pipelined in sorted(by_phase):
-        g = _graph(by_phase[phase, pipelined], n, f"{source} phase {len(phases)}")
+    for phase, kind in sorted(by_phase):
+        g = _graph(by_phase[phase, kind], n, f"{source} phase {len(phases)}")
         if g.m == 0:
             continue
         name = (f"p2p {phase // 2}" if phase % 2 == 0
                 else f"{first_op[phase // 2]} {phase // 2}")
-        if pipelined:
-            name += " sweep"
-        phases.append(make_phase(g, name=name, pace="sweep" if pipelined else ""))
+        pace = ""
+        if kind == _SWEEP:
+            name, pace = f"{name} sweep", "sweep"
+        elif kind >= _ROUND:
+            name, pace = f"{name} round {kind - _ROUND}", "rounds"
+        phases.append(make_phase(g, name=name, pace=pace))
     if not phases:
         raise TraceError(f"{files[0]}: no messages to split into phases")
     return with_phases(total, phases)

@@ -27,13 +27,16 @@ up to ``file``'s matrix (within a relative 1e-9 of its largest volume)::
 
 The job then gets a :class:`mapper.phases.PhasedGraph`: the mapper, J and the
 never-worse rule see ``file``'s graph exactly as without the key; the phases (every
-rank synchronising in each, repeat 1) are there for :func:`mapper.phases.phase_time`.
-``paces`` (optional, one value per phase) marks latency-bound pipelines
-(:attr:`mapper.phases.Phase.pace`: ``"sweep"``, ``"stages"``; ``""`` for the others),
-as ``rankmap profile import`` finds them in a trace::
+rank synchronising in each) are there for :func:`mapper.phases.phase_time`.
+``paces`` (optional, one value per phase) marks latency-bound phases
+(:attr:`mapper.phases.Phase.pace`: pipelines ``"sweep"``, ``"stages"``; exchange
+rounds ``"rounds"``; ``""`` for the others), and ``repeats`` (optional, a positive
+number per phase, default 1) how often each recurs (the phases times their repeats
+add up to ``file``), as ``rankmap profile import`` writes them from a trace::
 
     phases = ["lu-64.p0.mtx", "lu-64.p1.mtx"]
     paces = ["", "sweep"]
+    repeats = [1, 4]
 Each phase must be a file in the store with the profile's rank count; errors name the
 ``.toml`` (and the line of the key).  ``phases`` and ``samples`` together are refused
 for now (which run would the phases belong to?).
@@ -77,6 +80,7 @@ max_file_bytes``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,7 +109,7 @@ class ProfileError(RankmapError, ValueError):
 NAME = PROFILE_NAME
 TOML_KEYS = {"ranks": int, "units": str, "description": str, "source": str, "file": str,
              "kind": str, "weights": str, "samples": list, "runs": list,
-             "generator": str, "phases": list, "paces": list}
+             "generator": str, "phases": list, "paces": list, "repeats": list}
 #: ``[[runs]]``: where each sample came from (slurm_plugin.profiles.store_writer writes
 #: one per recorded job): its file, the job, the date, the MPI and recorder, the volume
 RUN_KEYS = {"file": str, "job": str, "date": str, "mpi": str, "recorder": str,
@@ -117,7 +121,7 @@ KINDS = ("graph", "mesh")
 MESH_REQUIRED = ("file",)
 MESH_ONLY = ("weights",)
 #: keys a mesh entry cannot have
-GRAPH_ONLY = ("samples", "runs", "generator", "phases", "paces")
+GRAPH_ONLY = ("samples", "runs", "generator", "phases", "paces", "repeats")
 #: the size a ``generator`` value is checked at: a power of two and a square
 GENERATOR_CHECK_RANKS = 16
 
@@ -138,6 +142,7 @@ class ProfileInfo:
     generator: str = ""              # size-free generator spec for other task counts
     phases: tuple[Path, ...] = ()    # one matrix per communication phase, in order
     paces: tuple[str, ...] = ()      # per phase its Phase.pace ("" bandwidth-bound)
+    repeats: tuple[float, ...] = ()  # per phase how often it recurs (default 1 each)
 
     @property
     def is_mesh(self) -> bool:
@@ -264,12 +269,13 @@ class ProfileStore:
                                f"with samples cannot have phases yet (the phases of which "
                                f"run?); keep one of the keys")
         paces = _paces(toml, data.get("paces"), len(phases), text)
+        repeats = _repeats(toml, data.get("repeats"), len(phases), text)
         runs = _runs(toml, data.get("runs", []), text)
         generator = _generator(toml, data["generator"]) if "generator" in data else ""
         return ProfileInfo(name, toml, data.get("ranks", 0), matrix,
                            data.get("units", "bytes"), data.get("description", ""),
                            data.get("source", ""), kind, weights, samples, runs,
-                           generator, phases, paces)
+                           generator, phases, paces, repeats)
 
     def _samples(self, toml: Path, store: Path, value: list | None,
                  text: str, key: str = "samples") -> tuple[Path, ...]:
@@ -361,7 +367,8 @@ class ProfileStore:
                 raise ProfileError(f"profile {info.name!r}: phase {path.name} has {g.n} "
                                    f"ranks, the job has {ntasks} tasks ({info.path})")
             pace = info.paces[len(phases)] if info.paces else ""
-            phases.append(make_phase(g, name=path.name, pace=pace))
+            repeat = info.repeats[len(phases)] if info.repeats else 1.0
+            phases.append(make_phase(g, repeat, name=path.name, pace=pace))
         bad = sum_mismatch(graph, phases)
         if bad > SUM_RTOL:
             raise ProfileError(f"profile {info.name!r}: the phases "
@@ -414,6 +421,23 @@ def _paces(toml: Path, value: list | None, phases: int, text: str) -> tuple[str,
             raise ProfileError(f"{where}[{i}]: {pace!r} is not one of "
                                f"{', '.join(repr(x) for x in PACES)}")
     return tuple(value)
+
+
+def _repeats(toml: Path, value: list | None, phases: int, text: str
+             ) -> tuple[float, ...]:
+    """The ``repeats`` list: how often each phase recurs (a positive number per phase;
+    the phases times their repeats add up to ``file``); errors name the .toml's line."""
+    if value is None:
+        return ()
+    where = f"{toml}:{_key_line(text, 'repeats')}: repeats"
+    if len(value) != phases:
+        raise ProfileError(f"{where}: {len(value)} values for {phases} phases (one per "
+                           f"entry of phases, in order)")
+    for i, x in enumerate(value):
+        if (isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
+                or x <= 0):
+            raise ProfileError(f"{where}[{i}]: {x!r} is not a positive number")
+    return tuple(float(x) for x in value)
 
 
 def _runs(toml: Path, value: list, text: str) -> tuple[dict, ...]:

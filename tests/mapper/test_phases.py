@@ -364,3 +364,119 @@ def test_phase_time_leaves_the_latency_bound_phases_out() -> None:
         assert phase_time(both, machine, pi, [0, 1], model=model) == \
             phase_time(alone, machine, pi, [0, 1], model=model) > 0
         assert phase_time(paced, machine, pi, [0, 1], model=model) == 0.0
+
+
+# -- exchange rounds: each round lasts as long as its farthest message -------------------
+
+@pytest.mark.parametrize("seed", range(20))
+def test_round_latency_matches_brute_force(seed: int) -> None:
+    from mapper.phases import round_latency
+    rng = np.random.default_rng(300 + seed)
+    machine = _machine()
+    n = machine.n
+    phases = []
+    for i in range(int(rng.integers(1, 5))):
+        g = _random_graph(rng, n, int(rng.integers(0, 25)))
+        p = make_phase(g, repeat=float(rng.integers(1, 4)), name=f"p{i}")
+        phases.append(_paced(p, str(rng.choice(["", "sweep", "rounds", "rounds"]))))
+    total = CommGraph.from_matrix(sum(p.repeat * p.graph.to_csr() for p in phases),
+                                  directed=False)
+    phased = with_phases(total, phases)
+    pi = rng.permutation(n)
+    levels = sorted(rng.choice([0, 1, 2], size=int(rng.integers(1, 4)), replace=False).tolist())
+    want = 0.0
+    for phase in phases:
+        if phase.pace != "rounds":
+            continue
+        u, v, _ = phase.graph.edges()
+        # volumes play no part: the farthest message of the round
+        want += phase.repeat * max((_links_brute(machine, int(pi[a]), int(pi[b]), levels)
+                                    for a, b in zip(u.tolist(), v.tolist(), strict=True)),
+                                   default=0)
+    assert round_latency(phased, machine, pi, levels) == pytest.approx(want, rel=1e-12)
+    # rounds are neither pipelines nor bandwidth phases
+    pipelines = [p for p in phases if p.pace != "rounds"]
+    if pipelines:
+        rest = with_phases(CommGraph.from_matrix(
+            sum(p.repeat * p.graph.to_csr() for p in pipelines), directed=False), pipelines)
+        assert latency_pace(phased, machine, pi, levels) == \
+            pytest.approx(latency_pace(rest, machine, pi, levels), rel=1e-12)
+        assert phase_time(phased, machine, pi, levels) == \
+            pytest.approx(phase_time(rest, machine, pi, levels), rel=1e-12)
+
+
+def test_rounds_prefer_keeping_a_dimension_inside_the_nodes() -> None:
+    # NPB MG's case in small: a 4x4x4 periodic grid exchanged one dimension per round
+    # (3 iterations), nodes of 8 cores, 2 nodes per leaf, 4 leaves.  Block holds a
+    # 4x2x1 slab per node (x-rounds never leave it), 2x2x2 cubes cut every dimension;
+    # both send 3 of each rank's 6 messages off the node and off the leaf: J ties
+    from mapper.phases import raised_round_latency, round_latency
+    machine = Hierarchy.homogeneous([8, 2, 4], [1, 10, 100])
+    r = np.arange(64)
+    x, y, z = r % 4, (r // 4) % 4, r // 16
+
+    def rank(xx, yy, zz):
+        return xx % 4 + 4 * (yy % 4) + 16 * (zz % 4)
+    rounds = [Phase(CommGraph.from_edges(r, rank(x + dx, y + dy, z + dz), np.ones(64), n=64),
+                    3.0, None, f"{name} round", pace="rounds")
+              for name, (dx, dy, dz) in zip("xyz", [(1, 0, 0), (0, 1, 0), (0, 0, 1)],
+                                            strict=True)]
+    total = CommGraph.from_matrix(sum(3.0 * p.graph.to_csr() for p in rounds),
+                                  directed=False)
+    phased = with_phases(total, rounds)
+    levels = [0, 1]
+    block = r.copy()
+    # cube (a, b, c) = (x // 2, y // 2, z // 2) on node a of leaf b + 2c
+    cube = ((y // 2) + 2 * (z // 2)) * 16 + (x // 2) * 8 + x % 2 + 2 * (y % 2) + 4 * (z % 2)
+    assert sorted(cube.tolist()) == list(range(64))
+    assert evaluate(phased, machine, cube).objective == \
+        evaluate(phased, machine, block).objective
+    # block: x rounds 0 links, y rounds 2 (the leaf's other node), z rounds 4 (another
+    # leaf); cubes: x 2, y 4, z 4
+    assert round_latency(phased, machine, block, levels) == 3 * (0 + 2 + 4)
+    assert round_latency(phased, machine, cube, levels) == 3 * (2 + 4 + 4)
+    assert raised_round_latency(phased, machine, cube, block, levels) == pytest.approx(10 / 6)
+    assert raised_round_latency(phased, machine, block, cube, levels) is None
+
+
+def test_merging_equal_rounds_adds_their_repeats() -> None:
+    from mapper.phases import merge_global_phases, round_latency
+    g = _lu_grid(3).phases[0].graph
+    h = _random_graph(np.random.default_rng(3), 9, 10)
+    a = Phase(g, 1.0, None, "round a", pace="rounds")
+    b = Phase(h, 1.0, None, "round b", pace="rounds")
+    plain = make_phase(g, name="halo")
+    phased = with_phases(CommGraph.from_matrix(4 * g.to_csr() + 2 * h.to_csr(),
+                                               directed=False), [a, b, plain, a, b, a])
+    merged = merge_global_phases(phased)
+    # a round merges with its equals only, never with an equal bandwidth phase
+    assert [(p.name, p.repeat, p.pace) for p in merged.phases] == [
+        ("round a x3", 3.0, "rounds"), ("round b x2", 2.0, "rounds"), ("halo", 1.0, "")]
+    machine = Hierarchy.homogeneous([3, 3], [1, 10])
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        pi = rng.permutation(9)
+        assert round_latency(merged, machine, pi, [0]) == \
+            round_latency(phased, machine, pi, [0])
+
+
+def test_a_profile_mostly_in_rounds_is_not_chosen_by_phase_time() -> None:
+    # the phase time leaves rounds out; where they carry most of the volume it would
+    # choose by the rest (a trace's collectives) alone, so J chooses (mapper.api)
+    from mapper.api import ROUNDS_SHARE, _phase_timer
+    machine = Hierarchy.homogeneous([4, 2, 2], [1, 10, 100])
+    g = _lu_grid(4).phases[0].graph
+    h = _random_graph(np.random.default_rng(11), 16, 12)
+    caps = [[1.0] * 4, [1.0] * 2, [1.0]]
+
+    def profile(round_volume: float) -> PhasedGraph:
+        rounds = Phase(CommGraph(g.indptr, g.indices, g.weights * round_volume, g.source),
+                       1.0, None, "round", pace="rounds")
+        total = CommGraph.from_matrix(rounds.graph.to_csr() + h.to_csr(), directed=False)
+        return with_phases(total, [rounds, make_phase(h, name="allreduce")])
+    ratio = h.total_volume / g.total_volume
+    assert ROUNDS_SHARE == 0.5
+    # rounds 2/3 of the volume: no timer; 1/3: the phase time chooses
+    assert _phase_timer(profile(2.0 * ratio), machine, [0, 1], caps) is None
+    timer = _phase_timer(profile(0.5 * ratio), machine, [0, 1], caps)
+    assert timer is not None and timer(np.arange(16)) > 0

@@ -282,8 +282,11 @@ def test_ti_phases_split_at_collectives(tmp_path) -> None:
     assert isinstance(g, PhasedGraph)
     np.testing.assert_array_equal(g.to_csr().toarray(), import_ti(files).to_csr().toarray())
     # p2p 0 (0->1), bcast 0 (binomial 0->1, 0->2, 2->3), p2p 1 (0->2); the barrier
-    # has no volume; p2p 2 (1->3)
-    assert [p.name for p in g.phases] == ["p2p 0", "bcast 0", "p2p 1", "p2p 2"]
+    # has no volume; p2p 2 (1->3).  Every message is small: each point-to-point phase
+    # is an exchange round (the clocks move on at each collective)
+    assert [p.name for p in g.phases] == ["p2p 0 round 0", "bcast 0", "p2p 1 round 1",
+                                          "p2p 2 round 2"]
+    assert [p.pace for p in g.phases] == ["rounds", "", "rounds", "rounds"]
     edges = [sorted(zip(*(a.tolist() for a in p.graph.edges()[:2]), strict=True))
              for p in g.phases]
     assert edges == [[(0, 1)], [(0, 1), (0, 2), (2, 3)], [(0, 2)], [(1, 3)]]
