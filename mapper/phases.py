@@ -537,7 +537,7 @@ def round_latency(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     link ran 1.04x block's time, all of it in the point-to-point messages' latency
     (1.30 ms under block, 2.11 ms under it; with latencies set to 0 it ran 0.76x),
     because block keeps one of the three dimensions' rounds inside the nodes; this
-    latency is 15 % above block's there.  Volumes play no part (see
+    latency is 10-15 % above block's there.  Volumes play no part (see
     :func:`latency_pace` for pipelines).  0 without such phases.  O(Σ_p m_p·L)."""
     pi = check_mapping(mapping, machine.n, phased.n)
     total = 0.0

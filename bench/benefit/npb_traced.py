@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Traced NAS codes, imported: does the product keep them from running slower?
 
-Per case (code, ranks, machine as ``run_benefit.py`` builds them: 8-core nodes, 4
-nodes per leaf, 4 leaves per middle switch, 4:1), the real NPB 3.3 MPI binary
+Per case (code, ranks, machine as ``run_benefit.py`` builds them: 8-core nodes, 4 nodes
+per leaf, 4 leaves per middle switch, 4:1), the real NPB 3.3 MPI binary
 (``build_npb.sh``; nothing of NPB is in this repository) runs once under block with
 ``smpirun -trace-ti``; ``rankmap profile import`` imports the trace (phases split at
-collectives, latency-bound pipelines found: :func:`slurm_plugin.profiles.smpi_ti.import_ti_phases`),
-and the binary is simulated under block and two plans, each with the solver's own
-placement before the never-worse rule (``--unguarded``), the site stating no uplink
-ratio (``--uplink-bw``): the imported profile's total alone (no phases: what an
-import gave before pipelines were found) and the imported profile itself.  Ratios to
-block's simulated time.
+collectives, latency-bound pipelines and exchange rounds found:
+:func:`slurm_plugin.profiles.smpi_ti.import_ti_phases`), and the binary is simulated
+under block and two plans, each with the solver's own placement before the never-worse
+rule (``--unguarded``), the site stating no uplink ratio (``--uplink-bw``): the imported
+profile's total alone (no phases: what an import gave before pipelines were found) and
+the imported profile itself. Ratios to block's simulated time.
 
 Usage::
 
@@ -59,7 +59,7 @@ def main() -> int:
     args = ap.parse_args()
     work = Path(args.work_dir)
     print("| machine | code | ranks | block s | total only: applied | total only: solver's "
-          "own | imported: applied | imported: solver's own | paced phases | applied "
+          "own | imported: applied | imported: solver's own | latency-bound | applied "
           "(imported) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for code in args.codes:
@@ -83,7 +83,11 @@ def main() -> int:
                                 str(ti), "--name", f"{code}{ranks}", "--store", str(store)],
                                check=True, capture_output=True)
                 profile = ProfileStore([store]).load(f"{code}{ranks}", ranks)
-                paced = sum(1 for p in getattr(profile, "phases", ()) if p.pace)
+                phases = getattr(profile, "phases", ())
+                sweeps = sum(1 for p in phases if p.pace == "sweep")
+                rounds = sum(p.repeat for p in phases if p.pace == "rounds")
+                paced = (f"{sweeps} sweeps" if sweeps else "") + \
+                    (f"{rounds:g} rounds" if rounds else "") or "0"
                 total = simulate(base, str(store / f"{code}{ranks}.mtx"), ["--", str(exe)],
                                  case / "total")
                 phased = simulate([*base, "--store", str(store)], f"{code}{ranks}",
