@@ -418,6 +418,15 @@ def phase_time(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     return total
 
 
+def raised_ratio(got: float, ref: float, rtol: float) -> float | None:
+    """``got / ref`` when ``got`` exceeds ``ref`` by more than ``rtol`` (inf when ``ref``
+    is 0), else None: how every ``raised_*`` check here compares a candidate's measure
+    with the reference's."""
+    if got > ref * (1.0 + rtol) + 1e-300:
+        return got / ref if ref > 0 else float("inf")
+    return None
+
+
 @dataclass(frozen=True)
 class RaisedPhaseTime:
     """A level (None: all levels together) at which a placement's phase time exceeds
@@ -446,17 +455,13 @@ def raised_phase_time(phased: PhasedGraph, machine: Hierarchy, candidate: np.nda
     levels (1.33–1.67×), those that simulate as fast as block on a 2-level tree rise at
     none.  O(L · Σ_p (n + m_p·L))."""
     if capacities is not None:
-        ref = phase_time(phased, machine, reference, levels, capacities)
-        got = phase_time(phased, machine, candidate, levels, capacities)
-        if got > ref * (1.0 + rtol) + 1e-300:
-            return RaisedPhaseTime(None, "every level",
-                                   got / ref if ref > 0 else float("inf"))
-        return None
+        ratio = raised_ratio(phase_time(phased, machine, candidate, levels, capacities),
+                             phase_time(phased, machine, reference, levels, capacities), rtol)
+        return None if ratio is None else RaisedPhaseTime(None, "every level", ratio)
     for level in levels:
-        ref = phase_time(phased, machine, reference, [level])
-        got = phase_time(phased, machine, candidate, [level])
-        if got > ref * (1.0 + rtol) + 1e-300:
-            ratio = got / ref if ref > 0 else float("inf")
+        ratio = raised_ratio(phase_time(phased, machine, candidate, [level]),
+                             phase_time(phased, machine, reference, [level]), rtol)
+        if ratio is not None:
             return RaisedPhaseTime(int(level), machine.level_names[level], ratio)
     return None
 
@@ -513,11 +518,8 @@ def raised_latency_pace(phased: PhasedGraph, machine: Hierarchy, candidate: np.n
                         rtol: float = 1e-9) -> float | None:
     """``candidate``'s :func:`latency_pace` over ``reference``'s when it exceeds it by
     more than ``rtol`` (inf when the reference's is 0), else None; O(Σ_p m_p·L)."""
-    ref = latency_pace(phased, machine, reference, levels)
-    got = latency_pace(phased, machine, candidate, levels)
-    if got > ref * (1.0 + rtol) + 1e-300:
-        return got / ref if ref > 0 else float("inf")
-    return None
+    return raised_ratio(latency_pace(phased, machine, candidate, levels),
+                        latency_pace(phased, machine, reference, levels), rtol)
 
 
 def round_latency(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
@@ -555,11 +557,8 @@ def raised_round_latency(phased: PhasedGraph, machine: Hierarchy, candidate: np.
                          rtol: float = 1e-9) -> float | None:
     """``candidate``'s :func:`round_latency` over ``reference``'s when it exceeds it by
     more than ``rtol`` (inf when the reference's is 0), else None; O(Σ_p m_p·L)."""
-    ref = round_latency(phased, machine, reference, levels)
-    got = round_latency(phased, machine, candidate, levels)
-    if got > ref * (1.0 + rtol) + 1e-300:
-        return got / ref if ref > 0 else float("inf")
-    return None
+    return raised_ratio(round_latency(phased, machine, candidate, levels),
+                        round_latency(phased, machine, reference, levels), rtol)
 
 
 def merge_global_phases(phased: PhasedGraph) -> PhasedGraph:

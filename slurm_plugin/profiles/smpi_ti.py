@@ -408,13 +408,13 @@ def _events(lines: Sequence[tuple[int, _Line]], n: int
 
 
 def _split_rounds(by_phase: dict[tuple[int, int], list[Edges]],
-                  p2p: Sequence[tuple[int, int, Edges]],
+                  p2p: Sequence[tuple[int, int, Edges, bool]],
                   lines: Sequence[tuple[int, _Line]], n: int) -> None:
-    """Move the ordinary point-to-point messages of ``by_phase`` into exchange rounds
-    (kind _ROUND + round, :mod:`slurm_plugin.profiles.ti_rounds`) when every
-    point-to-point message of the trace is at most :data:`PIPELINE_BYTES`; unchanged
-    otherwise, or when the rounds cannot be aligned.  O(lines)."""
-    if not p2p or max(float(e[2].max()) for _, _, e in p2p) > PIPELINE_BYTES:
+    """Move the point-to-point messages of ``by_phase`` outside its sweeps into
+    exchange rounds (kind _ROUND + round, :mod:`slurm_plugin.profiles.ti_rounds`) when
+    every point-to-point message of the trace is at most :data:`PIPELINE_BYTES`;
+    unchanged otherwise, or when the rounds cannot be aligned.  O(lines)."""
+    if not p2p or max(float(e[2].max()) for _, _, e, _ in p2p) > PIPELINE_BYTES:
         return
     events, sends = _events(lines, n)
     rounds = exchange_rounds(events)
@@ -422,19 +422,12 @@ def _split_rounds(by_phase: dict[tuple[int, int], list[Edges]],
         return
     round_of = {i: c for per_rank, idx in zip(rounds, sends, strict=True)
                 for i, c in zip(idx, per_rank, strict=True)}
-    ordinary = [k for k in by_phase if k[1] == _ORDINARY and k[0] % 2 == 0]
-    candidates = {id(e) for k in ordinary for e in by_phase[k]}   # not in a sweep
-    moved: set[int] = set()
-    for phase, i, e in p2p:
-        if id(e) in candidates and i in round_of:
+    sweeps = {phase for phase, kind in by_phase if kind == _SWEEP}
+    for key in [k for k in by_phase if k[1] == _ORDINARY and k[0] % 2 == 0]:
+        del by_phase[key]  # every message in them is in p2p (the rest carry none)
+    for phase, i, e, pipelined in p2p:
+        if not (pipelined and phase in sweeps):
             by_phase.setdefault((phase, _ROUND + round_of[i]), []).append(e)
-            moved.add(id(e))
-    for key in ordinary:
-        kept = [e for e in by_phase[key] if id(e) not in moved]
-        if kept:
-            by_phase[key] = kept
-        else:
-            del by_phase[key]
 
 
 def import_ti_phases(paths: Sequence[str | Path],
@@ -484,7 +477,7 @@ def import_ti_phases(paths: Sequence[str | Path],
     count = np.zeros(n, dtype=np.int64)
     first_op: dict[int, str] = {}
     by_phase: dict[tuple[int, int], list[Edges]] = {}   # (phase, _ORDINARY|_SWEEP)
-    p2p: list[tuple[int, int, Edges]] = []               # (phase, line index, edges)
+    p2p: list[tuple[int, int, Edges, bool]] = []   # (phase, line, edges, pipelined)
     parts = []
     for i, (rank, line) in enumerate(lines):
         e = expand_line(line, rank, n)
@@ -506,7 +499,7 @@ def import_ti_phases(paths: Sequence[str | Path],
             queue = kinds.get((phase, rank, int(e[1][0])))
             blocking = queue.pop(0) if queue else False
             pipelined = blocking and float(e[2][0]) <= PIPELINE_BYTES
-            p2p.append((phase, i, e))
+            p2p.append((phase, i, e, pipelined))
         by_phase.setdefault((phase, _SWEEP if pipelined else _ORDINARY), []).append(e)
     if count.min() != count.max():
         r = int(np.argmin(count))

@@ -406,16 +406,23 @@ def _check_keys(table: dict, known: dict, where: str) -> None:
             raise ProfileError(f"{where}: {key}: must be {name}")
 
 
-def _paces(toml: Path, value: list | None, phases: int, text: str) -> tuple[str, ...]:
-    """The ``paces`` list: one :data:`mapper.phases.PACES` value per phase ("" for a
-    phase its busiest link times, "sweep" or "stages" for a latency-bound pipeline);
-    errors name the .toml's line."""
-    if value is None:
-        return ()
-    where = f"{toml}:{_key_line(text, 'paces')}: paces"
+def _per_phase(toml: Path, key: str, value: list, phases: int, text: str) -> str:
+    """Where a per-phase list ``key`` is in the .toml (for its errors), once it is
+    checked to have one value per entry of ``phases``."""
+    where = f"{toml}:{_key_line(text, key)}: {key}"
     if len(value) != phases:
         raise ProfileError(f"{where}: {len(value)} values for {phases} phases (one per "
                            f"entry of phases, in order)")
+    return where
+
+
+def _paces(toml: Path, value: list | None, phases: int, text: str) -> tuple[str, ...]:
+    """The ``paces`` list: one :data:`mapper.phases.PACES` value per phase ("" for a
+    phase its busiest link times, "sweep" or "stages" for a latency-bound pipeline,
+    "rounds" for an exchange round); errors name the .toml's line."""
+    if value is None:
+        return ()
+    where = _per_phase(toml, "paces", value, phases, text)
     for i, pace in enumerate(value):
         if pace not in PACES:
             raise ProfileError(f"{where}[{i}]: {pace!r} is not one of "
@@ -429,10 +436,7 @@ def _repeats(toml: Path, value: list | None, phases: int, text: str
     the phases times their repeats add up to ``file``); errors name the .toml's line."""
     if value is None:
         return ()
-    where = f"{toml}:{_key_line(text, 'repeats')}: repeats"
-    if len(value) != phases:
-        raise ProfileError(f"{where}: {len(value)} values for {phases} phases (one per "
-                           f"entry of phases, in order)")
+    where = _per_phase(toml, "repeats", value, phases, text)
     for i, x in enumerate(value):
         if (isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
                 or x <= 0):

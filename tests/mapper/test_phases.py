@@ -247,21 +247,28 @@ def _paced(p: Phase, pace: str) -> Phase:
     return Phase(p.graph, p.repeat, p.sync, p.name, pace=pace)
 
 
+def _random_paced(rng: np.random.Generator, machine: Hierarchy, paces: list[str],
+                  most_phases: int, most_edges: int, most_repeat: int):
+    """Random phases (each pace drawn from ``paces``), their phased graph, a placement
+    and a set of levels."""
+    phases = []
+    for i in range(int(rng.integers(1, most_phases))):
+        g = _random_graph(rng, machine.n, int(rng.integers(0, most_edges)))
+        p = make_phase(g, repeat=float(rng.integers(1, most_repeat)), name=f"p{i}")
+        phases.append(_paced(p, str(rng.choice(paces))))
+    total = CommGraph.from_matrix(sum(p.repeat * p.graph.to_csr() for p in phases),
+                                  directed=False)
+    pi = rng.permutation(machine.n)  # drawn before the levels, as the tests always did
+    levels = sorted(rng.choice([0, 1, 2], size=int(rng.integers(1, 4)), replace=False).tolist())
+    return phases, with_phases(total, phases), pi, levels
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_latency_pace_matches_brute_force(seed: int) -> None:
     rng = np.random.default_rng(100 + seed)
     machine = _machine()
     n = machine.n
-    phases = []
-    for i in range(int(rng.integers(1, 4))):
-        g = _random_graph(rng, n, int(rng.integers(0, 30)))
-        p = make_phase(g, repeat=float(rng.integers(1, 3)), name=f"p{i}")
-        phases.append(_paced(p, str(rng.choice(["", "sweep", "stages"]))))
-    total = CommGraph.from_matrix(sum(p.repeat * p.graph.to_csr() for p in phases),
-                                  directed=False)
-    phased = with_phases(total, phases)
-    pi = rng.permutation(n)
-    levels = sorted(rng.choice([0, 1, 2], size=int(rng.integers(1, 4)), replace=False).tolist())
+    phases, phased, pi, levels = _random_paced(rng, machine, ["", "sweep", "stages"], 4, 30, 3)
     want = 0.0
     for phase in phases:
         if not phase.pace:
@@ -373,17 +380,8 @@ def test_round_latency_matches_brute_force(seed: int) -> None:
     from mapper.phases import round_latency
     rng = np.random.default_rng(300 + seed)
     machine = _machine()
-    n = machine.n
-    phases = []
-    for i in range(int(rng.integers(1, 5))):
-        g = _random_graph(rng, n, int(rng.integers(0, 25)))
-        p = make_phase(g, repeat=float(rng.integers(1, 4)), name=f"p{i}")
-        phases.append(_paced(p, str(rng.choice(["", "sweep", "rounds", "rounds"]))))
-    total = CommGraph.from_matrix(sum(p.repeat * p.graph.to_csr() for p in phases),
-                                  directed=False)
-    phased = with_phases(total, phases)
-    pi = rng.permutation(n)
-    levels = sorted(rng.choice([0, 1, 2], size=int(rng.integers(1, 4)), replace=False).tolist())
+    phases, phased, pi, levels = _random_paced(rng, machine, ["", "sweep", "rounds", "rounds"],
+                                               5, 25, 4)
     want = 0.0
     for phase in phases:
         if phase.pace != "rounds":

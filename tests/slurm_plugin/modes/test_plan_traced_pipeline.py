@@ -25,6 +25,14 @@ from tests.slurm_plugin.modes.test_plan_npb_pace import NODES, _lu_sweep, _topol
 from tests.slurm_plugin.profiles.test_ti_pipelines import _wavefront, _write
 
 
+def planned_nodes(layout, graph, tree):
+    """The node number of every rank under the plan's result (Slurm's block when it is
+    kept), and the plan."""
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=60, files=(),
+                     tree=tree)
+    return np.array([int(layout.slots[pe].host[1:]) for pe in plan.result.mapping]), plan
+
+
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     index = _write(tmp_path_factory.mktemp("lu"), _wavefront(16, 1, planes=2))
@@ -40,9 +48,7 @@ def test_traced_wavefront_keeps_blocks_pace(traced, machine):
                       for pe in default_placements(layout)["block"]])
 
     def pace(graph):
-        plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=60, files=(),
-                         tree=tree)
-        node = np.array([int(layout.slots[pe].host[1:]) for pe in plan.result.mapping])
+        node, plan = planned_nodes(layout, graph, tree)
         return _lu_sweep(node, machine), plan
     total = CommGraph(traced.indptr, traced.indices, traced.weights, traced.source)
     raised, _ = pace(total)

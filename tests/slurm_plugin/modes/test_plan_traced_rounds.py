@@ -19,10 +19,10 @@ import pytest
 from mapper import CommGraph
 from mapper.phases import merge_global_phases
 from slurm_plugin.machine.distribution import default_placements
-from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.smpi_ti import import_ti_phases
 from slurm_plugin.slurm.topology import parse_topology_conf
 from tests.slurm_plugin.modes.test_plan_network import _layout
+from tests.slurm_plugin.modes.test_plan_traced_pipeline import planned_nodes
 from tests.slurm_plugin.profiles.test_ti_pipelines import _write
 from tests.slurm_plugin.profiles.test_ti_rounds import _mg, _neighbour
 
@@ -68,10 +68,7 @@ def test_traced_rounds_keep_blocks_round_latency(traced, machine):
                       for pe in default_placements(layout)["block"]])
 
     def rounds(graph):
-        plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=60, files=(),
-                         tree=tree)
-        mapping = plan.result.mapping if plan.applied else default_placements(layout)["block"]
-        node = np.array([int(layout.slots[pe].host[1:]) for pe in mapping])
+        node, plan = planned_nodes(layout, graph, tree)
         return _rounds_links(node, machine), plan
     total = CommGraph(traced.indptr, traced.indices, traced.weights, traced.source)
     raised, _ = rounds(total)
