@@ -109,6 +109,10 @@ SUM_RTOL = 1e-9
 PACES = ("", "sweep", "stages", "rounds")
 #: the paces timed by :func:`latency_pace` (pipelines); "rounds" by :func:`round_latency`
 PIPELINE_PACES = ("sweep", "stages")
+#: A message of at most this many bytes has a time that is mostly its latency (about
+#: 1-2 us a hop against 12.5 GB/s host links): traced codes whose messages are all this
+#: small, and NPB MG's classes whose borders are, exchange in rounds (pace "rounds").
+PIPELINE_BYTES = 16384
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,7 +21,7 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
-from mapper.phases import Phase, PhasedGraph, make_phase, with_phases
+from mapper.phases import PIPELINE_BYTES, Phase, PhasedGraph, make_phase, with_phases
 
 
 class GeneratorError(RankmapError, ValueError):
@@ -413,7 +413,11 @@ def _mg_levels(dims: tuple[int, ...], vol: float):
 
 def npb_mg(spec: Spec, n: int) -> CommGraph:
     """NPB MG: 3D periodic grid; neighbours at strides 1, 2, 4, … for the coarser
-    multigrid levels, each coarser level a quarter of the volume of the finer."""
+    multigrid levels, each coarser level a quarter of the volume of the finer.  With
+    ``class=`` (S, W, A–E): NPB 3.x MG's own exchanges for that class
+    (:func:`npb_mg_class_phases`)."""
+    if "class" in spec.options:
+        return npb_mg_class_phases(spec, n)
     dims = _dims(spec, n, 3)
     src, dst, w = [], [], []
     for stride, level_vol in _mg_levels(dims, _volume(spec)):
@@ -431,7 +435,9 @@ def npb_mg_phases(spec: Spec, n: int) -> PhasedGraph:
     (finest first), one phase per dimension: NPB 3.x MG's ``comm3`` exchanges the
     borders one axis after the other (``ready``, ``give3`` to both sides, ``take3``),
     each rank waiting only for its own two neighbours (its own synchronising group).
-    O(n log n)."""
+    O(n log n).  With ``class=``: :func:`npb_mg_class_phases`."""
+    if "class" in spec.options:
+        return npb_mg_class_phases(spec, n)
     total = npb_mg(spec, n)
     dims = _dims(spec, n, 3)
     phases = []
@@ -444,6 +450,106 @@ def npb_mg_phases(spec: Spec, n: int) -> PhasedGraph:
     if not phases:  # one rank: no level has a neighbour
         none = np.zeros(0, dtype=np.int64)
         phases = [_own_phase(none, none, 0.0, n, spec, "level 0")]
+    return with_phases(total, phases)
+
+
+#: NPB MG's grid points per side by class (NPB 3.x ``npbparams``: MG's nx = ny = nz)
+NPB_MG_CLASSES = {"S": 32, "W": 128, "A": 256, "B": 256, "C": 512, "D": 1024, "E": 2048}
+#: Bytes per grid point MG sends (double precision)
+MG_POINT_BYTES = 8
+
+
+def _mg_class_size(spec: Spec, n: int) -> int:
+    value = spec.options["class"].strip().upper()
+    if value not in NPB_MG_CLASSES:
+        raise GeneratorError(f"{spec.name}: class={spec.options['class']!r} is not one of "
+                             f"{', '.join(NPB_MG_CLASSES)}")
+    if "bytes" in spec.options:
+        raise GeneratorError(f"{spec.name}: class= gives the messages' sizes; bytes= "
+                             f"cannot be given with it")
+    if n < 2 or n & (n - 1):
+        raise GeneratorError(f"{spec.name}: NPB MG runs on a power of two of ranks, "
+                             f"not {n}")
+    size = NPB_MG_CLASSES[value]
+    if n > size ** 3:
+        raise GeneratorError(f"{spec.name}: class {value} ({size}^3 points) has fewer "
+                             f"points than the job's {n} ranks")
+    return size
+
+
+def _mg_process_grid(spec: Spec, n: int) -> tuple[int, int, int]:
+    """NPB MG's process grid (pi(1), pi(2), pi(3)) of ``setup``, x fastest in the rank
+    number; given dimensions must be it (as ``npb-mg:ZxYxX``, the slowest first)."""
+    log_p = n.bit_length() - 1
+    dx = log_p // 3
+    dy = (log_p - dx) // 2
+    grid = (2 ** dx, 2 ** dy, n // 2 ** (dx + dy))
+    if spec.dims is not None and tuple(spec.dims) != grid[::-1]:
+        raise GeneratorError(f"{spec.name}: with class=, NPB MG's own process grid "
+                             f"{'x'.join(map(str, grid[::-1]))} is used, not "
+                             f"{'x'.join(map(str, spec.dims))}")
+    return grid
+
+
+def npb_mg_class_phases(spec: Spec, n: int) -> PhasedGraph:
+    """NPB 3.x MG's border exchanges for its class (``npb-mg:class=A``), by phase.
+
+    Follows MG's ``setup`` and ``comm3``: the process grid pi = (2^⌊log p/3⌋, …), x
+    fastest; level k (finest first, 2^k points a side) gives rank r along each axis
+    the points ⌊(idi+1)·ng/pi⌋ - ⌊idi·ng/pi⌋; a rank with none there, or whose
+    neighbour at distance ``next`` has none, doubles ``next`` (coarse levels skip the
+    idle ranks: partners 2, 4, … planes apart); a rank with a point on every axis
+    exchanges, axis after axis, its two borders with ranks idi ± next ((m2-2)(m3-2),
+    m1(m3-2) and m1·m2 points, ``give3``).  One phase per level and axis, repeated as
+    often as MG calls ``comm3`` there in an iteration (``resid``, ``psinv`` and
+    ``rprj3``: three times, twice on the coarsest level).  When every message is at
+    most :data:`mapper.phases.PIPELINE_BYTES` the phases are exchange rounds (pace
+    ``"rounds"``, :func:`mapper.phases.round_latency`): NPB MG class A at 512 ranks
+    (≤ 9 KiB) ran 1.04× block's time under a placement with 28 % less volume on every
+    link, all of it latency.  All or none, as the trace importer splits rounds: at 256
+    ranks (finest borders 16-18 KiB) marking only the coarser levels' rounds made the
+    plan keep block, where the unmarked profile's placements ran 0.74-0.89 of its time
+    (bench/README.md, "NPB MG by class").  Left out: ``comm3_ex``'s expansion messages (to the
+    finer level's partners), the norms' allreduces, messages a rank sends itself.
+    O(n log size)."""
+    size = _mg_class_size(spec, n)
+    pi = np.array(_mg_process_grid(spec, n), dtype=np.int64)
+    me = np.arange(n, dtype=np.int64)
+    idi = np.stack([me % pi[0], (me // pi[0]) % pi[1], me // (pi[0] * pi[1])])
+    lt = size.bit_length() - 1
+    nxt = np.ones((3, n), dtype=np.int64)
+    exchanges = []
+    for k in range(lt, 0, -1):
+        ng = 2 ** k
+        p = pi[:, None]
+        mi = 2 + ((idi + 1) * ng) // p - (idi * ng) // p
+        mip = 2 + ((nxt + idi + 1) * ng) // p - ((nxt + idi) * ng) // p
+        nxt = np.where((mip == 2) | (mi == 2), 2 * nxt, nxt)
+        alive = np.all(mi > 2, axis=0)
+        points = ((mi[1] - 2) * (mi[2] - 2), mi[0] * (mi[2] - 2), mi[0] * mi[1])
+        for ax in range(3):
+            src, dst, nbytes = [], [], []
+            for sign in (1, -1):
+                other = idi.copy()
+                other[ax] = (idi[ax] + sign * nxt[ax]) % pi[ax]
+                to = other[0] + pi[0] * (other[1] + pi[1] * other[2])
+                keep = alive & (to != me)
+                src.append(me[keep])
+                dst.append(to[keep])
+                nbytes.append(MG_POINT_BYTES * points[ax][keep])
+            exchanges.append((lt - k, ax, np.concatenate(src), np.concatenate(dst),
+                              np.concatenate(nbytes), 2.0 if k == 1 else 3.0))
+    small = max((float(b.max()) for *_, b, _ in exchanges if len(b)), default=0.0
+                ) <= PIPELINE_BYTES
+    phases = [Phase(_graph(s, d, b, n, spec), repeat, np.arange(n, dtype=np.int64),
+                    f"level {level} dimension {ax} exchange", "rounds" if small else "")
+              for level, ax, s, d, b, repeat in exchanges if len(s)]
+    if not phases:  # one rank per level everywhere: nobody to talk to
+        none = np.zeros(0, dtype=np.int64)
+        phases = [_own_phase(none, none, 0.0, n, spec, "level 0")]
+    total = _graph(np.concatenate([p.graph.edges()[0] for p in phases]),
+                   np.concatenate([p.graph.edges()[1] for p in phases]),
+                   np.concatenate([p.repeat * p.graph.edges()[2] for p in phases]), n, spec)
     return with_phases(total, phases)
 
 

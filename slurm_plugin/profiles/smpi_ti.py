@@ -46,7 +46,7 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
-from mapper.phases import PhasedGraph, make_phase, with_phases
+from mapper.phases import PIPELINE_BYTES, PhasedGraph, make_phase, with_phases
 
 from . import collectives
 from .ti_rounds import exchange_rounds
@@ -276,10 +276,6 @@ def _is_collective(line: _Line) -> bool:
         and not low.startswith(_IGNORED_PREFIXES) and collectives.canonical(low) is not None)
 
 
-#: A message of at most this many bytes, received blocking, is part of a pipeline
-#: (:func:`import_ti_phases`): below it a message's time is mostly its latency (about
-#: 1-2 us a hop against 12.5 GB/s host links).
-PIPELINE_BYTES = 16384
 #: Share of a phase's relays (a blocking receive, then a send) that must go one way in
 #: rank order -- from a lower rank to a higher, or from a higher to a lower -- for its
 #: pipeline to be a sweep.

@@ -152,6 +152,7 @@ def site(tmp_path, monkeypatch):
         "E": ["0.05"],
         "ALGORITHM": ["topdown+n10"],
         "SECONDS": ["2"],
+        "A": ["A"],                     # npb-mg:class=A: NPB's class letter, as written
     }
     for name in ("lammps-3d", "plate"):  # the values must exist, or the jobs prove nothing
         assert (bundled_store() / f"{name}.toml").is_file() or (store / f"{name}.toml").is_file()
