@@ -20,6 +20,11 @@ sufficient conditions that are local to a swap:
   a *channel*: rank r's load in it is the Σ over the edges it owns, w times the tree
   links the message crosses, and every rank's load stays at or below the baseline's
   largest.  Then the pace is not raised.
+* **exchange rounds**: a round's latency is its farthest message's links
+  (:func:`mapper.phases.round_latency`).  Each message is a channel entry of weight 1
+  owned by its lower rank (a rank's k-th message in the round's k-th channel, so a
+  load is one message's links), and all of a round's channels share the baseline's
+  farthest as their cap.  Then no round lasts longer.
 
 A swap of u and v changes the phase cuts of u's and v's groups only (as for the total
 graph), and the channel loads of u, v and the ranks that own an edge to u or v:
@@ -50,7 +55,8 @@ from ..phases import PIPELINE_PACES, PhasedGraph, links_crossed
 class PaceChannels:
     """C channels over n ranks as CSR arrays with rows c·n + r: ``out_*`` the edges
     rank r owns in channel c (partner, weight), ``in_*`` the edges other ranks own
-    that end at r (owner, weight).  ``names`` says which phase and pass each is."""
+    that end at r (owner, weight).  ``names`` says which phase and pass each is;
+    channels with the same ``shared`` number share one cap (an exchange round's)."""
 
     n: int
     names: tuple[str, ...]
@@ -60,6 +66,7 @@ class PaceChannels:
     in_ptr: np.ndarray
     in_idx: np.ndarray
     in_w: np.ndarray
+    shared: np.ndarray
 
     @property
     def count(self) -> int:
@@ -81,11 +88,21 @@ class PhaseCaps:
 def pace_channels(phased: PhasedGraph) -> PaceChannels:
     """The pace channels of ``phased``'s latency-bound phases (module docstring): two
     per ``"sweep"`` phase (edges owned by their lower rank, then by their higher), one
-    per ``"stages"`` phase (each edge owned by both ends).  O(Σ_p m_p log m_p)."""
+    per ``"stages"`` phase (each edge owned by both ends), and for an exchange round
+    (``"rounds"``) one per edge of a rank: its lower end owns each edge, weight 1, the
+    k-th edge a rank owns in channel k, all of the round's channels under one cap, so
+    that no message of the round crosses more links than the baseline's farthest
+    (:func:`mapper.phases.round_latency` is not raised).  O(Σ_p m_p log m_p)."""
     n = phased.n
-    owners, partners, weights, names = [], [], [], []
+    owners, partners, weights, names, shared = [], [], [], [], []
     for phase in phased.phases:
-        if phase.pace not in PIPELINE_PACES:  # exchange rounds: a maximum, no channel
+        if phase.pace == "rounds":
+            _round_channels(phase.graph, phase.name or f"phase {len(names)}",
+                            owners, partners, weights, names)
+            group = max(shared, default=-1) + 1  # one cap for the round's channels
+            shared += [group] * (len(names) - len(shared))
+            continue
+        if phase.pace not in PIPELINE_PACES:
             continue
         u, v, w = phase.graph.edges()
         lo, hi = np.minimum(u, v), np.maximum(u, v)
@@ -100,17 +117,41 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
             weights.append(np.asarray(w, dtype=np.float64) if len(own) == len(w)
                            else np.concatenate([w, w]).astype(np.float64))
             names.append(name)
-    return _channel_csr(n, owners, partners, weights, tuple(names))
+            shared.append(max(shared, default=-1) + 1)
+    return _channel_csr(n, owners, partners, weights, tuple(names),
+                        np.asarray(shared, dtype=np.int64))
+
+
+def _round_channels(graph: CommGraph, label: str, owners: list[np.ndarray],
+                    partners: list[np.ndarray], weights: list[np.ndarray],
+                    names: list[str]) -> None:
+    """Append an exchange round's channels (:func:`pace_channels`): edge (lo, hi) in
+    channel k when it is lo's k-th edge, weight 1, so a rank's load in a channel is the
+    links of one message."""
+    u, v, _ = graph.edges()
+    if not len(u):
+        return
+    lo, hi = np.minimum(u, v), np.maximum(u, v)
+    order = np.lexsort((hi, lo))
+    lo, hi = lo[order], hi[order]
+    k = np.arange(len(lo)) - np.searchsorted(lo, lo, side="left")
+    for j in range(int(k.max()) + 1):
+        pick = k == j
+        owners.append(lo[pick])
+        partners.append(hi[pick])
+        weights.append(np.ones(int(pick.sum()), dtype=np.float64))
+        names.append(f"{label} (edge {j} of a rank)")
 
 
 def _channel_csr(n: int, owners: list[np.ndarray], partners: list[np.ndarray],
-                 weights: list[np.ndarray], names: tuple[str, ...]) -> PaceChannels:
+                 weights: list[np.ndarray], names: tuple[str, ...], shared: np.ndarray
+                 ) -> PaceChannels:
     """Stack the channels' directed edges into the out and in CSR arrays."""
     if not names:
         zero = np.zeros(1, dtype=np.int64)
         none_i, none_w = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
         return PaceChannels(n, (), zero, none_i, none_w, zero.copy(), none_i.copy(),
-                            none_w.copy())
+                            none_w.copy(), np.zeros(0, dtype=np.int64))
     rows_out = np.concatenate([c * n + o for c, o in enumerate(owners)]).astype(np.int64)
     rows_in = np.concatenate([c * n + p for c, p in enumerate(partners)]).astype(np.int64)
     own = np.concatenate(owners).astype(np.int32)
@@ -125,7 +166,7 @@ def _channel_csr(n: int, owners: list[np.ndarray], partners: list[np.ndarray],
         return ptr, np.ascontiguousarray(col[order]), np.ascontiguousarray(w[order])
     out_ptr, out_idx, out_w = csr(rows_out, part)
     in_ptr, in_idx, in_w = csr(rows_in, own)
-    return PaceChannels(n, names, out_ptr, out_idx, out_w, in_ptr, in_idx, in_w)
+    return PaceChannels(n, names, out_ptr, out_idx, out_w, in_ptr, in_idx, in_w, shared)
 
 
 def pace_loads(channels: PaceChannels, machine: Hierarchy, pe: np.ndarray,
@@ -158,6 +199,10 @@ def phase_caps(phased: PhasedGraph, machine: Hierarchy, baseline: np.ndarray,
     loads = pace_loads(channels, machine, baseline, levels)
     pace = (loads.reshape(channels.count, phased.n).max(axis=1) if channels.count
             else np.zeros(0, dtype=np.float64))
+    if channels.count:  # channels sharing a cap: the largest of theirs
+        top = np.full(int(channels.shared.max()) + 1, -np.inf)
+        np.maximum.at(top, channels.shared, pace)
+        pace = top[channels.shared]
     return PhaseCaps(graphs, caps, channels, pace)
 
 
