@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 sys.path.insert(0, str(HERE))
 
-from run_benefit import topology_conf  # noqa: E402
+from run_benefit import simulate_distinct, topology_conf  # noqa: E402
 
 from mapper.io.mtx_file import write_mtx  # noqa: E402
 from slurm_plugin.profiles.generators import GeneratorError, generate  # noqa: E402
@@ -155,26 +155,39 @@ def main() -> int:
     ap.add_argument("--unguarded", action="store_true",
                     help="add the solver's own placement of the phased profile (ratio "
                          "unknown), before the never-worse rule")
+    ap.add_argument("--distinct", action="store_true",
+                    help="only the phased profile with the 4:1 known: block, the applied "
+                         "placement and the solver's own, each distinct placement "
+                         "simulated once (run_benefit.py's --distinct)")
     ap.add_argument("--npb-bin", metavar="DIR",
                     help="run NPB 3.3 MPI's class A binaries from DIR instead of a trace")
     args = ap.parse_args()
+    if args.distinct and not args.npb_bin:
+        ap.error("--distinct runs NPB's binaries: give --npb-bin")
     work = Path(args.work_dir)
     own = "| solver's own, phases, ratio unknown " if args.unguarded else ""
-    print("| machine | profile | ranks | block s | rankmap, no phases | phases, ratio "
-          f"unknown {own}| phases, 4:1 known | applied (4:1 known) |")
-    print("|---|---|---|---|---|---|---|---|" + ("---|" if own else ""))
+    if args.distinct:
+        print("| machine | profile | ranks | block s | applied (4:1 known) | solver's own "
+              "(4:1 known) | applied |")
+        print("|---|---|---|---|---|---|---|")
+    else:
+        print("| machine | profile | ranks | block s | rankmap, no phases | phases, ratio "
+              f"unknown {own}| phases, 4:1 known | applied (4:1 known) |")
+        print("|---|---|---|---|---|---|---|---|" + ("---|" if own else ""))
     for spec_name in args.specs:
         for ranks in args.ranks:
-            spec = f"{spec_name}:bytes={args.bytes}"
+            # a spec with its own options (npb-mg:class=A) keeps them: no bytes=
+            spec = spec_name if ":" in spec_name else f"{spec_name}:bytes={args.bytes}"
             try:
                 phased = generate(spec, ranks)
             except GeneratorError as exc:
                 print(f"skipped {spec_name} at {ranks} ranks: {exc}", file=sys.stderr)
                 continue
             for machine in args.machines:
-                case, base = new_case(work, machine, spec_name, ranks, args.algorithm)
+                case, base = new_case(work, machine, spec_name.replace(":", "-").replace(
+                    "=", ""), ranks, args.algorithm)
                 if args.npb_bin:
-                    code = spec_name.split("-")[1]
+                    code = spec_name.split(":")[0].split("-")[1]
                     exe = Path(args.npb_bin) / f"{code}.A.{ranks}"
                     if not exe.exists():
                         print(f"skipped {exe}: not built", file=sys.stderr)
@@ -183,6 +196,15 @@ def main() -> int:
                     program = ["--", str(exe)]
                 else:
                     program = ["--replay", str(write_trace(phased, case, args.iterations))]
+                if args.distinct:
+                    rec = simulate_distinct(
+                        [*base, "--profile", spec, "--out", str(case / "distinct"), "--json",
+                         "--unguarded", *program], case, ["cyclic", "scrambled"])
+                    block, mine, solo = (rec["placements"][i] for i in (0, 3, 4))
+                    print(f"| {machine} | {spec_name} | {ranks} | {block['seconds']:.6g} "
+                          f"| {mine['ratio_to_default']:.3f} | {solo['ratio_to_default']:.3f} "
+                          f"| {mine['note']} |", flush=True)
+                    continue
                 total = case / "total.mtx"
                 write_mtx(phased, total, f"{spec} total, no phases")
                 plain = simulate(base, str(total), program, case / "plain")
