@@ -22,7 +22,7 @@ sufficient conditions that are local to a swap:
   largest.  Then the pace is not raised.
 * **exchange rounds**: a round's latency is its farthest message's links
   (:func:`mapper.phases.round_latency`).  Each message is a channel entry of weight 1
-  owned by its lower rank (a rank's k-th message in the round's k-th channel, so a
+  owned by one of its ends (a rank's k-th message in the round's k-th channel, so a
   load is one message's links), and all of a round's channels share the baseline's
   farthest as their cap.  Then no round lasts longer.
 
@@ -89,10 +89,10 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
     """The pace channels of ``phased``'s latency-bound phases (module docstring): two
     per ``"sweep"`` phase (edges owned by their lower rank, then by their higher), one
     per ``"stages"`` phase (each edge owned by both ends), and for an exchange round
-    (``"rounds"``) one per edge of a rank: its lower end owns each edge, weight 1, the
-    k-th edge a rank owns in channel k, all of the round's channels under one cap, so
-    that no message of the round crosses more links than the baseline's farthest
-    (:func:`mapper.phases.round_latency` is not raised).  O(Σ_p m_p log m_p)."""
+    (``"rounds"``) one per edge of a rank (:func:`_round_channels`), weight 1, all of
+    the round's channels under one cap, so that no message of the round crosses more
+    links than the baseline's farthest (:func:`mapper.phases.round_latency` is not
+    raised).  O(Σ_p m_p log m_p)."""
     n = phased.n
     owners, partners, weights, names, shared = [], [], [], [], []
     for phase in phased.phases:
@@ -125,20 +125,24 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
 def _round_channels(graph: CommGraph, label: str, owners: list[np.ndarray],
                     partners: list[np.ndarray], weights: list[np.ndarray],
                     names: list[str]) -> None:
-    """Append an exchange round's channels (:func:`pace_channels`): edge (lo, hi) in
-    channel k when it is lo's k-th edge, weight 1, so a rank's load in a channel is the
-    links of one message."""
+    """Append an exchange round's channels (:func:`pace_channels`): each edge owned by
+    its end with fewer edges in the round (the lower rank on a tie), the k-th edge a
+    rank owns (by partner) in channel k, weight 1, so a rank's load in a channel is the
+    links of one message.  Owned by the smaller end, a hub's messages (a rank that
+    sends to every other in a round) make one channel, not n - 1."""
     u, v, _ = graph.edges()
     if not len(u):
         return
-    lo, hi = np.minimum(u, v), np.maximum(u, v)
-    order = np.lexsort((hi, lo))
-    lo, hi = lo[order], hi[order]
-    k = np.arange(len(lo)) - np.searchsorted(lo, lo, side="left")
+    deg = np.bincount(np.concatenate([u, v]), minlength=graph.n)
+    by_u = (deg[u] < deg[v]) | ((deg[u] == deg[v]) & (u < v))
+    own, other = np.where(by_u, u, v), np.where(by_u, v, u)
+    order = np.lexsort((other, own))
+    own, other = own[order], other[order]
+    k = np.arange(len(own)) - np.searchsorted(own, own, side="left")
     for j in range(int(k.max()) + 1):
         pick = k == j
-        owners.append(lo[pick])
-        partners.append(hi[pick])
+        owners.append(own[pick])
+        partners.append(other[pick])
         weights.append(np.ones(int(pick.sum()), dtype=np.float64))
         names.append(f"{label} (edge {j} of a rank)")
 

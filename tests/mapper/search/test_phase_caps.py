@@ -26,8 +26,9 @@ def _brute_channel_loads(phased: PhasedGraph, machine: Hierarchy, pe, levels,
                          with_rounds: bool = True) -> list:
     """Per paced phase, in order: a sweep's forward and backward per-rank loads, a
     stage phase's one, from the definition (edges to higher ranks, to lower ranks); an
-    exchange round's k-th channel: the links of each rank's k-th edge to a higher rank
-    (by partner), 0 for a rank without one."""
+    exchange round's k-th channel: the links of each rank's k-th edge (by partner) of
+    those it owns -- its edges to ranks with more edges in the round, or as many and
+    a higher number -- 0 for a rank without one."""
     out = []
     for phase in phased.phases:
         if not phase.pace:
@@ -37,7 +38,11 @@ def _brute_channel_loads(phased: PhasedGraph, machine: Hierarchy, pe, levels,
             if not with_rounds:
                 continue
             mine: dict[int, list[int]] = {}
-            for a, b in sorted((min(a, b), max(a, b))
+            deg = [0] * phased.n
+            for a, b in zip(u.tolist(), v.tolist(), strict=True):
+                deg[a] += 1
+                deg[b] += 1
+            for a, b in sorted((a, b) if (deg[a], a) < (deg[b], b) else (b, a)
                                for a, b in zip(u.tolist(), v.tolist(), strict=True)):
                 mine.setdefault(a, []).append(b)
             for k in range(max(len(x) for x in mine.values())):
@@ -111,6 +116,17 @@ def test_pace_loads_and_swap_deltas_equal_the_definition(which, seed, pairs):
         want = np.ravel(after) - np.ravel(before) if before else np.zeros(0)
         np.testing.assert_allclose(delta, want, atol=1e-9)
         pe = after_pe
+
+
+def test_a_hub_round_is_one_channel():
+    # rank 0 sends to every other rank in one round: owned by the leaves, one channel
+    # of 64 rows instead of 63; a ring's ranks own at most two edges each
+    n = 64
+    star = CommGraph.from_edges(np.zeros(n - 1, dtype=np.int64), np.arange(1, n), n=n)
+    ring = CommGraph.from_edges(np.arange(n), (np.arange(n) + 1) % n, n=n)
+    for graph, count in ((star, 1), (ring, 2)):
+        phased = with_phases(graph, [Phase(graph, 1.0, None, "r", pace="rounds")])
+        assert pace_channels(phased).count == count
 
 
 def _phase_loads(phased: PhasedGraph, machine: Hierarchy, pe, levels) -> list[list[float]]:
