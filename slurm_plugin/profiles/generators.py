@@ -467,7 +467,7 @@ def _mg_class_size(spec: Spec, n: int) -> int:
     if "bytes" in spec.options:
         raise GeneratorError(f"{spec.name}: class= gives the messages' sizes; bytes= "
                              f"cannot be given with it")
-    if n < 2 or n & (n - 1):
+    if n & (n - 1):
         raise GeneratorError(f"{spec.name}: NPB MG runs on a power of two of ranks, "
                              f"not {n}")
     size = NPB_MG_CLASSES[value]
@@ -509,9 +509,9 @@ def npb_mg_class_phases(spec: Spec, n: int) -> PhasedGraph:
     link, all of it latency.  All or none, as the trace importer splits rounds: at 256
     ranks (finest borders 16-18 KiB) marking only the coarser levels' rounds made the
     plan keep block, where the unmarked profile's placements ran 0.74-0.89 of its time
-    (bench/README.md, "NPB MG by class").  Left out: ``comm3_ex``'s expansion messages (to the
-    finer level's partners), the norms' allreduces, messages a rank sends itself.
-    O(n log size)."""
+    (bench/README.md, "NPB MG by class").  Left out: ``comm3_ex``'s expansion messages
+    (to the finer level's partners), the norms' allreduces, messages a rank sends
+    itself.  O(n log size)."""
     size = _mg_class_size(spec, n)
     pi = np.array(_mg_process_grid(spec, n), dtype=np.int64)
     me = np.arange(n, dtype=np.int64)

@@ -122,6 +122,11 @@ def test_npb_processes_grid_is_accepted_when_given():
     assert generate("npb-mg:8x4x4,class=S", 128).n == 128
 
 
+def test_one_rank_talks_to_nobody():
+    g = generate("npb-mg:class=A", 1)  # MG runs on one rank too (comm1p, no messages)
+    assert g.n == 1 and g.m == 0
+
+
 @pytest.mark.parametrize("machine", ["tree2", "tree3"])
 def test_plan_keeps_blocks_rounds_with_the_class_profile(machine):
     """MG class A at 512 ranks on 64 nodes of 8 cores (leaves of 4 nodes): the plan
