@@ -11,7 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mapper import CommGraph
+from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.profiles.generators import GeneratorError, generate
+from slurm_plugin.slurm.topology import parse_topology_conf
+from tests.slurm_plugin.modes.test_plan_network import _layout
+from tests.slurm_plugin.modes.test_plan_traced_pipeline import planned_nodes
+from tests.slurm_plugin.modes.test_plan_traced_rounds import NODES, _topology
 
 
 def _mg_by_loops(n: int, size: int) -> dict[tuple[int, int], dict[tuple[int, int], float]]:
@@ -134,13 +140,6 @@ def test_plan_keeps_blocks_rounds_with_the_class_profile(machine):
     recounted here from node names over every phase's pairs; the class profile's total
     alone (no rounds) lets a placement through that raises them (the 2x2x2 cubes ran
     1.04x block's time, bench/README.md "Traced NAS codes")."""
-    from mapper import CommGraph
-    from slurm_plugin.machine.distribution import default_placements
-    from slurm_plugin.slurm.topology import parse_topology_conf
-    from tests.slurm_plugin.modes.test_plan_network import _layout
-    from tests.slurm_plugin.modes.test_plan_traced_pipeline import planned_nodes
-    from tests.slurm_plugin.modes.test_plan_traced_rounds import NODES, _topology
-
     g = generate("npb-mg:class=A", 512)
     tree = parse_topology_conf(_topology(machine))
     layout = _layout(tuple(f"n{i}" for i in range(NODES)), (8,) * NODES, tree=tree)
