@@ -50,6 +50,11 @@ from ..graph import CommGraph
 from ..machine import Hierarchy
 from ..phases import PIPELINE_PACES, PhasedGraph, links_crossed
 
+#: The most rows (channels x ranks) exchange rounds may add to the pace channels: each
+#: row costs about 40 bytes in the arrays and the search, and a swap visits every
+#: channel; a trace of many distinct rounds beyond it is left to the rule's check.
+ROUND_CHANNEL_ROWS = 1 << 22
+
 
 @dataclass(frozen=True)
 class PaceChannels:
@@ -92,14 +97,18 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
     (``"rounds"``) one per edge of a rank (:func:`_round_channels`), weight 1, all of
     the round's channels under one cap, so that no message of the round crosses more
     links than the baseline's farthest (:func:`mapper.phases.round_latency` is not
-    raised).  O(Σ_p m_p log m_p)."""
+    raised).  Rounds whose channels would hold more than :data:`ROUND_CHANNEL_ROWS`
+    rows in all are left out (the rule still checks their latency).
+    O(Σ_p m_p log m_p)."""
     n = phased.n
     owners, partners, weights, names, shared = [], [], [], [], []
+    rounds: list[bool] = []  # per channel: an exchange round's
     for phase in phased.phases:
         if phase.pace == "rounds":
             _round_channels(phase.graph, phase.name or f"phase {len(names)}",
                             owners, partners, weights, names)
             group = max(shared, default=-1) + 1  # one cap for the round's channels
+            rounds += [True] * (len(names) - len(shared))
             shared += [group] * (len(names) - len(shared))
             continue
         if phase.pace not in PIPELINE_PACES:
@@ -118,6 +127,12 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
                            else np.concatenate([w, w]).astype(np.float64))
             names.append(name)
             shared.append(max(shared, default=-1) + 1)
+            rounds.append(False)
+    if sum(rounds) * n > ROUND_CHANNEL_ROWS:
+        keep = [i for i, r in enumerate(rounds) if not r]
+        owners, partners, weights = ([x[i] for i in keep]
+                                     for x in (owners, partners, weights))
+        names, shared = [names[i] for i in keep], [shared[i] for i in keep]
     return _channel_csr(n, owners, partners, weights, tuple(names),
                         np.asarray(shared, dtype=np.int64))
 

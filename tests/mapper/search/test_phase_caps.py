@@ -16,6 +16,7 @@ from mapper.api import aim_at_congestion, aim_at_congestion_and_phases, phase_re
 from mapper.congestion import uplink_loads
 from mapper.phases import Phase, PhasedGraph, latency_pace, make_phase, round_latency, with_phases
 from mapper.search import _congested, congested
+from mapper.search import phase_caps as phase_caps_module
 from mapper.search.phase_caps import pace_channels, pace_loads, phase_caps
 from slurm_plugin.profiles.generators import generate
 from tests.mapper.search.test_congested import _MACHINES
@@ -127,6 +128,21 @@ def test_a_hub_round_is_one_channel():
     for graph, count in ((star, 1), (ring, 2)):
         phased = with_phases(graph, [Phase(graph, 1.0, None, "r", pace="rounds")])
         assert pace_channels(phased).count == count
+
+
+def test_rounds_beyond_the_row_budget_are_left_to_the_rule(monkeypatch):
+    # 40 distinct rounds of a ring on 64 ranks: 2 channels each, 5120 rows; a sweep
+    # keeps its two channels whatever the budget
+    n = 64
+    ring = CommGraph.from_edges(np.arange(n), (np.arange(n) + 1) % n, n=n)
+    phases = [Phase(ring, 1.0, None, f"r{i}", pace="rounds") for i in range(40)]
+    phases.append(Phase(ring, 1.0, None, "s", pace="sweep"))
+    phased = with_phases(CommGraph.from_matrix(41 * ring.to_csr(), directed=False), phases)
+    assert pace_channels(phased).count == 82
+    monkeypatch.setattr(phase_caps_module, "ROUND_CHANNEL_ROWS", 80 * n - 1)
+    kept = pace_channels(phased)
+    assert kept.names == ("s (forward)", "s (backward)")
+    assert len(set(kept.shared.tolist())) == 2  # caps still one per channel
 
 
 def _phase_loads(phased: PhasedGraph, machine: Hierarchy, pe, levels) -> list[list[float]]:
