@@ -103,13 +103,14 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
     n = phased.n
     owners, partners, weights, names, shared = [], [], [], [], []
     rounds: list[bool] = []  # per channel: an exchange round's
+    groups = 0  # cap numbers given out: one per pipeline channel, one per round
     for phase in phased.phases:
         if phase.pace == "rounds":
             _round_channels(phase.graph, phase.name or f"phase {len(names)}",
                             owners, partners, weights, names)
-            group = max(shared, default=-1) + 1  # one cap for the round's channels
             rounds += [True] * (len(names) - len(shared))
-            shared += [group] * (len(names) - len(shared))
+            shared += [groups] * (len(names) - len(shared))
+            groups += 1
             continue
         if phase.pace not in PIPELINE_PACES:
             continue
@@ -126,7 +127,8 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
             weights.append(np.asarray(w, dtype=np.float64) if len(own) == len(w)
                            else np.concatenate([w, w]).astype(np.float64))
             names.append(name)
-            shared.append(max(shared, default=-1) + 1)
+            shared.append(groups)
+            groups += 1
             rounds.append(False)
     if sum(rounds) * n > ROUND_CHANNEL_ROWS:
         keep = [i for i, r in enumerate(rounds) if not r]

@@ -21,7 +21,7 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
-from mapper.phases import PIPELINE_BYTES, Phase, PhasedGraph, make_phase, with_phases
+from mapper.phases import PIPELINE_BYTES, Phase, PhasedGraph, make_phase, phases_sum, with_phases
 
 
 class GeneratorError(RankmapError, ValueError):
@@ -547,9 +547,8 @@ def npb_mg_class_phases(spec: Spec, n: int) -> PhasedGraph:
     if not phases:  # one rank per level everywhere: nobody to talk to
         none = np.zeros(0, dtype=np.int64)
         phases = [_own_phase(none, none, 0.0, n, spec, "level 0")]
-    total = _graph(np.concatenate([p.graph.edges()[0] for p in phases]),
-                   np.concatenate([p.graph.edges()[1] for p in phases]),
-                   np.concatenate([p.repeat * p.graph.edges()[2] for p in phases]), n, spec)
+    total = CommGraph.from_matrix(phases_sum(phases, n), directed=False,
+                                  source=f"generator {spec.name}")
     return with_phases(total, phases)
 
 

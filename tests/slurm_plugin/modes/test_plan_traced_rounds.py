@@ -39,17 +39,20 @@ def _topology(machine: str) -> str:
                              for j in range(4)) + "SwitchName=top Switches=m[0-3]\n")
 
 
+def node_links(a: int, b: int, machine: str) -> int:
+    """Tree links between nodes a and b of :func:`_topology`: 0 on one node, 2 under
+    one leaf, 4 across leaves (6 through tree3's top)."""
+    if a == b:
+        return 0
+    if a // 4 == b // 4:
+        return 2
+    return 6 if machine == "tree3" and a // 16 != b // 16 else 4
+
+
 def _rounds_links(node: np.ndarray, machine: str) -> int:
-    """Σ over the three dimensions' rounds of the farthest message's links: 0 on one
-    node, 2 under one leaf, 4 across leaves (6 through tree3's top)."""
-    def links(a: int, b: int) -> int:
-        if a == b:
-            return 0
-        if a // 4 == b // 4:
-            return 2
-        return 6 if machine == "tree3" and a // 16 != b // 16 else 4
+    """Σ over the three dimensions' rounds of the farthest message's links."""
     n = DIMS[0] * DIMS[1] * DIMS[2]
-    return sum(max(links(node[r], node[_neighbour(r, DIMS, axis, s)])
+    return sum(max(node_links(node[r], node[_neighbour(r, DIMS, axis, s)], machine)
                    for r in range(n) for s in (-1, 1)) for axis in range(3))
 
 

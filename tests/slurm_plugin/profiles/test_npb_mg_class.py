@@ -17,7 +17,7 @@ from slurm_plugin.profiles.generators import GeneratorError, generate
 from slurm_plugin.slurm.topology import parse_topology_conf
 from tests.slurm_plugin.modes.test_plan_network import _layout
 from tests.slurm_plugin.modes.test_plan_traced_pipeline import planned_nodes
-from tests.slurm_plugin.modes.test_plan_traced_rounds import NODES, _topology
+from tests.slurm_plugin.modes.test_plan_traced_rounds import NODES, _topology, node_links
 
 
 def _mg_by_loops(n: int, size: int) -> dict[tuple[int, int], dict[tuple[int, int], float]]:
@@ -146,18 +146,11 @@ def test_plan_keeps_blocks_rounds_with_the_class_profile(machine):
     block = np.array([int(layout.slots[pe].host[1:])
                       for pe in default_placements(layout)["block"]])
 
-    def links(a: int, b: int) -> int:
-        if a == b:
-            return 0
-        if a // 4 == b // 4:
-            return 2
-        return 6 if machine == "tree3" and a // 16 != b // 16 else 4
-
     def rounds(node: np.ndarray) -> float:
         out = 0.0
         for phase in g.phases:
             u, v, _ = phase.graph.edges()
-            out += phase.repeat * max(links(node[a], node[b])
+            out += phase.repeat * max(node_links(node[a], node[b], machine)
                                       for a, b in zip(u.tolist(), v.tolist(), strict=True))
         return out
     total = CommGraph(g.indptr, g.indices, g.weights, g.source)
