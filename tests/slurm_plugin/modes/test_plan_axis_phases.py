@@ -17,6 +17,7 @@ import json
 
 import numpy as np
 
+from mapper import map_processes
 from mapper.congestion import uplink_loads
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import make_plan
@@ -101,8 +102,12 @@ def test_phases_timed_across_levels_pick_the_faster_of_equal_placements():
     dims = (8, 8, 4)
     block = default_placements(layout)["block"]
     got, other = (_model(dims, _nodes(layout, p.result.mapping)) for p in (phased, plain))
-    # simulated: 0.674 against 0.752 of block (bench/README.md)
-    assert got < other * 0.95
+    own = map_processes(generate("stencil3d:8x8x4,periodic", 256), layout.hierarchy,
+                        "topdown+n10", 0, time_limit=60).mapping
+    # simulated: 0.674 against Top-Down's 0.752 of block (bench/README.md).  Without the
+    # phases the far traffic per node also picks it (J and links cannot tell them apart)
+    assert got < _model(dims, _nodes(layout, own)) * 0.95
+    assert got <= other
     assert got <= _model(dims, _nodes(layout, block))
     g = generate("stencil3d:8x8x4,periodic", 256)
     levels = list(layout.network_levels)

@@ -87,14 +87,20 @@ def test_interleaved_cg_gets_its_nodes_regrouped_on_the_leaves():
 def test_interleaved_cg_topdown_keeps_the_node_groups_itself():
     # Top-Down's splits take the rank order's consecutive blocks when they cut less
     # (mapper.partitioners.metis): on NPB CG that is block's node groups, which Top-Down then
-    # puts on leaves by their traffic -- as good as the regrouping, never refused
+    # puts on leaves by their traffic -- as good as the regrouping by J, never refused.
+    # The regrouping gives the busiest node less far traffic, and J is within 2 %: it is
+    # applied (simulated 0.603 of block's time against Top-Down's 0.602, bench/README.md
+    # "Far traffic per node"), and the report says why
     layout = _layout(INTERLEAVED)
     graph = generate("npb-cg", 128)
     plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=10,
                      files=("machinefile",))
     result = plan.result
-    assert result.origin == "algorithm" and not result.rejected
-    assert result.objective <= result.candidates["baseline regrouped"]
+    assert not result.rejected
+    assert result.candidates["topdown+n10"] <= result.candidates["baseline regrouped"]
+    assert result.origin == "baseline regrouped"
+    assert any("applied over algorithm" in note and "far traffic" in note
+               for note in result.notes)
     block = default_placements(layout)["block"]
     levels = layout.network_levels
     mine = uplink_loads(graph, layout.hierarchy, result.mapping, levels)
