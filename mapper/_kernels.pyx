@@ -944,6 +944,35 @@ def group_cuts(const int64_t[::1] indptr, const int32_t[::1] indices,
     return a + b
 
 
+def node_hop_bytes(const int64_t[::1] indptr, const int32_t[::1] indices,
+                   const double[::1] weights, const int64_t[::1] pi,
+                   const int32_t[:, ::1] gid, const int64_t[::1] levels, Py_ssize_t groups):
+    """Per group of ``levels[0]``, Σ weight × 2 per level of ``levels`` at which the
+    ends' groups differ, over the edges with an end in it -- the loop of
+    :func:`mapper.congestion.node_hop_bytes`; O(m·L)."""
+    cdef Py_ssize_t n = pi.shape[0], u, e, k, nl = levels.shape[0]
+    cdef int64_t v
+    cdef double hops
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(groups, dtype=np.float64)
+    cdef double* O = &out[0]
+    if nl == 0:
+        return out
+    with nogil:
+        for u in range(n):
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if v <= u:
+                    continue
+                hops = 0.0
+                for k in range(nl):
+                    if gid[pi[u], levels[k]] != gid[pi[v], levels[k]]:
+                        hops += 2.0
+                if hops > 0.0:
+                    O[gid[pi[u], levels[0]]] += weights[e] * hops
+                    O[gid[pi[v], levels[0]]] += weights[e] * hops
+    return out
+
+
 def between_groups(const int64_t[::1] indptr, const int32_t[::1] indices,
                    const double[::1] weights, const int64_t[::1] group):
     """The edges u < v whose ranks are in different groups, as arrays (group of u,

@@ -172,13 +172,8 @@ def node_hop_bytes(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
     pi = check_mapping(mapping, machine.n, graph.n)
     if not levels:
         return 0.0
-    u, v, w = graph.edges()
-    gid = machine.group_ids
-    hops = np.zeros(len(u), dtype=np.float64)
-    for level in levels:
-        hops += 2.0 * (gid[pi[u], level] != gid[pi[v], level])
-    cost = w * hops
-    nodes = len(machine.bounds[levels[0]]) - 1
-    per_node = (np.bincount(gid[pi[u], levels[0]], weights=cost, minlength=nodes)
-                + np.bincount(gid[pi[v], levels[0]], weights=cost, minlength=nodes))
+    # compiled: the numpy gathers took 0.8-1.7 s per candidate at 2^20 ranks
+    per_node = _kernels.node_hop_bytes(graph.indptr, graph.indices, graph.weights, pi,
+                                       machine.group_ids, np.asarray(levels, dtype=np.int64),
+                                       len(machine.bounds[levels[0]]) - 1)
     return float(per_node.max(initial=0.0))
