@@ -44,9 +44,11 @@ def test_node_hop_bytes_equals_a_naive_count(seed, levels):
 def test_phases_take_the_busiest_node_of_each_phase_times_its_repeats():
     machine = Hierarchy.parse("2:2:2", "1:10:100")
     rng = np.random.default_rng(3)
-    a, b, c = (random_graph(8, 0.4, s) for s in (1, 2, 3))
-    phases = [make_phase(a, 3, name="a"), make_phase(b, 1, name="b"),
-              make_phase(c, 2, name="c", pace="rounds")]
+    a, b, c, d = (random_graph(8, 0.4, s) for s in (1, 2, 3, 4))
+    # b synchronises two groups of ranks (it counts); d each rank alone (it does not)
+    phases = [make_phase(a, 3, name="a"), make_phase(b, 1, [[0, 1, 2, 3], [4, 5, 6, 7]], "b"),
+              make_phase(c, 2, name="c", pace="rounds"),
+              make_phase(d, 1, [[r] for r in range(8)], "d")]
     total = CommGraph.from_matrix(phases_sum(phases, 8), directed=False)
     phased = with_phases(total, phases)
     mapping = rng.permutation(8)
@@ -107,3 +109,4 @@ def test_near_j_candidates_are_told_apart_by_far_traffic(js, far, expect):
     _, name = _near_j_least_far(admitted, lambda m: far[int(m[0])], 1e-12)
     assert name == expect
     assert NEAR_J == pytest.approx(0.02)
+
