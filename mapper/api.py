@@ -713,7 +713,9 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     if timer is not None:  # the least phase time first, then J
         admitted = _least(admitted, timer)
     by_j = _least_j(admitted, tol)
-    far_traffic = partial(phase_node_hop_bytes, graph, machine, levels=levels)
+    # where the phase time across levels weighs them, phases of per-rank groups are its
+    far_traffic = partial(phase_node_hop_bytes, graph, machine, levels=levels,
+                          own_groups=timer is None)
     winner, origin = _near_j_least_far(admitted, far_traffic, tol) if levels else by_j
     if winner is not by_j[0]:
         ratio = far_traffic(winner.mapping) / max(far_traffic(by_j[0].mapping), 1e-300)

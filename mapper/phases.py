@@ -519,28 +519,32 @@ def latency_pace(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
 
 
 def phase_node_hop_bytes(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
-                          levels: Sequence[int]) -> float:
+                          levels: Sequence[int], own_groups: bool = True) -> float:
     """The far traffic of the busiest node, phase by phase: for a profile with phases
     (:class:`PhasedGraph`), Σ_p repeat_p · :func:`mapper.congestion.node_hop_bytes` of
     phase p's graph over the phases that are not latency-bound (:attr:`Phase.pace`
-    empty, as in :func:`phase_time`) and in which some ranks synchronise with others;
-    for any other graph, its own :func:`~mapper.congestion.node_hop_bytes`.  A phase
+    empty, as in :func:`phase_time`) -- with ``own_groups=False`` only those in which
+    some ranks synchronise with others; for any other graph, its own
+    :func:`~mapper.congestion.node_hop_bytes`.  A phase
     ends when its slowest node is done, so the busiest node is taken per phase, not
     over the sum.  Measured (SimGrid SMPI, bench/README.md, "Far traffic per node"):
     NPB-CG's pattern at 256 ranks on the interleaved wiring, two placements with the
     same J and the same busiest links over the whole profile: 128 against 80
     (messages × links: far traffic in every row step against in the last only) ran
-    0.629 and 0.625 of block's time.  Phases in which every rank is its own group are
-    left out: a halo exchanged one dimension after the other (``exchange=axes``) at
-    256 ranks on the 3-level tree ran 0.674 of block's time with the grid's boxes and
-    0.703 with Slurm's nodes regrouped, whose busiest node carries 10 % less far
-    traffic; each rank's own path per dimension (:func:`phase_time`) sets that time,
-    not its node's far traffic.  O(Σ_p (n + m_p·L))."""
+    0.629 and 0.625 of block's time; NPB MG (each level's borders by dimension, each
+    rank its own group) at 64 ranks on both 4:1 trees 1.06-1.08 against 0.99-1.00.
+    The choice leaves phases in which every rank is its own group out
+    (``own_groups=False``) where :func:`phase_time` over every level weighs them (the
+    uplinks' ratio known): a halo exchanged one dimension after the other
+    (``exchange=axes``) at 256 ranks on the 3-level tree ran 0.674 of block's time with
+    the grid's boxes and 0.703 with Slurm's nodes regrouped, whose busiest node carries
+    10 % less far traffic, and the phase time, which ties them, had been measured to
+    rank that code's placements as the simulation does.  O(Σ_p (n + m_p·L))."""
     if not (isinstance(graph, PhasedGraph) and graph.phases):
         return node_hop_bytes(graph, machine, mapping, levels)
     return float(sum(phase.repeat * node_hop_bytes(phase.graph, machine, mapping, levels)
                      for phase in graph.phases
-                     if not phase.pace and phase.groups < graph.n))
+                     if not phase.pace and (own_groups or phase.groups < graph.n)))
 
 
 def raised_latency_pace(phased: PhasedGraph, machine: Hierarchy, candidate: np.ndarray,

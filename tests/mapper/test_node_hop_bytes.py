@@ -45,7 +45,7 @@ def test_phases_take_the_busiest_node_of_each_phase_times_its_repeats():
     machine = Hierarchy.parse("2:2:2", "1:10:100")
     rng = np.random.default_rng(3)
     a, b, c, d = (random_graph(8, 0.4, s) for s in (1, 2, 3, 4))
-    # b synchronises two groups of ranks (it counts); d each rank alone (it does not)
+    # b synchronises two groups of ranks; d each rank alone (left out on request)
     phases = [make_phase(a, 3, name="a"), make_phase(b, 1, [[0, 1, 2, 3], [4, 5, 6, 7]], "b"),
               make_phase(c, 2, name="c", pace="rounds"),
               make_phase(d, 1, [[r] for r in range(8)], "d")]
@@ -53,7 +53,10 @@ def test_phases_take_the_busiest_node_of_each_phase_times_its_repeats():
     phased = with_phases(total, phases)
     mapping = rng.permutation(8)
     expect = 3 * _naive(a, machine, mapping, [0, 1]) + _naive(b, machine, mapping, [0, 1])
-    assert phase_node_hop_bytes(phased, machine, mapping, [0, 1]) == pytest.approx(expect)
+    assert phase_node_hop_bytes(phased, machine, mapping, [0, 1],
+                                own_groups=False) == pytest.approx(expect)
+    assert phase_node_hop_bytes(phased, machine, mapping, [0, 1]) == pytest.approx(
+        expect + _naive(d, machine, mapping, [0, 1]))
     # a profile without phases: its total
     assert phase_node_hop_bytes(a, machine, mapping, [0, 1]) == pytest.approx(
         _naive(a, machine, mapping, [0, 1]))

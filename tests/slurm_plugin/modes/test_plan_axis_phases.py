@@ -108,6 +108,10 @@ def test_phases_timed_across_levels_pick_the_faster_of_equal_placements():
     # phases the far traffic per node also picks it (J and links cannot tell them apart)
     assert got < _model(dims, _nodes(layout, own)) * 0.95
     assert got <= other
+    # the model ties the boxes with Slurm's nodes regrouped, which ran 0.703; the far
+    # traffic per node (10 % less for the regrouping) must not decide where the phase
+    # time over every level weighs these per-rank phases (bench/README.md)
+    assert phased.result.origin == "grid boxes"
     assert got <= _model(dims, _nodes(layout, block))
     g = generate("stencil3d:8x8x4,periodic", 256)
     levels = list(layout.network_levels)
@@ -119,19 +123,16 @@ def test_phases_timed_across_levels_pick_the_faster_of_equal_placements():
     assert "timed over every link level (uplinks oversubscribed 4:1" in notes
 
 
-def test_without_the_oversubscription_the_phases_are_not_timed():
+def test_without_the_oversubscription_the_phases_change_nothing_here():
     layout, phased, plain = _plans(256, "8x8x4")
+    np.testing.assert_array_equal(phased.result.mapping, plain.result.mapping)
     assert "timed over every link level" not in " ".join(
         json.loads(phased.report_json)["notes"])
-    # by dimension, each rank is its own group: the far traffic per node leaves such
-    # phases out (there the grid's boxes, with 10 % more of it than Slurm's nodes
-    # regrouped, ran faster: 0.674 against 0.703), so J chooses; the plain stencil's
-    # total shows it, and Slurm's nodes regrouped are applied (0.703 against Top-Down's
-    # 0.752 of block's time for the halo by dimension, bench/README.md)
-    assert phased.result.origin == "algorithm"
-    assert plain.result.origin == "baseline regrouped"
-    assert any("far traffic" in note for note in plain.result.notes)
-    assert phased.result.objective <= plain.result.objective
+    # J and the links tie Top-Down's result, the boxes and Slurm's nodes regrouped; the
+    # far traffic per node picks the regrouping (0.703 of block's time for the halo by
+    # dimension against Top-Down's 0.752; the boxes, 0.674, need the ratio: above)
+    assert phased.result.origin == "baseline regrouped"
+    assert any("far traffic" in note for note in phased.result.notes)
 
 
 def test_at_1024_ranks_the_phases_keep_the_faster_placement():
