@@ -713,7 +713,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     if timer is not None:  # the least phase time first, then J
         admitted = _least(admitted, timer)
     by_j = _least_j(admitted, tol)
-    # where the phase time across levels weighs them, phases of per-rank groups are its
+    # phases of per-rank groups are left to the phase time across levels where it runs
     far_traffic = partial(phase_node_hop_bytes, graph, machine, levels=levels,
                           own_groups=timer is None)
     winner, origin = _near_j_least_far(admitted, far_traffic, tol) if levels else by_j
@@ -733,7 +733,7 @@ def _near_j_least_far(admitted: list[tuple[MappingResult, str]],
     the least, then of those the ones whose ``far_traffic`` is within
     :data:`LINK_TOLERANCE` of the least, then the least J (the first on a tie within
     ``tol``).  O(k) calls of ``far_traffic`` for k candidates."""
-    least = _least_j(admitted, tol)[0].objective
+    least = min(cand.objective for cand, _ in admitted)
     near = [a for a in admitted if a[0].objective <= least + NEAR_J * abs(least)]
     return _least_j(_least(near, far_traffic) if len(near) > 1 else near, tol)
 

@@ -168,19 +168,12 @@ def node_hop_bytes(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
     in the order of this measure (80 / 88 / 96 messages × links on the busiest node),
     and at 128 ranks 0.995 against 1.000 (72 against 80); a node whose messages cross more
     switches lags in each iteration, and its neighbours wait for it.
-    ``levels`` sorted innermost first; 0.0 without levels.  O(n + m·L)."""
-    return float(node_far_traffic(graph, machine, mapping, levels).max(initial=0.0))
-
-
-def node_far_traffic(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
-                     levels: Sequence[int]) -> np.ndarray:
-    """Per group of ``levels[0]`` (node), the hop-bytes of the messages with an end on
-    it (:func:`node_hop_bytes` is the largest); empty without levels.  O(n + m·L),
-    compiled."""
+    ``levels`` sorted innermost first; 0.0 without levels.  O(n + m·L), compiled."""
     pi = check_mapping(mapping, machine.n, graph.n)
     if not levels:
-        return np.zeros(0)
+        return 0.0
     # compiled: the numpy gathers took 0.8-1.7 s per candidate at 2^20 ranks
-    return _kernels.node_hop_bytes(graph.indptr, graph.indices, graph.weights, pi,
-                                   machine.group_ids, np.asarray(levels, dtype=np.int64),
-                                   len(machine.bounds[levels[0]]) - 1)
+    per_node = _kernels.node_hop_bytes(graph.indptr, graph.indices, graph.weights, pi,
+                                       machine.group_ids, np.asarray(levels, dtype=np.int64),
+                                       len(machine.bounds[levels[0]]) - 1)
+    return float(per_node.max(initial=0.0))
