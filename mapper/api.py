@@ -43,12 +43,14 @@ from .link_load import RoutedNetwork
 from .machine import Hierarchy, Machine, MachineError
 from .objective import check_mapping, evaluate
 from .partitioners.metis import balanced_partition
+from .phase_waits import waiting_time
 from .phases import (
     PhasedGraph,
     phase_node_hop_bytes,
     phase_time,
     raised_latency_pace,
     raised_phase_time,
+    raised_ratio,
     raised_round_latency,
 )
 from .result import PHASES, MappingResult
@@ -858,7 +860,9 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
     """For a profile with phases (:class:`~mapper.phases.PhasedGraph`) on a tree: why
     ``mapping`` may not replace ``baseline`` — its phase time at some level (with
     ``link_capacities``: over all levels together) rises above the baseline's by more
-    than :data:`LINK_TOLERANCE` (:func:`mapper.phases.raised_phase_time`), or its
+    than :data:`LINK_TOLERANCE` (:func:`mapper.phases.raised_phase_time`), or (with
+    ``link_capacities``) its phase time with every rank's waits passed on to its
+    partners (:func:`mapper.phase_waits.waiting_time`) does, or its
     latency-bound phases' pace does (:func:`mapper.phases.raised_latency_pace`), or its
     exchange rounds' latency (:func:`mapper.phases.raised_round_latency`), or,
     without ``link_capacities``, its phase time over all levels rises under one of
@@ -875,6 +879,15 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
                 if raised.level is None else f"{raised.name} links' phase time")
         return (f"{saved} {what} ({len(graph.phases)} phases, each synchronising group "
                 f"waiting for its busiest link) is {raised.ratio:.2f}x the baseline's")
+    if caps is not None:
+        waits = raised_ratio(waiting_time(graph, machine, mapping, levels, caps),
+                             waiting_time(graph, machine, baseline, levels, caps),
+                             LINK_TOLERANCE)
+        if waits is not None:
+            ratio = f"{waits:.2f}x" if np.isfinite(waits) else "more than"
+            return (f"{saved} phase time with the waits its ranks pass on to their "
+                    f"partners is {ratio} the baseline's (a rank late in one phase delays "
+                    f"its partners in the next: mapper.phase_waits.waiting_time)")
     if caps is None and capacity_scenarios:
         for label, scenario in capacity_scenarios.items():
             raised = raised_phase_time(graph, machine, mapping, baseline, levels,

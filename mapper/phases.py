@@ -294,7 +294,7 @@ class PhaseLoad:
 Capacities = Sequence["float | np.ndarray | Sequence[float]"]
 
 
-def _group_capacities(machine: Hierarchy, levels: tuple[int, ...],
+def group_capacities(machine: Hierarchy, levels: tuple[int, ...],
                       capacities: Capacities | None) -> list[np.ndarray]:
     """Per level, every group's uplink capacity (positive; ``inf`` for a group without
     a link of its own), from one value per level or one per group."""
@@ -330,7 +330,7 @@ def phase_bottlenecks(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarr
     for level in levels:
         if not 0 <= level < machine.levels - 1:
             raise ValueError(f"level {level} has no uplink (levels 0..{machine.levels - 2})")
-    caps = _group_capacities(machine, levels, capacities)
+    caps = group_capacities(machine, levels, capacities)
     out = []
     for phase in phased.phases:
         g = phase.graph
