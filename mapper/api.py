@@ -156,9 +156,11 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     (:func:`mapper.cartesian.cartesian_grid`: most halo exchanges, numbered as
     ``MPI_Cart_create`` does) also gets the grid cut into the tree's groups by
     coordinate bisection (:func:`mapper.construction.coordinate_bisection`: boxes of
-    least surface, where partitioners only approach it), candidate :data:`BOXES`:
-    without a baseline the lower J of it and the algorithm's result is returned, with
-    one it is compared like the others.
+    least surface, where partitioners only approach it), candidate :data:`BOXES`, and
+    where it differs :data:`BOXES_SHARED` (equal planes cut so that every piece keeps a
+    share of its parent's outer faces): without a baseline the lowest J of them and the
+    algorithm's result is returned (the first on a tie), with one they are compared
+    like the others.
 
     ``routed`` (a :class:`~mapper.link_load.RoutedNetwork` over the machine's PEs: a
     torus, mesh, dragonfly or Tianhe-3 layout with its routing,
@@ -262,17 +264,17 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                          algorithm, best.seed, best.hit_time_limit, notes=tuple(notes))
     origin, candidates = "algorithm", {algorithm: best.objective}
     refused_result = best
-    boxed = None
+    boxed: tuple[MappingResult, ...] = ()
     if isinstance(machine, Hierarchy):
         cut = time.perf_counter()
         boxed = _boxed(graph, machine, seed,
                        None if time_limit is None else start + time_limit - reserve)
         phases["construction"] += time.perf_counter() - cut
-    if baseline is None and boxed is not None:
-        candidates[BOXES] = boxed.objective
-        if boxed.objective < best.objective:
-            best, origin = boxed, BOXES
-            notes += [note for note in boxed.notes if note not in notes]
+    for box in boxed if baseline is None else ():
+        candidates[box.algorithm] = box.objective
+        if box.objective < best.objective:
+            best, origin = box, box.algorithm
+            notes += [note for note in box.notes if note not in notes]
     if baseline is not None:
         compared = time.perf_counter()
         best, origin, candidates, rejected = _against_baseline(
@@ -605,7 +607,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                       congestion_levels: Sequence[int] | None,
                       link_weights: LinkWeights | None = None,
                       routed: RoutedNetwork | None = None,
-                      boxed: MappingResult | None = None,
+                      boxed: Sequence[MappingResult] = (),
                       link_capacities: LinkCapacities | None = None,
                       capacity_scenarios: Mapping[str, LinkCapacities] | None = None
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
@@ -622,7 +624,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
 
     With ``routed`` (a routed network instead of tree levels) a candidate that raises
     a level's busiest routed link (:func:`mapper.search.routed.raised_level`) is
-    refused.  ``boxed`` (the grid's boxes, :func:`_boxed`) is one more candidate.
+    refused.  ``boxed`` (the grid's boxes, :func:`_boxed`) are more candidates.
     With phases and ``link_capacities`` the admissible candidate (the baseline among
     them) of least phase time is applied, J deciding within :data:`LINK_TOLERANCE` of
     it (:func:`_phase_timer`).  Among the admissible candidates whose J is within
@@ -677,13 +679,13 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
         if regrouped is not None:
             candidates["baseline regrouped"] = regrouped.objective
             refused["baseline regrouped"] = refusal(regrouped) if lower(regrouped) else None
-    if boxed is not None:
-        candidates[BOXES] = boxed.objective
-        refused[BOXES] = refusal(boxed) if lower(boxed) else None
+    for box in boxed:
+        candidates[box.algorithm] = box.objective
+        refused[box.algorithm] = refusal(box) if lower(box) else None
     # the J a polished baseline must beat to matter: the best of those that may win
     admissible = [c.objective for c, key in ((best, algorithm),
                                              (regrouped, "baseline regrouped"),
-                                             (boxed, BOXES))
+                                             *((b, b.algorithm) for b in boxed))
                   if lower(c) and refused[key] is None]
     bar = min(admissible) if admissible else None
     used = time.perf_counter() - start
@@ -704,7 +706,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     for cand, name, key in ((best, "algorithm", algorithm),
                             (polished, f"baseline+{polish}", f"baseline+{polish}"),
                             (regrouped, "baseline regrouped", "baseline regrouped"),
-                            (boxed, BOXES, BOXES)):
+                            *((b, b.algorithm, b.algorithm) for b in boxed)):
         if not lower(cand):
             continue
         if refused[key] is not None:
@@ -814,25 +816,36 @@ def _level_capacities(link_capacities: LinkCapacities, levels: Sequence[int]
 #: Name (origin and candidate) of the grid cut into the tree's groups by coordinate
 #: bisection, for graphs that are Cartesian grids in rank order.
 BOXES = "grid boxes"
+#: The grid's boxes cut, between equal planes, across a dimension the piece spans, so
+#: that every piece keeps a share of its parent's outer faces
+#: (:func:`mapper.construction.boxes.coordinate_bisection`, ``share_faces``).
+BOXES_SHARED = "grid boxes, outer faces shared"
 
 
 def _boxed(graph: CommGraph, machine: Hierarchy, seed: int,
-           deadline: float | None) -> MappingResult | None:
+           deadline: float | None) -> tuple[MappingResult, ...]:
     """The graph's Cartesian grid (:func:`mapper.cartesian.cartesian_grid`) cut into
-    the machine's groups (:func:`mapper.construction.boxes.coordinate_bisection`), or
-    None when the graph is no grid in rank order or the deadline passes.
-    O(F · m + n log n)."""
+    the machine's groups (:func:`mapper.construction.boxes.coordinate_bisection`):
+    :data:`BOXES`, and where it differs :data:`BOXES_SHARED` (equal planes cut across a
+    dimension the piece spans, ``share_faces``); none when the graph is no grid in rank
+    order or the deadline passes.  O(F · m + n log n)."""
     if deadline is not None and time.perf_counter() >= deadline:
-        return None
+        return ()
     grid = cartesian_grid(graph)
     if grid is None:
-        return None
-    pe = construction.coordinate_bisection(grid, machine, deadline)
-    if pe is None:
-        return None
-    ev = evaluate(graph, machine, pe)
-    return MappingResult(pe, ev.objective, ev.traffic, 0.0, BOXES, seed,
-                         notes=(f"the profile is a {grid.describe()} grid in rank order",))
+        return ()
+    out: list[MappingResult] = []
+    for name, share in ((BOXES, False), (BOXES_SHARED, True)):
+        pe = construction.coordinate_bisection(grid, machine, deadline, share_faces=share)
+        if pe is None:
+            break
+        if out and np.array_equal(pe, out[0].mapping):
+            continue
+        ev = evaluate(graph, machine, pe)
+        out.append(MappingResult(pe, ev.objective, ev.traffic, 0.0, name, seed,
+                                 notes=(f"the profile is a {grid.describe()} grid in rank "
+                                        f"order",)))
+    return tuple(out)
 
 
 def _routed_refusal(graph: CommGraph, network: RoutedNetwork, cand: MappingResult,

@@ -36,8 +36,9 @@ class MappingResult:
         ``"baseline"`` (nothing beat it), ``"baseline+<neighbourhood>"`` (the
         baseline improved by local search won) or ``"baseline regrouped"`` (the
         baseline's node groups kept whole and moved, :mod:`mapper.construction.regroup`);
-        ``"grid boxes"`` (with or without a baseline) when the graph's Cartesian grid cut
-        into the tree's groups won (:mod:`mapper.construction.boxes`).
+        ``"grid boxes"`` or ``"grid boxes, outer faces shared"`` (with or without a
+        baseline) when the graph's Cartesian grid cut into the tree's groups won
+        (:mod:`mapper.construction.boxes`).
     candidates:
         J of every candidate that was compared, by name.
     rejected:

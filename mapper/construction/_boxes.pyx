@@ -20,13 +20,15 @@ cdef int _by_key(const void* a, const void* b) noexcept nogil:
 
 def split_runs(long long[::1] perm, int[:, ::1] coords, long long[::1] start,
                long long[::1] length, long long[::1] left, double[::1] face_weight,
-               long long[::1] dims, unsigned char[::1] periodic):
+               long long[::1] dims, unsigned char[::1] periodic,
+               bint share_faces=False):
     """In place: every run ``perm[start[r]:start[r] + length[r]]`` (cells) reordered
     so that its first ``left[r]`` cells are the first by (coordinate across the
     cheapest plane, cell): the cost of a plane across dimension k is
     ``face_weight[k] / extent_k``, doubled when the run spans a periodic k whole; ties
-    go to the lowest k.  Whole planes are moved by a stable partition, O(length),
-    others by a sort of the run."""
+    go to the lowest k -- with ``share_faces``, first to a dimension the run spans
+    whole, so that both halves keep a share of the run's outer faces.  Whole planes
+    are moved by a stable partition, O(length), others by a sort of the run."""
     cdef Py_ssize_t runs = start.shape[0], d = coords.shape[1]
     cdef Py_ssize_t r, i, j, k, s, size, lft, below, at_low, at_high, widest = 0
     cdef long long cell, x, width, plane, n = coords.shape[0]
@@ -72,7 +74,10 @@ def split_runs(long long[::1] perm, int[:, ::1] coords, long long[::1] start,
                     cost = face_weight[j] / width
                     if periodic[j] and width == dims[j]:
                         cost = 2.0 * cost
-                    if k < 0 or cost < best:
+                    if k < 0 or (cost < best if not share_faces else (
+                            cost < best * (1.0 - 1e-12)
+                            or (cost <= best * (1.0 + 1e-12) and width == dims[j]
+                                and hi[k] - lo[k] + 1 < dims[k]))):
                         k = j
                         best = cost
                 if k < 0:

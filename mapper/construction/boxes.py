@@ -38,7 +38,8 @@ from ..machine import Hierarchy
 
 
 def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
-                         deadline: float | None = None) -> np.ndarray | None:
+                         deadline: float | None = None,
+                         share_faces: bool = False) -> np.ndarray | None:
     """Rank → PE: ``grid`` cut into ``machine``'s groups by coordinate bisection.
 
     Every group of the tree gets a set of cells as large as its number of PEs (the
@@ -46,6 +47,13 @@ def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
     near-equal size and the cells by the cheapest plane into the runs' sizes, until a
     run is one child, down to the innermost groups, whose PEs take their cells in rank
     order.  None when ``deadline`` (``time.perf_counter()`` value) passes first.
+
+    Between planes of equal cost the slowest dimension is cut, or with
+    ``share_faces`` first one the run spans whole: the run's faces towards the rest of
+    the grid lie across the dimensions it does not span, and a cut across one of those
+    gives each half one side's faces, a cut across a spanned one gives each half a
+    share of both (a 2×4×4 slab of a periodic 8×4×4 grid in 2×2×2 nodes rather than
+    1×2×4: every node sends the same volume out of the slab).
     """
     n = machine.n
     if grid.n != n:
@@ -81,7 +89,7 @@ def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,
         # twice when the run wraps around a periodic k (the wrap's plane is cut too);
         # on ties (a cube) the slowest dimension, so that equal cuts keep rank order
         split_runs(perm, coords, start, length, np.ascontiguousarray(left), face_weight,
-                   dims, periodic)
+                   dims, periodic, share_faces)
         start, length = (np.concatenate([start, start + left]),
                          np.concatenate([left, length - left]))
         level = np.concatenate([level, level])

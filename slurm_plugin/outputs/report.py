@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mapper import CommGraph, MappingResult, evaluate
-from mapper.api import BOXES
+from mapper.api import BOXES, BOXES_SHARED
 from mapper.hop_bytes import has_hops, hop_bytes
 from mapper.machine import Hierarchy
 
@@ -155,6 +155,9 @@ def _summary(result: MappingResult | None, fallback_reason: str | None, default_
                f"rearranged on the switches by {result.algorithm}")
     elif result.origin == BOXES:
         how = "the profile's grid cut into the switch tree's groups by coordinate bisection"
+    elif result.origin == BOXES_SHARED:
+        how = ("the profile's grid cut into the switch tree's groups by coordinate "
+               "bisection, every node keeping a share of its switch's outer faces")
     else:
         how = (f"Slurm's {default_name} placement improved by local search "
                f"{result.origin.split('+', 1)[-1]}")

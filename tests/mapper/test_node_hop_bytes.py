@@ -5,13 +5,17 @@ import numpy as np
 import pytest
 
 from mapper import Hierarchy, evaluate, map_processes
-from mapper.api import NEAR_J, _near_j_least_far
+from mapper.api import BOXES, BOXES_SHARED, NEAR_J, _near_j_least_far
 from mapper.congestion import node_hop_bytes, uplink_loads
 from mapper.graph import CommGraph
 from mapper.phases import make_phase, phase_node_hop_bytes, phases_sum, with_phases
 from mapper.result import MappingResult
+from slurm_plugin.machine.distribution import default_placements
+from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate, generate_phases
+from slurm_plugin.slurm.topology import parse_topology_conf
 from tests.helpers.mapper_cases import random_graph
+from tests.slurm_plugin.modes.test_plan_network import _layout
 
 
 def _naive(graph, machine, mapping, levels):
@@ -82,6 +86,34 @@ def test_between_candidates_with_the_same_links_the_far_traffic_per_node_decides
                                                               levels)
     assert r.objective < evaluate(graph, machine, block).objective
     assert any("applied over" in note and "far traffic" in note for note in r.notes)
+
+
+def test_the_grid_boxes_with_shared_faces_balance_the_far_traffic_of_halo_128():
+    # a periodic 8x4x4 halo on 16 nodes of 8 cores (2 sockets), 4 nodes a leaf, 2
+    # leaves a middle switch, as simulated in bench/README.md ("Boxes sharing their
+    # outer faces"): every other candidate puts each node on one face of its leaf's
+    # 2x4x4 slab (80 or 64 messages x links); 2x2x2 nodes carry 72 each.  Simulated:
+    # 0.995 of block's time against 1.000
+    nodes = tuple(f"n{i}" for i in range(16))
+    tree = parse_topology_conf(
+        "".join(f"SwitchName=l{i} Nodes=n[{4 * i}-{4 * i + 3}]\n" for i in range(4))
+        + "SwitchName=m0 Switches=l[0-1]\nSwitchName=m1 Switches=l[2-3]\n"
+        + "SwitchName=top Switches=m[0-1]\n")
+    layout = _layout(nodes, (8,) * 16, tree=tree)
+    graph = generate("stencil3d:8x4x4,periodic", 128)
+    plan = make_plan(layout, graph, algorithm="topdown+n10", time_limit=60, files=(),
+                     tree=tree)
+    r, machine, levels = plan.result, layout.hierarchy, list(layout.network_levels)
+    assert r.origin == BOXES_SHARED
+    assert r.candidates[BOXES_SHARED] == pytest.approx(r.candidates[BOXES])
+    assert _naive(graph, machine, r.mapping, levels) == 72
+    block = default_placements(layout)["block"]
+    assert _naive(graph, machine, block, levels) == 80
+    assert any("applied over" in note and "far traffic" in note for note in r.notes)
+    assert "share of its switch's outer faces" in plan.summary
+    # without a baseline J decides, the first of equals staying
+    own = map_processes(graph, machine, "topdown+n10", 0)
+    assert own.origin != BOXES_SHARED
 
 
 def test_npb_cg_phases_count_each_row_step():

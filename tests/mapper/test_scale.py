@@ -107,7 +107,7 @@ def _polish_case(monkeypatch):
     monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.2)
     monkeypatch.setattr(api, "_POLISH_PROBE", 0.02)
     # the stencil in rank order would also get the grid's boxes: not what this is about
-    monkeypatch.setattr(api, "_boxed", lambda *args: None)
+    monkeypatch.setattr(api, "_boxed", lambda *args: ())
     return graph, machine, shuffled, _polish_runs(monkeypatch)
 
 

@@ -177,9 +177,10 @@ def test_without_a_baseline_the_lower_j_of_the_algorithm_and_the_boxes_is_return
     assert r.objective <= r.candidates[BOXES]
 
 
-def _reference_bisection(grid, machine):
+def _reference_bisection(grid, machine, share_faces=False):
     """The bisection one run at a time with numpy sorts (the compiled kernel's
-    reference): rank → PE, innermost groups in rank order."""
+    reference): rank → PE, innermost groups in rank order; with ``share_faces`` equal
+    planes go first to a dimension the run spans whole."""
     from mapper.construction.boxes import _halves
 
     n = machine.n
@@ -205,14 +206,19 @@ def _reference_bisection(grid, machine):
         cost = np.where(extent > 1, grid.face_weight * np.where(wrapped, 2, 1) / extent,
                         np.inf)
         k = int(np.argmin(cost))
+        if share_faces:
+            tied = np.flatnonzero(cost == cost[k])
+            spanned = tied[extent[tied] == dims[tied]]
+            k = int(spanned[0]) if len(spanned) else k
         order = np.lexsort((cells, c[:, k]))
         stack.append((level, half, end, cells[order[left:]]))
         stack.append((level, first, half, cells[order[:left]]))
     return mapping
 
 
+@pytest.mark.parametrize("share_faces", [False, True])
 @pytest.mark.parametrize("seed", range(10))
-def test_the_compiled_depths_equal_the_one_run_at_a_time_reference(seed):
+def test_the_compiled_depths_equal_the_one_run_at_a_time_reference(seed, share_faces):
     rng = np.random.default_rng(100 + seed)
     d = int(rng.integers(2, 4))
     dims = tuple(int(x) for x in rng.integers(2, 9 if d == 3 else 20, size=d))
@@ -224,5 +230,33 @@ def test_the_compiled_depths_equal_the_one_run_at_a_time_reference(seed):
     machine = (_uneven_hierarchy(rng, graph.n) if seed % 2
                else Hierarchy.homogeneous([2, 2, graph.n // 4], [1, 2, 3])
                if graph.n % 4 == 0 else _uneven_hierarchy(rng, graph.n))
-    assert np.array_equal(coordinate_bisection(grid, machine),
-                          _reference_bisection(grid, machine))
+    assert np.array_equal(coordinate_bisection(grid, machine, share_faces=share_faces),
+                          _reference_bisection(grid, machine, share_faces))
+
+
+def test_shared_faces_give_every_node_both_sides_of_its_slab():
+    # a periodic 8×4×4 halo, nodes of 8, leaves of 4 nodes, 2 leaves a middle switch:
+    # the leaves get 2×4×4 slabs; between the equal planes inside a slab (across x:
+    # one plane of 16 faces; across y or z, spanned whole and periodic: two of 8) the
+    # plain cut takes x (1×2×4 nodes on one face of the slab each: half of them talk
+    # across the middle switch, half to the other leaf of theirs), share_faces y or z
+    # (2×2×2 nodes: every node half and half)
+    graph = _stencil((8, 4, 4), (True,) * 3)
+    machine = Hierarchy.homogeneous([8, 4, 2, 2], [1, 10, 100, 1000])
+    grid = cartesian_grid(graph)
+    coords = np.array(np.unravel_index(np.arange(128), (8, 4, 4))).T
+    u, v, _ = graph.edges()
+    for share, x_extent in ((False, 1), (True, 2)):
+        pe = coordinate_bisection(grid, machine, share_faces=share)
+        node = pe // 8
+        for g in range(16):
+            assert np.ptp(coords[node == g, 0]) + 1 == x_extent
+        # per node, the links its messages cross (two per level: node, leaf, middle)
+        links = sum(2 * ((pe[u] // size) != (pe[v] // size)) for size in (8, 32, 64))
+        far = np.bincount(node[u], links, 16) + np.bincount(node[v], links, 16)
+        assert (far.min() == far.max()) == share
+        # the same surface at every level either way
+        for level in range(machine.levels - 1):
+            size = int(machine.group_sizes(level)[0])
+            assert _busiest_cut(graph, machine, pe, level) == 2 * _least_box_surface(
+                (8, 4, 4), size)
