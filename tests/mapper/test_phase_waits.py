@@ -166,3 +166,19 @@ def test_npb_mg_at_64_ranks_on_a_4_to_1_tree_keeps_the_faster_placement():
     assert waiting_time(phased, machine, got, levels, caps) <= waiting_time(
         phased, machine, block, levels, caps) * 1.02
     assert "waits its ranks pass on" in plan.result.rejected["topdown+n10"]
+
+
+def test_paced_phases_and_empty_phases_take_no_time():
+    # only latency-bound phases: nothing to time; a phase without edges: no wait
+    machine = Hierarchy.parse("2:2", "1:10")
+    g = CommGraph.from_edges([0, 1], [2, 3], [5.0, 5.0], n=4)
+    empty = CommGraph.from_edges([], [], [], n=4)
+    paced = [make_phase(g, 2, None, "round", pace="rounds")]
+    only_paced = with_phases(CommGraph.from_matrix(phases_sum(paced, 4), directed=False),
+                             paced)
+    assert waiting_time(only_paced, machine, np.arange(4), [0]) == 0.0
+    mixed = [make_phase(empty, 1, None, "nothing"), make_phase(g, 1, None, "x")]
+    phased = with_phases(CommGraph.from_matrix(phases_sum(mixed, 4), directed=False),
+                         mixed)
+    # ranks 0, 1 on PE group 0 and 2, 3 on group 1: each message crosses, cut 10
+    assert waiting_time(phased, machine, np.arange(4), [0], sweeps=1) == pytest.approx(10.0)
