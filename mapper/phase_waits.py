@@ -58,6 +58,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import _kernels
+from .graph import CommGraph
 from .machine import Hierarchy
 from .objective import check_mapping
 from .phases import Capacities, PhasedGraph, group_capacities
@@ -69,7 +70,7 @@ from .phases import Capacities, PhasedGraph, group_capacities
 SWEEPS = 4
 
 
-def _own_side_times(phase_graph, machine: Hierarchy, pi: np.ndarray,
+def _own_side_times(phase_graph: CommGraph, machine: Hierarchy, pi: np.ndarray,
                     levels: Sequence[int], caps: Sequence[np.ndarray]
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per edge (u, v) of a phase: u, v, the busiest uplink of u's own side that the
