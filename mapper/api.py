@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 
@@ -661,7 +661,14 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                     else f"carries {ratio}")
             return f"{saved} busiest {raised.name} link {what} the baseline's busiest"
         return phase_refusal(graph, machine, cand.mapping, baseline, levels, saved,
-                             link_capacities, capacity_scenarios)
+                             link_capacities, capacity_scenarios, baseline_waits)
+
+    @cache
+    def baseline_waits() -> float:
+        """The baseline's waiting time, once for every candidate checked."""
+        assert link_capacities is not None
+        return waiting_time(graph, machine, baseline, levels,
+                            _level_capacities(link_capacities, levels))
 
     def lower(cand: MappingResult | None) -> bool:
         return cand is not None and cand.objective < base_eval.objective - tol
@@ -868,8 +875,8 @@ def _routed_refusal(graph: CommGraph, network: RoutedNetwork, cand: MappingResul
 def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
                   baseline: np.ndarray, levels: Sequence[int], saved: str,
                   link_capacities: LinkCapacities | None = None,
-                  capacity_scenarios: Mapping[str, LinkCapacities] | None = None
-                  ) -> str | None:
+                  capacity_scenarios: Mapping[str, LinkCapacities] | None = None,
+                  baseline_waits: Callable[[], float] | None = None) -> str | None:
     """For a profile with phases (:class:`~mapper.phases.PhasedGraph`) on a tree: why
     ``mapping`` may not replace ``baseline`` — its phase time at some level (with
     ``link_capacities``: over all levels together) rises above the baseline's by more
@@ -880,7 +887,8 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
     exchange rounds' latency (:func:`mapper.phases.raised_round_latency`), or,
     without ``link_capacities``, its phase time over all levels rises under one of
     ``capacity_scenarios`` — or None (also without phases).  ``saved`` starts the
-    reason.  O((L + S) · L · Σ_p (n + m_p)) for S scenarios."""
+    reason; ``baseline_waits`` gives the baseline's waiting time where a caller checks
+    several candidates against one baseline.  O((L + S) · L · Σ_p (n + m_p)) for S scenarios."""
     if not (isinstance(graph, PhasedGraph) and graph.phases and levels
             and isinstance(machine, Hierarchy)):
         return None
@@ -893,9 +901,10 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
         return (f"{saved} {what} ({len(graph.phases)} phases, each synchronising group "
                 f"waiting for its busiest link) is {raised.ratio:.2f}x the baseline's")
     if caps is not None:
+        reference = (baseline_waits() if baseline_waits is not None
+                     else waiting_time(graph, machine, baseline, levels, caps))
         waits = raised_ratio(waiting_time(graph, machine, mapping, levels, caps),
-                             waiting_time(graph, machine, baseline, levels, caps),
-                             LINK_TOLERANCE)
+                             reference, LINK_TOLERANCE)
         if waits is not None:
             ratio = f"{waits:.2f}x" if np.isfinite(waits) else "more than"
             return (f"{saved} phase time with the waits its ranks pass on to their "

@@ -153,11 +153,10 @@ def _summary(result: MappingResult | None, fallback_reason: str | None, default_
     elif result.origin == "baseline regrouped":
         how = (f"Slurm's {default_name} placement, its nodes' rank sets kept and the nodes "
                f"rearranged on the switches by {result.algorithm}")
-    elif result.origin == BOXES:
+    elif result.origin in (BOXES, BOXES_SHARED):
         how = "the profile's grid cut into the switch tree's groups by coordinate bisection"
-    elif result.origin == BOXES_SHARED:
-        how = ("the profile's grid cut into the switch tree's groups by coordinate "
-               "bisection, every node keeping a share of its switch's outer faces")
+        if result.origin == BOXES_SHARED:
+            how += ", every node keeping a share of its switch's outer faces"
     else:
         how = (f"Slurm's {default_name} placement improved by local search "
                f"{result.origin.split('+', 1)[-1]}")
