@@ -457,6 +457,13 @@ def npb_mg_phases(spec: Spec, n: int) -> PhasedGraph:
 NPB_MG_CLASSES = {"S": 32, "W": 128, "A": 256, "B": 256, "C": 512, "D": 1024, "E": 2048}
 #: Bytes per grid point MG sends (double precision)
 MG_POINT_BYTES = 8
+#: NPB 3.x MG's iterations by class (``setparams``' nit), each after one untimed
+NPB_MG_ITERATIONS = {"S": 4, "W": 4, "A": 4, "B": 20, "C": 20, "D": 50, "E": 50}
+#: MG's allreduces on MPI_COMM_WORLD in a run: ``zran3`` (called twice) 4 for each of
+#: its 10 extreme points, ``norm2u3`` (called four times) 2
+MG_ALLREDUCES = 2 * 4 * 10 + 4 * 2
+#: Bytes of MG's largest allreduce (``zran3``'s four integers of a point's position)
+MG_ALLREDUCE_BYTES = 16
 
 
 def _mg_class_size(spec: Spec, n: int) -> int:
@@ -509,9 +516,10 @@ def npb_mg_class_phases(spec: Spec, n: int) -> PhasedGraph:
     link, all of it latency.  All or none, as the trace importer splits rounds: at 256
     ranks (finest borders 16-18 KiB) marking only the coarser levels' rounds made the
     plan keep block, where the unmarked profile's placements ran 0.74-0.89 of its time
-    (bench/README.md, "NPB MG by class").  Left out: ``comm3_ex``'s expansion messages
-    (to the finer level's partners), the norms' allreduces, messages a rank sends
-    itself.  O(n log size)."""
+    (bench/README.md, "NPB MG by class").  With rounds, MG's allreduces are rounds too
+    (:func:`_mg_allreduce_rounds`); without, their few bytes are left out, as are
+    ``comm3_ex``'s expansion messages (to the finer level's partners), MG's broadcasts,
+    reduces and barriers, and messages a rank sends itself.  O(n log size)."""
     size = _mg_class_size(spec, n)
     pi = np.array(_mg_process_grid(spec, n), dtype=np.int64)
     me = np.arange(n, dtype=np.int64)
@@ -544,12 +552,34 @@ def npb_mg_class_phases(spec: Spec, n: int) -> PhasedGraph:
     phases = [Phase(_graph(s, d, b, n, spec), repeat, np.arange(n, dtype=np.int64),
                     f"level {level} dimension {ax} exchange", "rounds" if small else "")
               for level, ax, s, d, b, repeat in exchanges if len(s)]
+    if small:
+        phases += _mg_allreduce_rounds(spec, n)
     if not phases:  # one rank per level everywhere: nobody to talk to
         none = np.zeros(0, dtype=np.int64)
         phases = [_own_phase(none, none, 0.0, n, spec, "level 0")]
     total = CommGraph.from_matrix(phases_sum(phases, n), directed=False,
                                   source=f"generator {spec.name}")
     return with_phases(total, phases)
+
+
+def _mg_allreduce_rounds(spec: Spec, n: int) -> list[Phase]:
+    """NPB MG's allreduces (:data:`MG_ALLREDUCES` in a run, spread over its
+    ``nit + 1`` iterations) as exchange rounds: recursive doubling, one round per step
+    ``r xor 2^k``, as MPI libraries run an allreduce of a few bytes (the message-count
+    rule of :mod:`slurm_plugin.profiles.collectives`).  Their rounds follow rank order:
+    at 512 ranks (class A, SMPI, 4:1 3-level tree) Slurm's nodes regrouped under other
+    leaves ran 40 of them in 1.84 ms against block's 1.76 (latencies alone), and the
+    whole run at 1.0026x block's time, though its borders cross no more links and
+    25 % less volume.  O(n log n)."""
+    repeat = MG_ALLREDUCES / (NPB_MG_ITERATIONS[spec.options["class"].strip().upper()] + 1)
+    me = np.arange(n, dtype=np.int64)
+    rounds = []
+    for k in range(n.bit_length() - 1):
+        other = me ^ (1 << k)
+        rounds.append(Phase(_graph(me, other, np.full(n, float(MG_ALLREDUCE_BYTES)), n,
+                                   spec),
+                            repeat, me.copy(), f"allreduce step {k}", "rounds"))
+    return rounds
 
 
 def _row_col_alltoall(rows: int, cols: int):
