@@ -564,9 +564,10 @@ def npb_mg_class_phases(spec: Spec, n: int) -> PhasedGraph:
 
 def _mg_allreduce_rounds(spec: Spec, n: int) -> list[Phase]:
     """NPB MG's allreduces (:data:`MG_ALLREDUCES` in a run, spread over its
-    ``nit + 1`` iterations) as exchange rounds: recursive doubling, one round per step
-    ``r xor 2^k``, as MPI libraries run an allreduce of a few bytes (the message-count
-    rule of :mod:`slurm_plugin.profiles.collectives`).  Their rounds follow rank order:
+    ``nit + 1`` iterations, the untimed first one included) as exchange rounds:
+    recursive doubling, one round per step ``r xor 2^k``, as MPICH runs an allreduce of
+    a few bytes and :mod:`slurm_plugin.profiles.collectives` expands one (a binomial
+    reduce and broadcast pair the same ranks 2^k apart).  Their rounds follow rank order:
     at 512 ranks (class A, SMPI, 4:1 3-level tree) Slurm's nodes regrouped under other
     leaves ran 40 of them in 1.84 ms against block's 1.76 (latencies alone), and the
     whole run at 1.0026x block's time, though its borders cross no more links and
