@@ -35,7 +35,8 @@ class MappingResult:
         ``"algorithm"``; with a baseline (:func:`mapper.map_processes`) also
         ``"baseline"`` (nothing beat it), ``"baseline+<neighbourhood>"`` (the
         baseline improved by local search won) or ``"baseline regrouped"`` (the
-        baseline's node groups kept whole and moved, :mod:`mapper.construction.regroup`);
+        baseline's node groups kept whole and moved, :mod:`mapper.construction.regroup`;
+        ``"baseline regrouped in rank order"`` with its rank-order term);
         ``"grid boxes"`` or ``"grid boxes, outer faces shared"`` (with or without a
         baseline) when the graph's Cartesian grid cut into the tree's groups won
         (:mod:`mapper.construction.boxes`).

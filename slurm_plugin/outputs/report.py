@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mapper import CommGraph, MappingResult, evaluate
-from mapper.api import BOXES, BOXES_SHARED
+from mapper.api import BOXES, BOXES_SHARED, REGROUPED_IN_ORDER
 from mapper.hop_bytes import has_hops, hop_bytes
 from mapper.machine import Hierarchy
 
@@ -150,9 +150,11 @@ def _summary(result: MappingResult | None, fallback_reason: str | None, default_
                 f"best ({result.algorithm}, {why})")
     if result.origin == "algorithm":
         how = result.algorithm
-    elif result.origin == "baseline regrouped":
+    elif result.origin in ("baseline regrouped", REGROUPED_IN_ORDER):
         how = (f"Slurm's {default_name} placement, its nodes' rank sets kept and the nodes "
                f"rearranged on the switches by {result.algorithm}")
+        if result.origin == REGROUPED_IN_ORDER:
+            how += ", nodes close in rank order kept together for rank-order collectives"
     elif result.origin in (BOXES, BOXES_SHARED):
         how = "the profile's grid cut into the switch tree's groups by coordinate bisection"
         if result.origin == BOXES_SHARED:

@@ -5,9 +5,14 @@ import itertools
 import numpy as np
 import pytest
 
-from mapper import Hierarchy, evaluate
+from mapper import CommGraph, Hierarchy, evaluate
 from mapper.congestion import uplink_loads
-from mapper.construction.regroup import coarse_machine, quotient_graph, regroup
+from mapper.construction.regroup import (
+    coarse_machine,
+    quotient_graph,
+    rank_order_prior,
+    regroup,
+)
 from tests.helpers.mapper_cases import random_graph
 
 
@@ -60,3 +65,47 @@ def test_uneven_groups_are_not_regrouped():
     machine = Hierarchy.from_tree([[2, 3], [2, 2]], [1, 10, 100])
     graph = random_graph(9, 0.4, 0)
     assert regroup(graph, machine, np.arange(9), 0, _exhaustive) is None
+
+
+@pytest.mark.parametrize("groups", [1, 2, 5, 8, 13])
+def test_rank_order_prior_pairs_groups_powers_of_two_apart_in_rank_order(groups):
+    rng = np.random.default_rng(groups)
+    first_rank = rng.permutation(groups) * 4  # groups numbered apart from rank order
+    prior = rank_order_prior(first_rank, 0.5).toarray()
+    order = np.argsort(first_rank)  # order[i]: the group i-th in rank order
+    want = np.zeros((groups, groups))
+    step = 1
+    while step < groups:
+        for i in range(groups):
+            if i ^ step < groups:
+                want[order[i], order[i ^ step]] = 0.5
+        step *= 2
+    assert np.array_equal(prior, want)
+
+
+def test_rank_order_keeps_rank_neighbours_together_where_volume_leaves_it_free():
+    """Every pair of ranks exchanges the same volume, so every arrangement of the nodes
+    costs the same; with the rank-order term the nodes next in rank order (ranks 0-1
+    and 2-3, 4-5 and 6-7) share a leaf, and the nodes keep their rank sets."""
+    machine = Hierarchy.parse("2:2:2", "1:10:100")  # 4 nodes of 2 PEs, leaves of 2
+    a, b = np.triu_indices(8, 1)
+    graph = CommGraph.from_edges(a, b, np.ones(len(a)), n=8)
+    for seed in range(4):
+        nodes = np.random.default_rng(seed).permutation(4)
+        baseline = nodes[np.arange(8) // 2] * 2 + np.arange(8) % 2
+        pe = regroup(graph, machine, baseline, 0, _exhaustive, rank_order=0.01)
+        assert _group_sets(machine, pe, 0) == _group_sets(machine, baseline, 0)
+        leaf = machine.group_ids[pe, 1]
+        assert leaf[0] == leaf[2] and leaf[4] == leaf[6]
+
+
+def test_rank_order_links_by_hand():
+    from mapper.api import rank_order_links
+    machine = Hierarchy.parse("2:2:2", "1:10:100")  # 4 nodes of 2 PEs, leaves of 2
+    # in order: partners 1 apart share the node, 2 apart the leaf (2 links), 4 apart
+    # cross the root (4 links)
+    assert rank_order_links(machine, np.arange(8), (0, 1)) == 0 + 2 + 4
+    # nodes in the order 0, 2, 3, 1: ranks 2 apart and 4 apart cross the root
+    assert rank_order_links(machine, np.array([0, 1, 4, 5, 6, 7, 2, 3]), (0, 1)) == 0 + 4 + 4
+    # 6 ranks: the steps among the first 4 only
+    assert rank_order_links(Hierarchy.parse("2:3", "1:10"), np.arange(6), (0,)) == 0 + 2

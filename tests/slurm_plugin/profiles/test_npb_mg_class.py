@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import mapper.api
 from mapper import CommGraph
 from mapper.phases import phases_sum, with_phases
 from slurm_plugin.machine.distribution import default_placements
@@ -200,12 +201,14 @@ def test_plan_keeps_blocks_rounds_with_the_class_profile(machine):
     assert "exchange rounds" in " ".join(plan.notes)
 
 
-def test_plan_keeps_the_allreduces_rounds_where_the_ratio_is_stated():
+def test_plan_keeps_the_allreduces_rounds_where_the_ratio_is_stated(monkeypatch):
     """MG class A at 512 ranks on the 3-level tree, 4:1 uplinks stated: Slurm's nodes
     regrouped under other leaves, chosen on the borders alone, put the allreduce's
     8- and 16-apart partners under different leaves (SMPI: 1.0026x block's time); with
     MG's allreduces as rounds the plan applies only placements whose allreduce steps,
-    recounted here from node names, cross no more links than block's."""
+    recounted here from node names, cross no more links than block's (without the
+    regrouping in rank order, mapper.api.RANK_ORDER_WEIGHT, which keeps them too)."""
+    monkeypatch.setattr(mapper.api, "RANK_ORDER_WEIGHT", 0.0)
     g = generate("npb-mg:class=A", 512)
     kept = [p for p in g.phases if p.name.startswith("level ")]
     borders = with_phases(CommGraph.from_matrix(phases_sum(kept, 512), directed=False),
