@@ -36,6 +36,7 @@ from .congestion import (
     uplink_loads,
 )
 from .construction.ohtma import ohtma_greedy
+from .construction.regroup import doubling_steps
 from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
 from .errors import RankmapError
 from .graph import CommGraph, GraphError
@@ -861,9 +862,8 @@ def rank_order_links(machine: Hierarchy, mapping: np.ndarray, levels: Sequence[i
     bytes pays under ``mapping``.  O(n log n · L)."""
     pi = np.asarray(mapping, dtype=np.int64)
     p = 1 << (len(pi).bit_length() - 1) if len(pi) else 0
-    r = np.arange(p, dtype=np.int64)
-    return float(sum(links_crossed(machine, pi, r, r ^ (1 << k), levels).max()
-                     for k in range(max(p.bit_length() - 1, 0))))
+    return float(sum(links_crossed(machine, pi, u, v, levels).max()
+                     for u, v in doubling_steps(p)))
 
 
 def _boxed(graph: CommGraph, machine: Hierarchy, seed: int,

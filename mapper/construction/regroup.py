@@ -62,24 +62,31 @@ def quotient_graph(graph: CommGraph, group_of_rank: np.ndarray, groups: int) -> 
     return CommGraph.from_matrix(a, directed=True, source=f"{graph.source}[groups]")
 
 
+def doubling_steps(count: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per step 2^k of a recursive-doubling collective over positions 0..count-1, the
+    pairs (i, i xor 2^k) with i < i xor 2^k < count.  O(count log count)."""
+    i = np.arange(count, dtype=np.int64)
+    steps = []
+    step = 1
+    while step < count:
+        j = i ^ step
+        keep = (j < count) & (i < j)
+        steps.append((i[keep], j[keep]))
+        step <<= 1
+    return steps
+
+
 def rank_order_prior(first_rank: np.ndarray, weight: float) -> sp.csr_matrix:
     """Symmetric (G, G) matrix with ``weight`` between groups ``2^k`` apart in rank
     order (groups ordered by ``first_rank``, the lowest rank each holds): the steps of
     a recursive-doubling collective between groups.  O(G log G)."""
     groups = len(first_rank)
     by_rank = np.argsort(first_rank, kind="stable")
-    i = np.arange(groups)
-    src, dst = [], []
-    step = 1
-    while step < groups:
-        j = i ^ step
-        keep = (j < groups) & (i < j)
-        src.append(by_rank[i[keep]])
-        dst.append(by_rank[j[keep]])
-        step <<= 1
-    if not src:
+    steps = doubling_steps(groups)
+    if not steps:
         return sp.csr_matrix((groups, groups))
-    u, v = np.concatenate(src), np.concatenate(dst)
+    u = by_rank[np.concatenate([i for i, _ in steps])]
+    v = by_rank[np.concatenate([j for _, j in steps])]
     w = np.full(2 * len(u), float(weight))
     return sp.coo_matrix((w, (np.concatenate([u, v]), np.concatenate([v, u]))),
                          shape=(groups, groups)).tocsr()
