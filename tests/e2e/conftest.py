@@ -67,7 +67,7 @@ class Job:
 
 def launch_hung(job: Job) -> bool:
     """The job's launcher hung: the job outlived its wait (the harness cancelled it), or
-    ``timeout`` ended the launcher.  Job scripts run it as ``timeout -k 10 90 mpirun
+    ``timeout`` ended the launcher.  Job scripts run it as ``timeout -k 10 LIMIT mpirun
     ...`` (a launch takes seconds here) and echo its exit code as ``MPIRUN_RC=`` or
     ``LAUNCH_RC=``: 124 after the TERM, 137 after the KILL."""
     if job.state in ("RUNNING", "COMPLETING", "CONFIGURING"):
