@@ -18,7 +18,7 @@ rankfile puts rank k:
   when it hung, up to MPIRUN_JOBS jobs (``Cluster.run_launch_job``).  The ranks yield
   when idle (32 ranks on 2 real cores); still, this machine's kernel now and then
   starves its own workers for 30-100 s under such a load (dmesg: "workqueue lockup"),
-  and a launch that takes 1-5 s then takes 60-75 s or hangs.
+  and a launch that takes 1-5 s then takes 60-78 s or hangs.
 
 Without the prolog's reorder files and the TaskProlog's RANKMAP_REORDER, rankmap_comm
 keeps the launcher's order and these tests fail.
@@ -52,7 +52,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # "hosts" n1..n4 unless told to use lo (seen on Debian 13, Open MPI 5.0.7)
 export OMPI_MCA_btl_tcp_if_include=lo
 # 32 ranks on 2 real cores: Open MPI, shown 8 cores a node, would poll without yielding;
-# then a launch took 20-45 s here, and CI's slower machine passed the 90 s limit
+# then a launch took 35-46 s here, and CI's slower machine passed the 90 s limit
 export OMPI_MCA_mpi_yield_when_idle=1
 echo "RANKMAP_REORDER=$RANKMAP_REORDER"
 [ -n "$OMPI_MCA_rmaps_rank_file_path" ] && sed 's/^/RF: /' "$OMPI_MCA_rmaps_rank_file_path"
