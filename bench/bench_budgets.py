@@ -114,6 +114,13 @@ def main() -> None:
                     print(f"| {profile} | {n} | {algorithm} | > {args.timeout:g} | no | "
                           f"| | | | killed |", flush=True)
                     continue
+                except subprocess.CalledProcessError as exc:
+                    # e.g. a dense 65536-rank profile (2^32 edges) is killed for its memory
+                    why = f"signal {-exc.returncode}" if exc.returncode < 0 else \
+                        f"exit {exc.returncode}"
+                    print(f"| {profile} | {n} | {algorithm} | - | - | | | | "
+                          f"failed ({why}) |", flush=True)
+                    continue
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 ok = r["seconds"] <= 1.1 * args.budget + 0.5
                 note = "; ".join(r["notes"])[:60]

@@ -473,11 +473,12 @@ def ohtma_greedy(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                  cnp.ndarray[double, ndim=1, mode="c"] weights,
                  cnp.ndarray[double, ndim=1, mode="c"] volume,
                  cnp.ndarray[double, ndim=1, mode="c"] pe_total_distance,
-                 object gid, object dist, object mat):
+                 object gid, object dist, object mat, double time_limit=0.0):
     """OHTMA's greedy (lines 1-21): the free rank of largest blended comm_p onto the free
     PE of smallest blended hops_n, lowest index on ties.  The sums over the selected
     sets grow by one CSR row and one distance row a step: O(n² + m) look-ups, O(n)
-    memory.  Returns rank → PE."""
+    memory.  Returns (rank → PE, timed_out); past ``time_limit`` seconds (0: none) the
+    ranks left take the PEs left in order, as in :func:`greedy_construct`."""
     cdef int64_t n = len(volume)
     cdef Oracle o = _make_oracle(gid, dist, mat, n)
     cdef cnp.ndarray[int64_t, ndim=1, mode="c"] pe = np.full(n, -1, dtype=np.int64)
@@ -494,9 +495,13 @@ def ohtma_greedy(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
     cdef const int32_t* IX = &indices[0] if len(indices) else NULL
     cdef const double* W = &weights[0] if len(weights) else NULL
     cdef int64_t k, x, p, q, e
-    cdef double div, val, best
+    cdef double div, val, best, start = _now()
+    cdef bint timed_out = False
     with nogil:
         for k in range(n):
+            if time_limit > 0 and (k & 63) == 0 and _now() - start > time_limit:
+                timed_out = True
+                break
             div = <double>(1 + k)
             # the same expressions as comm_sel + (volume - comm_sel) / (1 + k) in numpy,
             # so ties break alike
@@ -520,7 +525,15 @@ def ohtma_greedy(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
             for e in range(IP[p], IP[p + 1]):
                 CS[IX[e]] += W[e]
             _dist_row_add(&o, q, 1.0, HS)
-    return pe
+        if timed_out:
+            q = 0
+            for x in range(n):
+                if P[x] < 0:
+                    while U[q]:
+                        q += 1
+                    P[x] = q
+                    U[q] = 1
+    return pe, bool(timed_out)
 
 
 cdef double _ohtma_row(const Graph* g, const Oracle* o, const int64_t* F, int64_t c,

@@ -1131,7 +1131,7 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
         # dense graph before its first clock check: only the greedy when that cannot fit
         if dense and (graph.n * len(graph.indices) * _SECONDS_PER_STEP
                       > _STRETCH_SHARE * remaining()):
-            pe = ohtma_greedy(graph, machine)
+            pe, timed_out = ohtma_greedy(graph, machine, remaining())
             notes.append("OHTMA's exchange pass skipped: on this dense profile it cannot "
                          "stop within the time limit (greedy part only)")
         else:

@@ -53,13 +53,13 @@ def _brute_greedy(graph, machine):
 @pytest.mark.parametrize("machine, seed", CASES)
 def test_greedy_follows_the_blended_scores(machine, seed):
     g = _random_graph(12, 0.3, seed)
-    assert np.array_equal(ohtma_greedy(g, machine), _brute_greedy(g, machine))
+    assert np.array_equal(ohtma_greedy(g, machine)[0], _brute_greedy(g, machine))
 
 
 @pytest.mark.parametrize("machine, seed", CASES)
 def test_exchange_pass_against_a_brute_force_replay(machine, seed):
     g = _random_graph(12, 0.3, seed)
-    start = ohtma_greedy(g, machine)
+    start, _ = ohtma_greedy(g, machine)
     out, trace = ohtma_exchange(g, machine, start)
     n = g.n
     f = start.copy()
@@ -111,7 +111,7 @@ def test_loop_bounds_the_number_of_exchanges():
 def test_hop_bytes_never_above_the_greedy_start(seed):
     g = _random_graph(48, 0.1, seed)
     machine = NodeHopMachine(tianhe3_hops(2, 3, 2), Hierarchy.homogeneous([4], [1]))
-    start = ohtma_greedy(g, machine)
+    start, _ = ohtma_greedy(g, machine)
     pe, timed_out = ohtma(g, machine)
     assert not timed_out and sorted(pe.tolist()) == list(range(48))
     assert hop_bytes(g, machine, pe).total <= hop_bytes(g, machine, start).total + 1e-9
@@ -161,7 +161,29 @@ def test_4096_ranks_within_the_default_budget():
 
     g = generate("stencil3d", machine.n)
     assert machine.n == 4096
-    start = ohtma_greedy(g, machine)
+    start, _ = ohtma_greedy(g, machine)
     pe, timed_out = ohtma(g, machine, time_limit=5.0)
     assert not timed_out and sorted(pe.tolist()) == list(range(4096))
     assert hop_bytes(g, machine, pe).total < hop_bytes(g, machine, start).total
+
+
+def test_greedy_stops_at_its_time_limit_and_fills_the_rest_in_order():
+    # the greedy's n steps are O(n) each (27 s at 65536 ranks): past the limit the ranks
+    # left take the free PEs in order, and OHTMA skips its exchange pass
+    machine = Hierarchy.homogeneous([8, 8, 64], [1, 10, 100])
+    from slurm_plugin.profiles.generators import generate
+
+    g = generate("stencil3d", machine.n)
+    full, hit_full = ohtma_greedy(g, machine)
+    limited, hit = ohtma_greedy(g, machine, time_limit=1e-6)
+    assert not hit_full and hit
+    assert sorted(limited.tolist()) == list(range(machine.n))
+    # at most a few clock checks' worth of greedy steps, the rest in rank and PE order
+    filled = np.flatnonzero(limited != full)
+    assert len(filled) > machine.n // 2
+    assert np.all(np.diff(limited[filled]) > 0)
+    pe, timed_out = ohtma(g, machine, time_limit=1e-6)
+    assert timed_out and sorted(pe.tolist()) == list(range(machine.n))
+    result = map_processes(g, machine, "ohtma", 0, 1e-6)
+    assert result.hit_time_limit
+    assert sorted(result.mapping.tolist()) == list(range(machine.n))
