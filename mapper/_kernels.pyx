@@ -92,6 +92,18 @@ cdef void _dist_row_add(const Oracle* o, int64_t p, double coef, double* out) no
                 out[q] += coef * _dist(o, p, q)
 
 
+cdef void _fill_free_in_order(int64_t* P, cnp.uint8_t* U, int64_t n) noexcept nogil:
+    """The ranks not yet placed (P[r] < 0) onto the free PEs (not U[q]), both in order:
+    what a greedy construction cut short by its time limit leaves.  O(n)."""
+    cdef int64_t r, q = 0
+    for r in range(n):
+        if P[r] < 0:
+            while U[q]:
+                q += 1
+            P[r] = q
+            U[q] = 1
+
+
 cdef inline bint _equivalent(const Oracle* o, int64_t p, int64_t q) noexcept nogil:
     """True when swapping the ranks on PEs p and q cannot change J.
 
@@ -458,13 +470,7 @@ def greedy_construct(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                 if not U[q]:
                     DS[q] += _dist(&o, q, p)
         if timed_out:
-            q = 0
-            for u in range(n):
-                if P[u] < 0:
-                    while U[q]:
-                        q += 1
-                    P[u] = q
-                    U[q] = 1
+            _fill_free_in_order(P, U, n)
     return pe, bool(timed_out)
 
 
@@ -526,13 +532,7 @@ def ohtma_greedy(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
                 CS[IX[e]] += W[e]
             _dist_row_add(&o, q, 1.0, HS)
         if timed_out:
-            q = 0
-            for x in range(n):
-                if P[x] < 0:
-                    while U[q]:
-                        q += 1
-                    P[x] = q
-                    U[q] = 1
+            _fill_free_in_order(P, U, n)
     return pe, bool(timed_out)
 
 

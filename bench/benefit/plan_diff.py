@@ -41,6 +41,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -48,7 +49,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 from run_benefit import app_args, build, topology_conf  # noqa: E402
 
-from slurm_plugin.commands.simulate_cli import parse_times  # noqa: E402
+from slurm_plugin.commands.simulate_cli import parse_times, smpirun_command  # noqa: E402
 
 # runs one tree's ``rankmap`` entry point: only that tree on the import path
 _RUNNER = r"""
@@ -176,15 +177,15 @@ def plan(tree: Path, case: Case, work: Path, args: argparse.Namespace) -> Planne
                    out / "platform.xml", tuple(sorted(dropped)))
 
 
+_SMPIRUN = SimpleNamespace(smpirun="smpirun", measured_compute=False, replay=None)
+
+
 def simulated(platform: Path, hostfile: Path, ranks: int, program: list[str],
               cwd: Path) -> float | None:
     """SMPI's time of ``program`` on one hostfile (the program's own timer first), with
-    ``rankmap simulate``'s options."""
-    proc = subprocess.run(
-        ["smpirun", "-platform", str(platform), "-hostfile", str(hostfile), "-np", str(ranks),
-         "--cfg=smpi/simulate-computation:no", "--cfg=smpi/display-timing:yes",
-         "--log=xbt_cfg.thresh:warning", "--log=smpi_config.thresh:warning", *program],
-        capture_output=True, text=True, cwd=cwd, check=False)
+    ``rankmap simulate``'s smpirun command."""
+    proc = subprocess.run(smpirun_command(_SMPIRUN, platform, hostfile, ranks, program),
+                          capture_output=True, text=True, cwd=cwd, check=False)
     app, total = parse_times(proc.stdout + proc.stderr)
     return app if app is not None else total
 
