@@ -13,9 +13,14 @@ def compiled(module: str) -> Extension:
                      extra_compile_args=["-O3"])
 
 
-extensions = [compiled(m) for m in ("mapper._kernels", "mapper.mesh._archaware",
-                                    "mapper.construction._boxes", "mapper._linkload",
-                                    "mapper.search._cycles", "mapper.search._congested")]
+# One extension per family of hot loops, each beside the Python module that calls it.
+extensions = [compiled(m) for m in (
+    "mapper.objectives._volumes", "mapper.objectives._link_load",
+    "mapper.search._swap", "mapper.search._cycles", "mapper.search._congested",
+    "mapper.search._routed",
+    "mapper.partitioners._refine",
+    "mapper.construction._greedy", "mapper.construction._boxes",
+    "mapper.mesh._archaware")]
 
 setup(ext_modules=cythonize(extensions, language_level=3,
                             compiler_directives={"boundscheck": False, "wraparound": False,

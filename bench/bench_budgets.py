@@ -62,7 +62,7 @@ def _rss_mb() -> float:
 def run_one(profile: str, n: int, algorithm: str, budget: float, baseline: bool,
             objective: str = "J") -> dict:
     """One run in this process; the dictionary the parent prints."""
-    from mapper.api import map_processes
+    from mapper.solve.api import map_processes
 
     graph = profile_graph(profile, n)
     machine = machine_for(n)

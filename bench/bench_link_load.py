@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: per-link loads (mapper.link_load) — full computation against swap updates.
+"""Benchmark: per-link loads (mapper.objectives.link_load) — full computation against swap updates.
 
 Run by hand (seconds):
 
@@ -12,9 +12,9 @@ A 4096-rank periodic 3D halo (16×16×16, 7-point, unit volumes) on 512 nodes of
   oversubscribed (capacity 16/4 node links).
 
 For each, from Slurm-like block placement (rank i on PE i) and from a random one: the
-time to build the routes, :func:`~mapper.link_load.link_loads` (median of 5), one swap
-of two random ranks with :func:`~mapper.link_load.swap_delta` (loads only) and with
-:meth:`~mapper.link_load.LinkLoadTracker.swap` (loads and the max-tree; it returns the
+time to build the routes, :func:`~mapper.objectives.link_load.link_loads` (median of 5), one swap
+of two random ranks with :func:`~mapper.objectives.link_load.swap_delta` (loads only) and with
+:meth:`~mapper.objectives.link_load.LinkLoadTracker.swap` (loads and the max-tree; it returns the
 new maximum congestion) — both averaged over 20 000 swaps, the Python call included —
 and full / swap.
 """
@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mapper import CommGraph, Hierarchy  # noqa: E402
-from mapper.link_load import (  # noqa: E402
+from mapper.objectives.link_load import (  # noqa: E402
     LinkLoadTracker,
     link_loads,
     swap_delta,

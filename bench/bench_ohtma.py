@@ -4,13 +4,13 @@
 
 Machines: nodes of 8 cores (2 sockets × 4, no hop inside a node) on (a) the Tianhe-3
 layout (2 nodes per chip, square grid of chips, hops 1/2/3, see
-:mod:`mapper.networks.tianhe3`) and (b) a 3D torus.  Distance = network hops, so J is
+:mod:`mapper.model.networks.tianhe3`) and (b) a 3D torus.  Distance = network hops, so J is
 hop-bytes.  Prints one markdown table per machine: hop-bytes normalised to block
 placement, and the seconds of each algorithm.  Profiles come from the existing
 generators (slurm_plugin.profiles.generators).
 
 The ``-tree`` columns run Top-Down (and Top-Down+N_C^10) on a tree approximation of
-the network (:func:`mapper.networks.tree_approx.tree_approximation`: recursive
+the network (:func:`mapper.partitioners.tree_approx.tree_approximation`: recursive
 bisection of the nodes by hops, level distances = mean hops), translate the placement
 back to the real PEs and evaluate it on the real hop matrix like every other column;
 their seconds include building the approximation.
@@ -23,11 +23,11 @@ import time
 
 import numpy as np
 
-from mapper.api import map_processes
-from mapper.hop_bytes import hop_bytes
-from mapper.machine import Hierarchy
-from mapper.networks import NodeHopMachine, tianhe3_hops, torus_hops
-from mapper.networks.tree_approx import machine_pes, tree_approximation
+from mapper.model.machine import Hierarchy
+from mapper.model.networks import NodeHopMachine, tianhe3_hops, torus_hops
+from mapper.objectives.hop_bytes import hop_bytes
+from mapper.partitioners.tree_approx import machine_pes, tree_approximation
+from mapper.solve.api import map_processes
 from slurm_plugin.profiles.generators import generate, is_generator_spec
 
 CORES = 8

@@ -10,7 +10,7 @@ ran past its work bound: 2.3 x SharedMap eco's time here before the fix), NPB-CG
 process grids on machines whose shape does not match the grid, and the quotient of a
 3D FE-like mesh (Delaunay tetrahedralisation).
 Machine: S = 4:16:k' (or the given shape), D = 1:10:100.  J counts each undirected
-edge once for every tool (recomputed from each tool's mapping by mapper.objective).
+edge once for every tool (recomputed from each tool's mapping by mapper.objectives.qap).
 
 Targets printed at the end (issue 12): strong geomean J ≤ 0.98 × the per-instance
 best peer at geomean time ≤ SharedMap eco's; eco ≤ 1.00 × best peer at ≤ 0.5 × SharedMap
@@ -48,8 +48,8 @@ from bench_mapping import (  # noqa: E402
 )
 
 from mapper import CommGraph, Hierarchy  # noqa: E402
-from mapper.algorithm_names import PRESETS  # noqa: E402
-from mapper.api import map_processes  # noqa: E402
+from mapper.solve.algorithm_names import PRESETS  # noqa: E402
+from mapper.solve.api import map_processes  # noqa: E402
 from slurm_plugin.profiles.generators import generate  # noqa: E402
 
 

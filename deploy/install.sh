@@ -85,7 +85,7 @@ trap 'rm -rf "$src"' EXIT
 tar -C "$here" --exclude=./.git --exclude=./.venv --exclude=./build \
     --exclude='*.egg-info' --exclude=__pycache__ --exclude=.pytest_cache \
     --exclude=.hypothesis --exclude=./bench/results --exclude='./mapper/*.so' \
-    --exclude=./mapper/_kernels.c -cf - . | tar -C "$src" -xf -
+    --exclude='./mapper/*/*.so' --exclude='./mapper/*/_*.c' -cf - . | tar -C "$src" -xf -
 say "installing rankmap into $prefix (compiles the solver's extension)"
 "$prefix/bin/python" -m pip install --quiet "$src"
 

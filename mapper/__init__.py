@@ -7,7 +7,7 @@ Tiny public API over one module per strategy::
                            algorithm="topdown+n10", seed=0, time_limit=5.0)
     result.mapping, result.objective, result.traffic
 
-Names are imported on first use (PEP 562), so that ``mapper.algorithm_names`` (the algorithm
+Names are imported on first use (PEP 562), so that ``mapper.solve.algorithm_names`` (the algorithm
 grammar, standard library only) can be read without loading numpy and the compiled
 kernels — the Slurm TaskProlog validates its configuration with it once per task.
 
@@ -23,20 +23,18 @@ References
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 
 _EXPORTS = {
-    "ALGORITHMS": "algorithm_names", "NEIGHBORHOODS": "algorithm_names", "map_processes": "api",
-    "CommGraph": "graph", "GraphError": "graph",
-    "DistanceMatrix": "machine", "Hierarchy": "machine", "Machine": "machine",
-    "MachineError": "machine",
-    "Evaluation": "objective", "MappingError": "objective", "TrafficLevel": "objective",
-    "evaluate": "objective",
-    "MappingResult": "result",
+    "ALGORITHMS": "solve.algorithm_names", "NEIGHBORHOODS": "solve.algorithm_names",
+    "map_processes": "solve.api", "MappingResult": "solve.result",
+    "CommGraph": "model.graph", "GraphError": "model.graph",
+    "DistanceMatrix": "model.machine", "Hierarchy": "model.machine", "Machine": "model.machine",
+    "MachineError": "model.machine",
+    "Evaluation": "objectives.qap", "MappingError": "objectives.qap",
+    "TrafficLevel": "objectives.qap", "evaluate": "objectives.qap", "objective": "objectives.qap",
 }
 
-__all__ = sorted([*_EXPORTS, "objective"])
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
@@ -51,22 +49,3 @@ def __getattr__(name: str):
 def __dir__() -> list[str]:
     return __all__
 
-
-class _Package(types.ModuleType):
-    """``mapper.objective`` is both a submodule and the function exported under that
-    name.  Importing the submodule makes Python set the package attribute to the
-    module; eager imports used to rebind it to the function afterwards.  Lazily, this
-    property keeps ``from mapper import objective`` the function whatever was imported
-    first (``from mapper.objective import …`` still reads the module; ``import
-    mapper.objective as m`` gives the function, as it did with eager imports)."""
-
-    @property
-    def objective(self):
-        return importlib.import_module(".objective", __name__).objective
-
-    @objective.setter
-    def objective(self, value) -> None:  # the import system's setattr: keep the function
-        pass
-
-
-sys.modules[__name__].__class__ = _Package

@@ -8,7 +8,7 @@
     graph = dist_graph_comm(comm)    # optional: the group graph's topology, or None
 
 The process the launcher started as rank r gets rank ``reorder[r]`` from the file
-named by ``RANKMAP_REORDER`` (:mod:`mapper.reorder`), by ``Split(0, key)``.  Without
+named by ``RANKMAP_REORDER`` (:mod:`mapper.io.reorder`), by ``Split(0, key)``.  Without
 the variable: ``base.Dup()``.  An unreadable file, one that is not a permutation of
 the communicator's size, or different files on different processes: ``base.Dup()``
 and one warning line on stderr (from the lowest rank that found the problem).
@@ -16,8 +16,8 @@ Collective over ``base``.  mpi4py is imported only when no ``base`` is given.
 
 ``dist_graph_comm(comm)``: the distributed-graph communicator of the group graph file
 named by ``RANKMAP_DIST_GRAPH`` (``dist_graph.groups``, numbered by new rank:
-:func:`mapper.reorder.group_graph_text`), made as Sudhakar et al.'s Fig. 6 makes it: the
-process of rank 0 reads and checks the file (:func:`mapper.reorder.parse_group_graph`)
+:func:`mapper.io.reorder.group_graph_text`), made as Sudhakar et al.'s Fig. 6 makes it: the
+process of rank 0 reads and checks the file (:func:`mapper.io.reorder.parse_group_graph`)
 and gives the whole weighted graph to ``comm.Create_dist_graph(..., reorder=True)``, the
 others no edges; the MPI may renumber the processes.  ``None`` on every process when
 rank 0 has no variable (silently) or a file that does not fit (one warning line on
@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mapper.reorder import ReorderError, parse_group_graph, parse_reorder
+from mapper.io.reorder import ReorderError, parse_group_graph, parse_reorder
 
 ENV = "RANKMAP_REORDER"
 DIST_GRAPH_ENV = "RANKMAP_DIST_GRAPH"

@@ -2,7 +2,7 @@
 """Which phase model follows a halo exchanged one dimension after the other?
 
 The measurement behind the phase model's choice (issue 33, "Phases"; bench/README.md
-"A halo exchanged by dimension"), recomputed here without :mod:`mapper.phases`' own
+"A halo exchanged by dimension"), recomputed here without :mod:`mapper.objectives.phase_time`' own
 cross-level code.  Takes a case directory of ``run_benefit.py --apps halo-axes``
 (halo3d ``-s``: each rank posts its x messages, waits for them, then y, then z) on
 ``tree2`` or ``tree3``, adds the grid's boxes placement
@@ -11,7 +11,7 @@ platform, and prints, per distinct placement, its simulated time beside three mo
 of its phases (one phase per dimension, the grid's edges along it):
 
 * ``rule``: what the never-worse rule computed before the uplinks' capacities were
-  known (:func:`mapper.phases.phase_time`, model "runs", every rank in one
+  known (:func:`mapper.objectives.phase_time.phase_time`, model "runs", every rank in one
   synchronising group, one level at a time);
 * ``own``: per level, each rank's own groups' cuts summed over the phases it crosses
   that level in, the maximum over ranks (local synchronisation, levels apart);
@@ -37,11 +37,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from mapper import _kernels  # noqa: E402
-from mapper.cartesian import cartesian_grid  # noqa: E402
 from mapper.construction import coordinate_bisection  # noqa: E402
-from mapper.machine import Hierarchy  # noqa: E402
-from mapper.phases import phase_time, phased_from_graphs  # noqa: E402
+from mapper.model.cartesian import cartesian_grid  # noqa: E402
+from mapper.model.machine import Hierarchy  # noqa: E402
+from mapper.model.phased_graph import phased_from_graphs  # noqa: E402
+from mapper.objectives import _volumes  # noqa: E402
+from mapper.objectives.phase_time import phase_time  # noqa: E402
 from slurm_plugin.profiles.generators import generate  # noqa: E402
 
 CORES = 8  # run_benefit's default node: 2 sockets of 4 cores
@@ -90,7 +91,7 @@ def own_loads(phases, machine: Hierarchy, pe: np.ndarray, level: int) -> np.ndar
     groups = len(machine.bounds[level]) - 1
     for i, ph in enumerate(phases.phases):
         g = ph.graph
-        cut = _kernels.group_cuts(g.indptr, g.indices, g.weights, pe, machine.group_ids,
+        cut = _volumes.group_cuts(g.indptr, g.indices, g.weights, pe, machine.group_ids,
                                   level, groups)
         u, v, _ = g.edges()
         gu, gv = machine.group_ids[pe[u], level], machine.group_ids[pe[v], level]

@@ -19,7 +19,7 @@ longer, which is what SimGrid 3.32 was measured to do.
 
 Models of one iteration (× iterations to compare with the simulated loop):
 
-* ``links``: rankmap's own busiest load per level (``mapper.congestion``, the
+* ``links``: rankmap's own busiest load per level (``mapper.objectives.congestion``, the
   ``busiest_links`` of results.json) over that level's link capacity, the largest
   level — levels compared through their capacities (a ratio to block's);
 * ``uplink``: bytes of the busiest directed uplink / its bandwidth;

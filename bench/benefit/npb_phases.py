@@ -4,7 +4,7 @@
 The generators ``npb-lu``, ``npb-bt`` and ``npb-sp`` carry phases
 (slurm_plugin/profiles/generators.py: LU's wavefront, then ``exchange_3`` by
 dimension; BT/SP's face copy, then the x, y and z line solves), some of them
-latency-bound (:attr:`mapper.phases.Phase.pace`).  This script simulates, per case,
+latency-bound (:attr:`mapper.model.phased_graph.Phase.pace`).  This script simulates, per case,
 the placements planned (1) with the generator's total graph as a matrix file (the
 same J, no phases), (2) with the phased profile where the plan knows no
 oversubscription (the platform's uplink bandwidths given with ``--uplink-bw``: a site

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The phase time model of :mod:`mapper.phases` against the simulated CG placements.
+"""The phase time model of :mod:`mapper.objectives.phase_time` against the simulated CG placements.
 
 For each ``run_benefit.py`` case directory given (``--apps cg``; topology.conf,
 results.json, hostfiles), builds the tree of the case (8-core nodes by default, leaf
@@ -8,7 +8,7 @@ rank count (:func:`slurm_plugin.profiles.generators.generate_phases`: log2(cols)
 steps synchronising per process row, then the transpose synchronising all), and prints
 per placement the simulated ratio to block beside two models' ratios to block:
 
-* ``runs``: :func:`mapper.phases.phase_time` (default model): the row steps form one
+* ``runs``: :func:`mapper.objectives.phase_time.phase_time` (default model): the row steps form one
   run in which every row goes at its own pace, max over rows of the row's summed step
   times, plus the transpose;
 * ``per phase``: ``phase_time(..., model="phases")``, Σ_phases max over synchronising
@@ -37,8 +37,9 @@ sys.path.insert(0, str(HERE))
 
 from cg_phases import switch_tree  # noqa: E402
 
-from mapper.machine import Hierarchy  # noqa: E402
-from mapper.phases import make_phase, phase_time, with_phases  # noqa: E402
+from mapper.model.machine import Hierarchy  # noqa: E402
+from mapper.model.phased_graph import make_phase, with_phases  # noqa: E402
+from mapper.objectives.phase_time import phase_time  # noqa: E402
 from slurm_plugin.profiles.generators import generate_phases  # noqa: E402
 
 

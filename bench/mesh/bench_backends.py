@@ -27,11 +27,11 @@ import time
 import numpy as np
 from meshes import grid3d, shared_mesh
 
-from mapper.machine import Hierarchy
 from mapper.mesh.balance import mesh_arrays
 from mapper.mesh.metrics import edge_cut, imbalance
 from mapper.mesh.rb import rb_partition
 from mapper.mesh.rms import rms_partition
+from mapper.model.machine import Hierarchy
 from mapper.partitioners.kahip import kahip_split
 from mapper.partitioners.metis import metis_split
 

@@ -15,7 +15,7 @@ For every instance and k' the mesh is partitioned into k = 64·k' blocks by RB
 (:func:`mapper.mesh.rms.rms_partition`), the quotient graph is built
 (:func:`mapper.mesh.metrics.quotient_graph`: edge {i, j} weighs the c-volume the two
 blocks exchange) and mapped with Müller-Merbach (``greedy``), Identity, TopDown and
-TopDown+N10 (:func:`mapper.api.map_processes`, seed 0).  J is that quotient graph's
+TopDown+N10 (:func:`mapper.solve.api.map_processes`, seed 0).  J is that quotient graph's
 objective, each edge once.
 
 Prints (markdown):
@@ -54,17 +54,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import meshes  # noqa: E402
 
-from mapper.api import map_processes  # noqa: E402
-from mapper.machine import Hierarchy  # noqa: E402
 from mapper.mesh import Mesh, part_weights, quotient_graph  # noqa: E402
 from mapper.mesh.rb import rb_partition  # noqa: E402
 from mapper.mesh.rms import rms_partition  # noqa: E402
-from mapper.objective import objective  # noqa: E402
+from mapper.model.machine import Hierarchy  # noqa: E402
+from mapper.objectives.qap import objective  # noqa: E402
+from mapper.solve.api import map_processes  # noqa: E402
 
 KPRIMES = (1, 2, 3, 4, 5, 7, 8, 11, 13, 16)
 DISTANCES = (1, 10, 100)
 EPSILON = 0.03
-MM = "greedy"      # Müller-Merbach's construction in mapper.algorithm_names
+MM = "greedy"      # Müller-Merbach's construction in mapper.solve.algorithm_names
 #: improvement columns (over Müller-Merbach on RB), the paper's five first
 COLUMNS = ("Identity RB", "Identity RMS", "TopDown RB", "TopDown RMS", "TopDown RMS+N10",
            "TopDown RB+N10", "best(Id,TD+N10) RMS")

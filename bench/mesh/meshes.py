@@ -21,9 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import Delaunay, cKDTree
 
-from mapper.graph import CommGraph
 from mapper.io.graph_file import read_graph
 from mapper.mesh import Mesh, mesh_from_graph
+from mapper.model.graph import CommGraph
 
 BENCH_GRAPHS = Path("/work/shared/bench-graphs")
 

@@ -37,8 +37,8 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph import CommGraph
-from ..machine import Hierarchy
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy
 from ..partitioners.metis import balanced_partition
 from .topdown import Partitioner, partition_view
 

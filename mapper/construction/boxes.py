@@ -4,7 +4,7 @@ A halo exchange's time on a switch tree follows the busiest link of each level (
 leaf uplink with the most faces behind it, the node link with the most), and for a
 grid those loads are the surfaces of the pieces a node, a leaf, a middle switch hold.
 Graph partitioners approach the least surface; on a grid in rank order
-(:func:`mapper.cartesian.cartesian_grid`) the geometry gives it directly: recursive
+(:func:`mapper.model.cartesian.cartesian_grid`) the geometry gives it directly: recursive
 coordinate bisection (Berger & Bokhari, IEEE Trans. Computers C-36(5), 1987) splits
 the grid in two with the cheapest plane, the sides holding what the two halves of a
 group's children hold, down the tree to its innermost groups.  This is the tiling
@@ -33,8 +33,8 @@ import time
 
 import numpy as np
 
-from ..cartesian import CartesianGrid
-from ..machine import Hierarchy
+from ..model.cartesian import CartesianGrid
+from ..model.machine import Hierarchy
 
 
 def coordinate_bisection(grid: CartesianGrid, machine: Hierarchy,

@@ -10,13 +10,13 @@
   distance scaled by the rank's actual communication.  A rank without assigned
   neighbours falls back to the Müller-Merbach PE rule.  O(n (n + m) k) time.
 
-Both loops are compiled (``mapper._kernels.greedy_construct``).
+Both loops are compiled (``mapper/construction/_greedy.pyx``).
 
 Dense graphs: a GreedyAllC step scans every neighbour of the rank for every free PE
 (O(n d)), and the kernel reads the clock only every 64 steps, so on an all-to-all
 profile 64 steps alone can exceed a budget.  When the mean degree exceeds
-``mapper.dense.PARTITION_DEGREE`` GreedyAllC therefore chooses with the sparsified
-view (:func:`mapper.dense.sparsify`: each rank's heaviest edges; the ranks' total
+``mapper.model.dense.PARTITION_DEGREE`` GreedyAllC therefore chooses with the sparsified
+view (:func:`mapper.model.dense.sparsify`: each rank's heaviest edges; the ranks' total
 volumes stay those of the full graph), O(n² c k) for c kept edges per rank; the
 caller evaluates J on the full graph.  Müller-Merbach's steps are O(n + d) and use
 the full graph.
@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _kernels
-from ..dense import PARTITION_DEGREE, sparsify
-from ..graph import CommGraph
-from ..machine import Machine
-from ..oracle import KernelOracle, total_distances
+from ..model.dense import PARTITION_DEGREE, sparsify
+from ..model.graph import CommGraph
+from ..model.machine import Machine
+from ..model.oracle import KernelOracle, total_distances
+from . import _greedy
 
 
-def _greedy(graph: CommGraph, machine: Machine, linked: bool,
+def _run_greedy(graph: CommGraph, machine: Machine, linked: bool,
             time_limit: float | None) -> tuple[np.ndarray, bool]:
     volume = np.ascontiguousarray(graph.weighted_degrees(), dtype=np.float64)
     if linked and len(graph.indices) > PARTITION_DEGREE * graph.n:
@@ -52,7 +52,7 @@ def _greedy(graph: CommGraph, machine: Machine, linked: bool,
                                     adj.data.astype(np.float64))
     else:
         indptr, indices, weights = graph.indptr, graph.indices, graph.weights
-    pe, timed_out = _kernels.greedy_construct(
+    pe, timed_out = _greedy.greedy_construct(
         indptr, indices, weights, volume,
         np.ascontiguousarray(total_distances(machine), dtype=np.float64),
         *KernelOracle.of(machine).args(), linked, float(time_limit or 0.0))
@@ -62,10 +62,10 @@ def _greedy(graph: CommGraph, machine: Machine, linked: bool,
 def muller_merbach(graph: CommGraph, machine: Machine,
                    time_limit: float | None = None) -> tuple[np.ndarray, bool]:
     """Müller-Merbach greedy; returns (rank → PE, hit time limit)."""
-    return _greedy(graph, machine, False, time_limit)
+    return _run_greedy(graph, machine, False, time_limit)
 
 
 def greedy_allc(graph: CommGraph, machine: Machine,
                 time_limit: float | None = None) -> tuple[np.ndarray, bool]:
     """GreedyAllC; returns (rank → PE, hit time limit)."""
-    return _greedy(graph, machine, True, time_limit)
+    return _run_greedy(graph, machine, True, time_limit)

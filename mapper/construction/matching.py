@@ -29,7 +29,7 @@ Generalisations (not in the seed, whose tree is binary)
       tied to the seeds already chosen (ties: heaviest communicator), then r - 1
       rounds, each a rectangular maximum-weight assignment of one free entity to every
       group, the profit being the entity's cost to the group's current members.
-    * Heterogeneous trees (:meth:`mapper.machine.Hierarchy.from_tree`: groups of one
+    * Heterogeneous trees (:meth:`mapper.model.machine.Hierarchy.from_tree`: groups of one
       level with different sizes or children): every group gets an ordered *shape*
       code (equal codes: identical subtrees, children in the same order); an entity
       built for a group carries that group's shape and may only fill a child slot of
@@ -70,8 +70,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..machine import Hierarchy, MachineError
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy, MachineError
 
 
 @dataclass(frozen=True)

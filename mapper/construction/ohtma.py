@@ -33,7 +33,7 @@ Two slips of the printed pseudocode are fixed here:
 * line 32 writes ``Status[|P|] ← 1, k ← 1``; meant are Status[m] ← 1, Status[n] ← 1
   (lock the two exchanged processes) and k ← k + 1.
 
-Both parts run compiled (``mapper._kernels.ohtma_greedy`` / ``ohtma_exchange``) on the
+Both parts run compiled (``mapper._greedy.ohtma_greedy`` / ``ohtma_exchange``) on the
 machine's own distance oracle — a hierarchy, an explicit matrix, or a node hop machine
 read as its N × N between-node table plus per-node levels — so nothing n × n is built
 for a hop machine and memory stays O(n + m) besides the machine.
@@ -67,9 +67,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _kernels
-from ..graph import CommGraph
-from ..oracle import KernelOracle, total_distances
+from ..model.graph import CommGraph
+from ..model.oracle import KernelOracle, total_distances
+from . import _greedy
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def ohtma_greedy(graph: CommGraph, machine,
 
     O(n² + m) distance look-ups (O(n² k) for a hierarchy of k levels), O(n) memory.
     """
-    pe, timed_out = _kernels.ohtma_greedy(
+    pe, timed_out = _greedy.ohtma_greedy(
         graph.indptr, graph.indices, graph.weights,
         np.ascontiguousarray(graph.weighted_degrees(), dtype=np.float64),
         np.ascontiguousarray(total_distances(machine), dtype=np.float64),
@@ -113,7 +113,7 @@ def ohtma_exchange(graph: CommGraph, machine, pe: np.ndarray, loop: int | None =
     n = graph.n
     loop = n // 2 if loop is None else min(int(loop), n // 2)
     pe = np.ascontiguousarray(pe, dtype=np.int64)
-    pairs, gains, timed_out = _kernels.ohtma_exchange(
+    pairs, gains, timed_out = _greedy.ohtma_exchange(
         graph.indptr, graph.indices, graph.weights, pe, *KernelOracle.of(machine).args(),
         max(loop, 0), float(time_limit or 0.0))
     prefix = np.concatenate([[0.0], np.cumsum(gains)])

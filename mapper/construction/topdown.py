@@ -15,7 +15,7 @@ bisection there, are made for all nodes of a switch at once by greedy growing an
 swap refinement (:func:`_node_halves`, :func:`mapper.partitioners.exact_sizes.split_blocks_in_two`),
 O(m) per switch instead of one METIS call per node (8192 at 2^20 ranks).
 
-Dense graphs and budgets.  The partitions see :func:`mapper.dense.sparsify`'s view of
+Dense graphs and budgets.  The partitions see :func:`mapper.model.dense.sparsify`'s view of
 the graph (each rank's ``PARTITION_DEGREE`` heaviest edges, O(nnz) once) when its mean
 degree exceeds that many edges, so a 4096-rank all-to-all gives METIS 0.14 M edges
 instead of 8.4 M; the caller evaluates J on the full graph.  With a ``time_limit`` the
@@ -41,9 +41,9 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from ..dense import PARTITION_DEGREE, sparsify
-from ..graph import CommGraph
-from ..machine import Hierarchy
+from ..model.dense import PARTITION_DEGREE, sparsify
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy
 from ..partitioners.exact_sizes import csr_arrays, split_blocks_in_two
 from ..partitioners.metis import balanced_partition, metis_effort
 
@@ -70,9 +70,9 @@ def induced_subgraph(adj: sp.csr_matrix, ranks: np.ndarray, local: np.ndarray
     and spent seconds there (and 1.6 s in the numpy version of these passes).
     ``local`` is scratch of length n holding -1; it is restored before returning.
     """
-    from .. import _kernels  # compiled; imported here so the module imports alone
+    from ..partitioners import _refine  # compiled; imported here so the module imports alone
 
-    indptr, indices, data = _kernels.induced_rows(*csr_arrays(adj), ranks, local)
+    indptr, indices, data = _refine.induced_rows(*csr_arrays(adj), ranks, local)
     return sp.csr_matrix((data, indices, indptr), shape=(len(ranks), len(ranks)))
 
 

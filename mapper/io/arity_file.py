@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import RankmapError
-from ..machine import Hierarchy, MachineError
+from ..model.machine import Hierarchy, MachineError
 from .text_lines import iter_content_lines
 
 

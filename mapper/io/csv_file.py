@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from ..graph import CommGraph
+from ..model.graph import CommGraph
 from .graph_format import NO_LIMIT, GraphFormatError, SizeLimit
 
 _CSV_DTYPE = np.dtype([("src", np.int64), ("dst", np.int64), ("bytes", np.float64)])

@@ -2,7 +2,7 @@
 
 Text: one row per line, numbers separated by blanks, ``#`` starts a comment and blank
 lines are skipped; or a ``.npy`` array (read without pickles).  The matrix must be a
-:class:`~mapper.machine.DistanceMatrix` (square, symmetric, zero diagonal, finite
+:class:`~mapper.model.machine.DistanceMatrix` (square, symmetric, zero diagonal, finite
 entries >= 0).
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import RankmapError
-from ..machine import DistanceMatrix, MachineError
+from ..model.machine import DistanceMatrix, MachineError
 
 
 class DistanceMatrixFileError(RankmapError, ValueError):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..graph import CommGraph
+from ..model.graph import CommGraph
 from .csv_file import read_csv_text
 from .graph_format import NO_LIMIT, GraphFormatError, SizeLimit
 from .metis_file import read_metis_text

@@ -1,7 +1,7 @@
 """What every graph file reader shares: the error, the size limit, byte scans.
 
 Every reader (:mod:`.metis_file`, :mod:`.mtx_file`, :mod:`.csv_file`, :mod:`.npz_file`)
-returns a :class:`~mapper.graph.CommGraph` or raises :class:`GraphFormatError` whose
+returns a :class:`~mapper.model.graph.CommGraph` or raises :class:`GraphFormatError` whose
 message starts with ``file:line:``.  Files may be hostile (the Slurm worker reads
 users' profiles): every size a file declares (headers, indices, ``.npy`` shapes) is
 checked against a :class:`SizeLimit` before anything of that size is allocated.  The
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import GraphError
+from ..model.graph import GraphError
 
 
 class GraphFormatError(GraphError):

@@ -4,7 +4,7 @@
 --mapping`` and ``rankmap evaluate-partition --placement`` read one
 (:func:`read_mapping`), where ``#`` starts a comment and blank lines are skipped.
 Whether the PEs form a mapping of the machine is checked by the caller
-(:func:`mapper.objective.check_mapping`).
+(:func:`mapper.objectives.qap.check_mapping`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph import CommGraph
+from ..model.graph import CommGraph
 from .graph_format import (
     BLANK_BYTES,
     IS_BLANK,

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from ..graph import CommGraph
+from ..model.graph import CommGraph
 from .graph_format import (
     BLANK_BYTES,
     NO_LIMIT,

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph import CommGraph
+from ..model.graph import CommGraph
 from .graph_format import GraphFormatError, SizeLimit
 
 _NPZ_MAX_MEMBERS = 64

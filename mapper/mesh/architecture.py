@@ -12,7 +12,7 @@ quadratic path length (QPL)."  ``e*`` is symmetric and ``e*(p, p) = 0``.
 link models, all answering the vectorized :meth:`Architecture.pair_cost`:
 
 * **Tree link model** (:func:`architecture_from_hierarchy`, for a
-  :class:`mapper.machine.Hierarchy`, level 0 innermost).  PEs inside one node are
+  :class:`mapper.model.machine.Hierarchy`, level 0 innermost).  PEs inside one node are
   directly linked: ``e*(p, q) = link_costs[L]`` where L is the level of their smallest
   common group and ``L <= node_level``.  Nodes are not directly linked: the path between
   PEs of two nodes is node → leaf switch → … → the smallest common switch → … → node,
@@ -56,7 +56,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, dijkstra
 
-from mapper.machine import Hierarchy, MachineError
+from ..model.machine import Hierarchy, MachineError
 
 
 def _as_pe_array(x) -> np.ndarray:
@@ -368,7 +368,7 @@ def architecture_from_links(n: int, u, v, cost, speeds=None, *,
 
 def architecture_from_matrix(matrix, speeds=None, *, name: str = "matrix") -> Architecture:
     """Complete architecture graph: ``e*(p, q) = matrix[p, q]`` (symmetric, finite,
-    non-negative, zero diagonal), e.g. a :class:`mapper.machine.DistanceMatrix`'s
+    non-negative, zero diagonal), e.g. a :class:`mapper.model.machine.DistanceMatrix`'s
     matrix.  O(P²) memory."""
     m = np.array(matrix, dtype=np.float64)
     if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 1:

@@ -25,7 +25,7 @@ processor network of n PEs", with the partitioners of both seeds:
    arcs).
 
 3. **map** the quotient graph onto ``hierarchy`` with ``map_algorithm``
-   (:func:`mapper.api.map_processes`, default Top-Down + N_C^10, the best of §5.2's
+   (:func:`mapper.solve.api.map_processes`, default Top-Down + N_C^10, the best of §5.2's
    Fig. 4; the algorithm's own complexity, bounded by ``time_limit``).  With
    ``keep_identity`` (default) the identity is the baseline the mapping must beat
    strictly (and is polished by local search as a candidate), so rankmap's
@@ -67,10 +67,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..algorithm_names import is_preset
-from ..api import AlgorithmSpec, map_processes
-from ..machine import Hierarchy
+from ..model.machine import Hierarchy
 from ..partitioners.errors import PartitionError
+from ..solve.algorithm_names import is_preset
+from ..solve.api import AlgorithmSpec, map_processes
 from . import method_names
 from .archaware import archaware_partition
 from .method_names import DEFAULT_BACKEND

@@ -3,7 +3,7 @@ weights (Moulitsas & Karypis, ICA3PP 2008, §2.1).
 
 ``w(v)`` is the work of vertex v (its cost on a PE is ``w*(p) x w(v)``) and ``c(v)``
 the size of the data v sends to every other part that holds one of its neighbours;
-both default to 1.  The graph is a :class:`mapper.graph.CommGraph` (symmetric CSR,
+both default to 1.  The graph is a :class:`mapper.model.graph.CommGraph` (symmetric CSR,
 edge weights 1.0 when the file has none); edge weights only enter the edge cut.
 
 Reference: I. Moulitsas, G. Karypis, Architecture Aware Partitioning Algorithms,
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import CommGraph, GraphError
+from ..model.graph import CommGraph, GraphError
 
 
 class MeshError(GraphError):

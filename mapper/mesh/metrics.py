@@ -30,8 +30,8 @@ Definitions (each external vertex, and each (vertex, other part) pair, counts on
   maximum (the application's run time in the model).
 * **imbalance** = max over parts of weight(i) / target(i) - 1.
 * **quotient graph** — one vertex per part, edge {i, j} weighted vol(i->j) + vol(j->i)
-  (c-based volume), a :class:`mapper.graph.CommGraph` for process mapping; **J** of a
-  placement (block -> PE) on a machine is :func:`mapper.objective.objective` of it.
+  (c-based volume), a :class:`mapper.model.graph.CommGraph` for process mapping; **J** of a
+  placement (block -> PE) on a machine is :func:`mapper.objectives.qap.objective` of it.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..machine import Machine
-from ..objective import check_mapping, objective
+from ..model.graph import CommGraph
+from ..model.machine import Machine
+from ..objectives.qap import check_mapping, objective
 from .mesh import Mesh, MeshError
 
 
@@ -171,7 +171,7 @@ def quotient_graph(mesh: Mesh, part, nparts: int) -> CommGraph:
 
 def quotient_objective(mesh: Mesh, part, machine: Machine, placement=None) -> float:
     """J of the quotient graph when block b runs on PE ``placement[b]`` (identity when
-    None; a bijection onto the machine's PEs), :func:`mapper.objective.objective`."""
+    None; a bijection onto the machine's PEs), :func:`mapper.objectives.qap.objective`."""
     k = machine.n
     pi = check_mapping(np.arange(k) if placement is None else placement, k, k)
     return objective(quotient_graph(mesh, part, k), machine, pi)

@@ -7,7 +7,7 @@ a_k blocks.  We then proceed recursively and partition each subgraph induced by 
 into a_(k-1) blocks and so forth … This algorithm also assigns consecutive block IDs
 recursively during the process to maintain locality."
 
-Here the machine is a :class:`mapper.machine.Hierarchy`, whose groups may be uneven and
+Here the machine is a :class:`mapper.model.machine.Hierarchy`, whose groups may be uneven and
 whose PEs may have speeds: the root's vertex set is split into its child groups with
 targets equal to each child's total PE speed (share of the mesh's total weight), each
 part recursively into its children's children, down to single PEs.  Because PEs are
@@ -54,7 +54,7 @@ import time
 import numpy as np
 
 from ..construction.topdown import induced_subgraph as induced
-from ..machine import Hierarchy
+from ..model.machine import Hierarchy
 from ..partitioners.errors import PartitionError
 from ..partitioners.metis import KWAY_MIN_BLOCK
 from ..partitioners.weights import integer_vertex_weights

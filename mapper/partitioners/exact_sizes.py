@@ -39,9 +39,9 @@ def cut_weight(adj: sp.csr_matrix, part: np.ndarray) -> float:
     """Total weight of edges between different blocks (each edge once), O(m)."""
     # compiled: Top-Down counts the cut of 2 candidates in each of 8192 splits at 2^20
     # ranks, where numpy's per-call cost (scipy's tocoo: 50 us) added up to seconds
-    from .. import _kernels
+    from . import _refine
 
-    return float(_kernels.cut_of(*csr_arrays(adj), np.ascontiguousarray(part, dtype=np.int64)))
+    return float(_refine.cut_of(*csr_arrays(adj), np.ascontiguousarray(part, dtype=np.int64)))
 
 
 def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
@@ -50,7 +50,7 @@ def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
 
     ``time_limit`` (seconds) stops the swaps; those made so far are kept (every one
     lowers the cut and keeps the sizes)."""
-    from .. import _kernels  # compiled; imported here so this module stays importable alone
+    from ..search import _swap
     from ..search.swap import SearchMode
 
     n = len(part)
@@ -63,7 +63,7 @@ def refine_cut(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray,
     order = np.argsort(part, kind="stable")
     pe[order] = np.arange(n)
     assert np.array_equal(np.diff(bounds), np.bincount(part, minlength=k))
-    _kernels.local_search(adj.indptr.astype(np.int64, copy=False),
+    _swap.local_search(adj.indptr.astype(np.int64, copy=False),
                           adj.indices.astype(np.int32, copy=False),
                           adj.data.astype(np.float64, copy=False), pe, gid,
                           np.array([0.0, 1.0]), None, int(SearchMode.COMMUNICATION), 2,
@@ -95,17 +95,17 @@ def split_blocks_in_two(adj: sp.csr_matrix, block: np.ndarray, first: np.ndarray
     Efficient Heuristic Procedure for Partitioning Graphs, Bell Syst. Tech. J. 49(2)
     (1970), doi:10.1002/j.1538-7305.1970.tb01770.x.
     """
-    from .. import _kernels
+    from . import _refine
 
     block = np.ascontiguousarray(block, dtype=np.int64)
     first = np.ascontiguousarray(first, dtype=np.int64)
     indptr, indices, data = csr_arrays(adj)
-    part = _kernels.grow_halves(indptr, indices, data, block, first, tries)
+    part = _refine.grow_halves(indptr, indices, data, block, first, tries)
     counts = np.bincount(block, minlength=len(first))
     sizes = np.empty(2 * len(first), dtype=np.int64)
     sizes[0::2] = first
     sizes[1::2] = counts - first
-    w_ptr, w_idx, w_data = _kernels.within_blocks(indptr, indices, data, block)
+    w_ptr, w_idx, w_data = _refine.within_blocks(indptr, indices, data, block)
     within = sp.csr_matrix((w_data, w_idx, w_ptr), shape=adj.shape)
     return refine_cut(within, part, sizes, seed, time_limit=time_limit)
 
@@ -119,7 +119,7 @@ def repair_sizes(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.
     lowest block id).  A vertex with no edge into any underfull block goes to the one
     with the largest deficit.  O(rounds * (n + arcs of the overfull blocks' vertices)).
     """
-    from .. import _kernels
+    from . import _refine
 
     part = np.array(part, dtype=np.int64)
     k = len(sizes)
@@ -134,7 +134,7 @@ def repair_sizes(adj: sp.csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.
         cand = np.flatnonzero(over[part])
         # compiled: scipy's per-call cost (one-hot matrix, product, sort) made the 256
         # small repairs of Top-Down at 2^20 ranks take 0.3 s
-        own, target, best_val = _kernels.repair_proposals(
+        own, target, best_val = _refine.repair_proposals(
             indptr, indices, data, part, cand, excess, int(under[np.argmin(excess[under])]))
         gain = best_val - own
         moved_any = False

@@ -75,7 +75,7 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
     ``adj`` is symmetric CSR without self loops; ``sizes`` sum to its vertex count.
     Returns the block of every vertex.  ``time_limit`` (seconds) bounds the cut
     refinement, which then keeps the swaps made so far (METIS and the size repair are
-    not interruptible; on a dense graph pass :func:`mapper.dense.sparsify`'s view).
+    not interruptible; on a dense graph pass :func:`mapper.model.dense.sparsify`'s view).
     ``tries`` > 1 runs METIS with that many seeds and keeps the lowest cut (the eco and
     strong presets: 1-4 % lower J measured in ``bench/bench_partitions.py``); no new
     run starts after ``time_limit``.  Where both METIS modes run (tiny graphs; large
@@ -87,7 +87,7 @@ def balanced_partition(adj: sp.csr_matrix, sizes: np.ndarray, seed: int = 0,
     result when they cut less (module docstring), so the cut is never above theirs.
     ``refine=False`` skips the swap refinement (:func:`refine_cut`) of METIS's and the
     order's blocks: the ``fast`` preset, whose N_C^10 search after Top-Down makes the
-    same kind of swaps with the machine's distances (:mod:`mapper.presets`).
+    same kind of swaps with the machine's distances (:mod:`mapper.solve.presets`).
     """
     start = time.perf_counter()
     n = adj.shape[0]

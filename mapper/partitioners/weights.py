@@ -23,11 +23,11 @@ def metis_weights(weights: np.ndarray) -> np.ndarray:
     """Integer edge weights ≥ 1 that keep the volumes' proportions for METIS."""
     if len(weights) == 0:
         return np.zeros(0, dtype=np.int64)
-    from .. import _kernels
+    from . import _refine
 
     wmax = float(weights.max())
     scale = min(_METIS_WEIGHT_SCALE / wmax, _METIS_TOTAL_LIMIT / max(float(weights.sum()), 1.0))
-    return _kernels.scaled_weights(np.ascontiguousarray(weights, dtype=np.float64), scale)
+    return _refine.scaled_weights(np.ascontiguousarray(weights, dtype=np.float64), scale)
 
 
 def integer_vertex_weights(weights: np.ndarray) -> np.ndarray:

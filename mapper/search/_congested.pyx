@@ -3,7 +3,7 @@
 
 The documentation, complexity and references are in :mod:`mapper.search.congested`;
 this file only makes its inner loops fast.  The distance oracle is a hierarchy's
-``(gid, dist)`` (see ``mapper/_oracle.pxd``); group ids are global per level, so
+``(gid, dist)`` (see ``mapper/model/_oracle.pxd``); group ids are global per level, so
 ``gid[p * k + l]`` indexes the cut array of level l directly.
 """
 
@@ -13,7 +13,7 @@ cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 
-from mapper._oracle cimport Graph, Oracle, _make_oracle, _now, _rng_next, _shuffle, _swap_delta
+from mapper.model._oracle cimport Graph, Oracle, _make_oracle, _now, _rng_next, _shuffle, _swap_delta
 
 cnp.import_array()
 
@@ -97,7 +97,7 @@ def cut_deltas(cnp.ndarray[int64_t, ndim=1, mode="c"] indptr,
 cdef inline double _links(const int32_t* gid, int k, const int64_t* lv, int nl,
                           int64_t p, int64_t q) noexcept nogil:
     """Tree links a message from PE p to PE q crosses: two per level of ``lv`` at which
-    their groups differ (:func:`mapper.phases.latency_pace`).  O(nl)."""
+    their groups differ (:func:`mapper.objectives.phase_time.latency_pace`).  O(nl)."""
     cdef int i
     cdef double c = 0.0
     for i in range(nl):

@@ -3,11 +3,11 @@
 
 The documentation, complexity and references are in :mod:`mapper.search.cycles`; this
 file only makes its inner loops fast.  The distance oracle ``(gid, dist, mat)`` is the
-one of :mod:`mapper._kernels` (see :class:`mapper.oracle.KernelOracle`): a hierarchy's
+one of ``mapper/model/_oracle.pxd`` (see :class:`mapper.model.oracle.KernelOracle`): a hierarchy's
 per-PE group ids, an explicit n x n matrix, or a node hop machine (group ids inside the
 nodes, N x N between them).  The oracle, ``_dist``, the swap gain, the Γ bounds, the
-clock and the random generator are the inline functions of ``mapper/_oracle.pxd``,
-shared with ``_kernels.pyx``.
+clock and the random generator are the inline functions of ``mapper/model/_oracle.pxd``,
+shared with ``_swap.pyx``.
 """
 
 import numpy as np
@@ -15,7 +15,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
-from mapper._oracle cimport (Graph, Oracle, _best_gamma_bound, _dist, _gamma, _gamma_group,
+from mapper.model._oracle cimport (Graph, Oracle, _best_gamma_bound, _dist, _gamma, _gamma_group,
                              _make_oracle, _now, _rng_next, _shuffle, _shuffle_runs,
                              _swap_delta)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..machine import Machine
+from ..model.graph import CommGraph
+from ..model.machine import Machine
 from .swap import SearchMode, SearchStats, run
 
 

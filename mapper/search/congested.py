@@ -1,7 +1,7 @@
 """J under caps on every level's busiest uplink: the never-worse rule as a target.
 
 The solver minimises J (volume × distance).  The never-worse rule
-(:mod:`mapper.congestion`) then refuses its result when some level's busiest uplink (the
+(:mod:`mapper.objectives.congestion`) then refuses its result when some level's busiest uplink (the
 largest group load at a network level: node links, leaf uplinks, …) carries more than
 under the scheduler's default placement.  This module aims the search at that test
 instead of using it as a veto: starting from any mapping it looks for
@@ -9,7 +9,7 @@ instead of using it as a veto: starting from any mapping it looks for
     min J(π)  subject to  max_g cut_g(π)·w_g ≤ cap_l  for every congestion level l,
 
 with w_g the relative cost of group g's link (1 / relative capacity, the
-:data:`~mapper.congestion.LinkWeights`; 1 without weights, so that the load is the
+:data:`~mapper.objectives.congestion.LinkWeights`; 1 without weights, so that the load is the
 cut) and cap_l the default's busiest load of level l (:func:`caps_of`).  Each group
 thus has its own cap on its cut, cap_g = cap_l / w_g (∞ for w_g = 0, a group without
 a link).  It is a lexicographic local search on (V, J), where the violation
@@ -66,10 +66,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..congestion import LinkWeights, check_link_weights, uplink_loads
-from ..graph import CommGraph
-from ..machine import Hierarchy, MachineError
-from ..objective import objective
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy, MachineError
+from ..objectives.congestion import LinkWeights, check_link_weights, uplink_loads
+from ..objectives.qap import objective
 from . import _congested
 from .phase_caps import PhaseCaps, pace_loads, pace_violation
 from .swap import _REL_EPS
@@ -105,9 +105,10 @@ class ConstrainedStats:
 def caps_of(graph: CommGraph, machine: Hierarchy, baseline: np.ndarray,
             levels: Sequence[int], slack: float = 0.0,
             link_weights: LinkWeights | None = None) -> np.ndarray:
-    """The busiest uplink's load (cut × link weight, :func:`mapper.congestion.uplink_loads`)
-    of each of ``levels`` under ``baseline``, times 1 + slack: the caps the never-worse
-    rule checks against (slack 0: exactly the default's).  O(n + m·L)."""
+    """The busiest uplink's load (cut × link weight,
+    :func:`mapper.objectives.congestion.uplink_loads`) of each of ``levels`` under ``baseline``,
+    times 1 + slack: the caps the never-worse rule checks against (slack 0: exactly the
+    default's).  O(n + m·L)."""
     loads = uplink_loads(graph, machine, baseline, levels, link_weights)
     return np.array([u.load for u in loads], dtype=np.float64) * (1.0 + slack)
 
@@ -140,12 +141,12 @@ def group_cut_table(graph: CommGraph, machine: Hierarchy, pe: np.ndarray,
                     levels: Sequence[int]) -> np.ndarray:
     """Cuts of every group of each of ``levels`` (rows; zero-padded to the largest
     level's group count).  O(n + m·L)."""
-    from .. import _kernels
+    from ..objectives import _volumes
     width = max(len(machine.bounds[lv]) - 1 for lv in levels)
     table = np.zeros((len(levels), width), dtype=np.float64)
     for i, lv in enumerate(levels):
         groups = len(machine.bounds[lv]) - 1
-        table[i, :groups] = _kernels.group_cuts(graph.indptr, graph.indices, graph.weights,
+        table[i, :groups] = _volumes.group_cuts(graph.indptr, graph.indices, graph.weights,
                                                 pe, machine.group_ids, lv, groups)
     return table
 

@@ -48,7 +48,7 @@ searches between rounds are not counted (each starts from a near-optimum the mov
 perturbed).  Oracle queries are
 O(k) on a hierarchy of k levels.  O(n + L) extra memory.  Machines: hierarchies
 (uniform or uneven), explicit distance matrices and
-:class:`~mapper.networks.NodeHopMachine`, through the swap kernel's oracle arrays.  The
+:class:`~mapper.model.networks.NodeHopMachine`, through the swap kernel's oracle arrays.  The
 loops run compiled in ``mapper.search._cycles``.
 
 References
@@ -72,9 +72,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..machine import Machine
-from ..oracle import KernelOracle
+from ..model.graph import CommGraph
+from ..model.machine import Machine
+from ..model.oracle import KernelOracle
 from . import _cycles
 from .communication import communication_neighborhood
 from .swap import _REL_EPS, _RENUMBER_ABOVE, _VISIT_RUN, _max_distance

@@ -67,9 +67,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..machine import Machine
-from ..oracle import KernelOracle
+from ..model.graph import CommGraph
+from ..model.machine import Machine
+from ..model.oracle import KernelOracle
 from . import _cycles
 from .cycles import STEP_OVERRUN, pe_ordered
 from .swap import _REL_EPS, _max_distance

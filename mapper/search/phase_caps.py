@@ -1,10 +1,11 @@
 """Caps from a profile's phases for the constrained search: its phases' busiest links
 and its latency-bound phases' slowest ranks, each kept at the baseline's.
 
-The never-worse rule refuses a candidate whose phase time (:func:`mapper.phases.phase_time`)
-or latency pace (:func:`mapper.phases.latency_pace`) exceeds the baseline's.  The
-constrained search (:mod:`mapper.search.congested`) can aim at both instead, with two
-sufficient conditions that are local to a swap:
+The never-worse rule refuses a candidate whose phase time
+(:func:`mapper.objectives.phase_time.phase_time`) or latency pace
+(:func:`mapper.objectives.phase_time.latency_pace`) exceeds the baseline's.  The constrained search
+(:mod:`mapper.search.congested`) can aim at both instead, with two sufficient conditions that are
+local to a swap:
 
 * **phase links**: for every phase p without a pace and every congestion level l, each
   group's cut of p's graph (times its link weight) stays at or below the baseline's
@@ -21,7 +22,7 @@ sufficient conditions that are local to a swap:
   links the message crosses, and every rank's load stays at or below the baseline's
   largest.  Then the pace is not raised.
 * **exchange rounds**: a round's latency is its farthest message's links
-  (:func:`mapper.phases.round_latency`).  Each message is a channel entry of weight 1
+  (:func:`mapper.objectives.phase_time.round_latency`).  Each message is a channel entry of weight 1
   owned by one of its ends (a rank's k-th message in the round's k-th channel, so a
   load is one message's links), and all of a round's channels share the baseline's
   farthest as their cap.  Then no round lasts longer.
@@ -45,10 +46,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..congestion import LinkWeights, uplink_loads
-from ..graph import CommGraph
-from ..machine import Hierarchy
-from ..phases import PIPELINE_PACES, PhasedGraph, links_crossed
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy
+from ..model.phased_graph import PIPELINE_PACES, PhasedGraph
+from ..objectives.congestion import LinkWeights, uplink_loads
+from ..objectives.phase_time import links_crossed
 
 #: The most rows (channels x ranks) exchange rounds may add to the pace channels: each
 #: row costs about 40 bytes in the arrays and the search, and a swap visits every
@@ -96,7 +98,7 @@ def pace_channels(phased: PhasedGraph) -> PaceChannels:
     per ``"stages"`` phase (each edge owned by both ends), and for an exchange round
     (``"rounds"``) one per edge of a rank (:func:`_round_channels`), weight 1, all of
     the round's channels under one cap, so that no message of the round crosses more
-    links than the baseline's farthest (:func:`mapper.phases.round_latency` is not
+    links than the baseline's farthest (:func:`mapper.objectives.phase_time.round_latency` is not
     raised).  Rounds whose channels would hold more than :data:`ROUND_CHANNEL_ROWS`
     rows in all are left out (the rule still checks their latency).
     O(Σ_p m_p log m_p)."""

@@ -3,16 +3,16 @@ meshes, dragonflies and Tianhe-3 layouts.
 
 :mod:`mapper.search.congested` aims the search at the never-worse rule's link test on
 switch trees, where a link's load is a group's cut.  On a network with fixed routes
-(a :class:`~mapper.link_load.RoutedNetwork`: dimension-order routing on a torus, a
+(a :class:`~mapper.objectives.link_load.RoutedNetwork`: dimension-order routing on a torus, a
 mesh or a Tianhe-3 layout, minimal routing on a dragonfly) a link's load is the volume
 of the messages whose route crosses it, and its congestion that load over its capacity
-(:func:`mapper.link_load.link_loads`).  This module looks for
+(:func:`mapper.objectives.link_load.link_loads`).  This module looks for
 
     min J(π)  subject to  max_{links l of level λ} c_l(π) ≤ cap_λ  for every level λ,
 
 c_l = load_l / capacity_l, with cap_λ the default's busiest congestion of level λ
 (:func:`caps_of`: node links; the router links of a torus or mesh; a dragonfly's local
-and global links apart — the levels of :func:`mapper.link_load.level_congestion`).  It
+and global links apart — the levels of :func:`mapper.objectives.link_load.level_congestion`).  It
 is congested.py's lexicographic local search on (V, J), with the violation
 
     V(π) = Σ_λ Σ_{links l of λ} (c_l(π) − cap_λ)⁺ / cap_λ
@@ -24,14 +24,14 @@ overloaded mapping it is a *congestion repair*, from the default (V = 0) a
 *constrained polish*.
 
 Incremental: the change of the loads under a swap of u and v is the compiled
-``_swap_loads`` of :mod:`mapper._linkload` (the machinery of
-:func:`mapper.link_load.swap_delta`) written into a scratch array that is zero outside
+``_swap_loads`` of :mod:`mapper.objectives._link_load` (the machinery of
+:func:`mapper.objectives.link_load.swap_delta`) written into a scratch array that is zero outside
 the t links it touches, so V's change and the cap test cost O(t); J's change is the
 swap gain of :mod:`mapper.search.swap` on the machine's own distance oracle
-(:class:`mapper.oracle.KernelOracle`: a :class:`~mapper.networks.NodeHopMachine`'s hop
+(:class:`mapper.model.oracle.KernelOracle`: a :class:`~mapper.model.networks.NodeHopMachine`'s hop
 table between nodes), O(deg u + deg v).  One evaluation costs O((deg u + deg v)·h) for
 h links per route (two routes per edge where a → b and b → a differ).  The max-tree of
-:class:`mapper.link_load.LinkLoadTracker` is not needed: V and the cap test read only
+:class:`mapper.objectives.link_load.LinkLoadTracker` is not needed: V and the cap test read only
 the touched links.  A swap lowers V only by taking load off a link above its cap, and
 takes load only off the routes of u's and v's edges; when V is 0, or neither rank's
 routes cross such a link (O(deg · h), first hit stops), the O(deg u + deg v) J test runs
@@ -63,7 +63,7 @@ References
 * W. J. Dally, B. Towles, Principles and Practices of Interconnection Networks, Morgan
   Kaufmann 2004, ch. 14 (dimension-order routing); J. Kim, W. J. Dally, S. Scott,
   D. Abts, ISCA 2008, doi:10.1109/ISCA.2008.19 (dragonfly minimal routing): the routes
-  of :mod:`mapper.link_load`.
+  of :mod:`mapper.objectives.link_load`.
 """
 
 from __future__ import annotations
@@ -72,12 +72,12 @@ import time
 
 import numpy as np
 
-from .. import _linkload
-from ..graph import CommGraph
-from ..link_load import RoutedNetwork, level_congestion, link_loads
-from ..machine import Machine, MachineError
-from ..objective import check_mapping, objective
-from ..oracle import KernelOracle
+from ..model.graph import CommGraph
+from ..model.machine import Machine, MachineError
+from ..model.oracle import KernelOracle
+from ..objectives.link_load import RoutedNetwork, level_congestion, link_loads
+from ..objectives.qap import check_mapping, objective
+from . import _routed
 from .congested import _ROUNDING, MAX_SWEEPS, ConstrainedStats, kicked_descents
 from .swap import _REL_EPS, _max_distance
 
@@ -116,7 +116,7 @@ def violation_of_loads(loads: np.ndarray, network: RoutedNetwork, caps: np.ndarr
 
 def violation(graph: CommGraph, network: RoutedNetwork, pe: np.ndarray,
               caps: np.ndarray) -> float:
-    """V of ``pe`` from its loads recomputed (:func:`mapper.link_load.link_loads`)."""
+    """V of ``pe`` from its loads recomputed (:func:`mapper.objectives.link_load.link_loads`)."""
     return violation_of_loads(link_loads(graph, pe, network), network, caps)
 
 
@@ -135,7 +135,7 @@ def raised_level(graph: CommGraph, network: RoutedNetwork, mapping: np.ndarray,
 
 def node_bounds(network: RoutedNetwork) -> np.ndarray:
     """The PE range of every job node, ``bounds[x]:bounds[x + 1]`` (PEs run node by
-    node, as in :class:`~mapper.networks.NodeHopMachine`)."""
+    node, as in :class:`~mapper.model.networks.NodeHopMachine`)."""
     pe_node = network.pe_node
     if len(pe_node) and np.any(np.diff(pe_node) < 0):
         raise MachineError("the routed network's PEs must run node by node")
@@ -190,7 +190,7 @@ def constrained_search(graph: CommGraph, machine: Machine, network: RoutedNetwor
 #: Ranks swapped at random by one kick (:func:`constrained_search`).
 KICK_SIZE = 4
 
-#: Kicks of the congestion repair in :func:`mapper.api.aim_at_routed_congestion` (within
+#: Kicks of the congestion repair in :func:`mapper.solve.api.aim_at_routed_congestion` (within
 #: its time limit; none once V is 0).
 AIM_KICKS = 20
 
@@ -226,7 +226,7 @@ def descend(graph: CommGraph, machine: Machine, network: RoutedNetwork, pe: np.n
     Unchecked (:func:`constrained_search` checks); tests compare the incremental
     values with recomputation."""
     scale = max(graph.total_volume, 1.0) * _max_distance(machine)
-    viol, dj, moves, sweeps, timed_out, evals = _linkload.constrained_search(
+    viol, dj, moves, sweeps, timed_out, evals = _routed.constrained_search(
         graph.indptr, graph.indices, graph.weights, pe, *KernelOracle.of(machine).args(),
         network.pe_node, node_bounds(network), network.route_ptr, network.route_links,
         network.nodes, network.symmetric, loads, 1.0 / network.capacity,

@@ -9,7 +9,7 @@ change of J is
 evaluated in O(d_u + d_v) oracle queries (the edge {u, v} itself keeps its length).
 This is the paper's node-contribution bookkeeping written as a difference.  Swaps of
 two PEs in the same innermost group are skipped (they cannot change J: Brandfass et
-al.'s pruning).  The loops run compiled in ``mapper._kernels.local_search``.
+al.'s pruning).  The loops run compiled in ``mapper._swap.local_search``.
 
 References
 ----------
@@ -26,10 +26,10 @@ from enum import IntEnum
 
 import numpy as np
 
-from .. import _kernels
-from ..graph import CommGraph
-from ..machine import Machine
-from ..oracle import KernelOracle
+from ..model.graph import CommGraph
+from ..model.machine import Machine
+from ..model.oracle import KernelOracle
+from . import _swap
 
 
 class SearchMode(IntEnum):
@@ -79,12 +79,12 @@ def run(graph: CommGraph, machine: Machine, pe: np.ndarray, mode: SearchMode, pa
         rank_at = np.empty_like(pe)
         rank_at[pe] = np.arange(len(pe))  # new id i = the rank on PE i
         # compiled: scipy's row and column selection plus sort took 0.35 s at 2^20
-        indptr, indices, weights = _kernels.renumbered_csr(
+        indptr, indices, weights = _swap.renumbered_csr(
             graph.indptr, graph.indices, graph.weights, rank_at, pe)
         work = np.arange(len(pe), dtype=np.int64)
     else:
         indptr, indices, weights, work = graph.indptr, graph.indices, graph.weights, pe
-    gain, swaps, passes, timed_out, evals = _kernels.local_search(
+    gain, swaps, passes, timed_out, evals = _swap.local_search(
         indptr, indices, weights, work, *KernelOracle.of(machine).args(),
         int(SearchMode(mode)), int(param), int(seed) & 0xFFFFFFFFFFFFFFFF, float(time_limit or 0.0),
         _REL_EPS * scale, _VISIT_RUN if renumbered else 1)
@@ -105,6 +105,6 @@ def _max_distance(machine: Machine) -> float:
 
 def swap_delta(graph: CommGraph, machine: Machine, pe: np.ndarray, u: int, v: int) -> float:
     """Change of J if ranks u and v exchange PEs (compiled; used by tests)."""
-    return float(_kernels.swap_delta(graph.indptr, graph.indices, graph.weights,
+    return float(_swap.swap_delta(graph.indptr, graph.indices, graph.weights,
                                      np.ascontiguousarray(pe, dtype=np.int64),
                                      *KernelOracle.of(machine).args(), u, v))

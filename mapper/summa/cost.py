@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import RankmapError
-from ..machine import Hierarchy
+from ..model.machine import Hierarchy
 from .tiling import ColumnLayout
 
 

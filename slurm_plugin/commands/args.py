@@ -12,9 +12,9 @@ import argparse
 import sys
 import time
 
-from mapper.algorithm_names import PRESETS
 from mapper.errors import RankmapError
-from mapper.machine import Hierarchy
+from mapper.model.machine import Hierarchy
+from mapper.solve.algorithm_names import PRESETS
 
 
 class CliError(RankmapError, ValueError):

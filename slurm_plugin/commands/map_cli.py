@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from mapper.api import map_processes
-from mapper.graph import CommGraph
 from mapper.io.arity_file import hierarchy_from_arities, parse_arity_file
 from mapper.io.distance_matrix_file import read_distance_matrix
 from mapper.io.graph_file import read_graph
 from mapper.io.mapping_file import format_mapping, read_mapping
-from mapper.machine import Hierarchy, Machine
-from mapper.objective import evaluate
+from mapper.model.graph import CommGraph
+from mapper.model.machine import Hierarchy, Machine
+from mapper.objectives.qap import evaluate
+from mapper.solve.api import map_processes
 
 from .args import (
     CliError,
@@ -177,7 +177,7 @@ def _cmd_map(args: argparse.Namespace) -> int:
 
 def _hop_bytes(graph: CommGraph, machine: Machine, mapping: np.ndarray):
     """Hop-bytes when the machine is a hop matrix (explicit matrix), else None."""
-    from mapper.hop_bytes import has_hops, hop_bytes
+    from mapper.objectives.hop_bytes import has_hops, hop_bytes
 
     return hop_bytes(graph, machine, mapping) if has_hops(machine) else None
 

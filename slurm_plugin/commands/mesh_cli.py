@@ -39,12 +39,12 @@ from mapper.io.graph_file import read_input_text
 from mapper.io.mapping_file import read_mapping
 from mapper.io.mesh_file import read_mesh
 from mapper.io.partition_file import read_partition_file, write_lines
-from mapper.machine import Hierarchy
 from mapper.mesh import PartitionMetrics, evaluate_partition
 from mapper.mesh.architecture import Architecture, architecture_from_hierarchy
 from mapper.mesh.decompose import Decomposition, decompose
 from mapper.mesh.method_names import BACKENDS, DEFAULT_BACKEND, PARTITION_METHODS, RMS
-from mapper.objective import check_mapping
+from mapper.model.machine import Hierarchy
+from mapper.objectives.qap import check_mapping
 
 from ..machine.speeds import parse_pe_speeds
 from .args import CliError, parse_hierarchy_options, positive_float, positive_int

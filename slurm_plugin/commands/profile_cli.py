@@ -12,7 +12,7 @@ import tomllib
 from mapper import CommGraph
 from mapper.io.graph_file import read_graph
 from mapper.io.mtx_file import write_mtx
-from mapper.phases import PIPELINE_PACES, Phase, PhasedGraph, merge_global_phases
+from mapper.model.phased_graph import PIPELINE_PACES, Phase, PhasedGraph, merge_global_phases
 
 from ..common.job_conventions import RECORDING_META, valid_job_id
 from ..common.user_paths import UserPathError
@@ -269,8 +269,8 @@ def _total_or_pipelines(prefix: list[str], progress, notes: list[str]):
 
 def _stored_repeat(phase: Phase) -> float:
     """The repeat count ``repeats`` lists for a phase: an exchange round's own (its
-    latency counts rounds, not volume: :func:`mapper.phases.round_latency`); 1 for the
-    others, whose repeat is in their volumes (:func:`_write_phases`)."""
+    latency counts rounds, not volume: :func:`mapper.objectives.phase_time.round_latency`); 1 for
+    the others, whose repeat is in their volumes (:func:`_write_phases`)."""
     if phase.pace != "rounds":
         return 1
     return int(phase.repeat) if float(phase.repeat).is_integer() else phase.repeat

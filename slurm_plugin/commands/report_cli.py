@@ -35,9 +35,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from mapper.errors import RankmapError
-from mapper.graph import GraphError
 from mapper.io.graph_file import read_graph
 from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
+from mapper.model.graph import GraphError
 
 from ..common.hostlist import expand_hostlist
 from ..common.job_conventions import FILE_NAMES

@@ -1,7 +1,7 @@
 """Names and rules every part of the Slurm integration shares (standard library only,
 so the TaskProlog stays light): per-job file names, the job-id rule, the SPANK
 variables, the variables the TaskProlog exports.  The algorithm grammar lives in
-:mod:`mapper.algorithm_names`."""
+:mod:`mapper.solve.algorithm_names`."""
 
 from __future__ import annotations
 

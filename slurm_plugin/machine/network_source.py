@@ -10,11 +10,11 @@ slots × slots hop matrix):
   (integers for hop counts; any non-negative number for costs), symmetric with a zero
   diagonal.  Every problem is reported as ``FILE:LINE: …``.
 * a **generator** (``mesh``, ``torus``, ``tianhe3``, ``dragonfly`` of
-  :mod:`mapper.networks`) whose slots are given node names by the ``nodes`` host list
+  :mod:`mapper.model.networks`) whose slots are given node names by the ``nodes`` host list
   of the table or by a ``node_order`` file (one node name, or host list, per line; the
   i-th name is slot i).
 
-:func:`hop_machine` turns it into the mapper's :class:`~mapper.networks.NodeHopMachine`
+:func:`hop_machine` turns it into the mapper's :class:`~mapper.model.networks.NodeHopMachine`
 for one job: the job's nodes' rows of the hop matrix (O(nodes²), never O(ranks²)) and
 each node's own socket/core levels taken from the job's :class:`Layout`, so PE i of
 the machine is ``layout.slots[i]`` as with the switch tree.  A node of the job the
@@ -32,21 +32,21 @@ import numpy as np
 from mapper import Hierarchy
 from mapper.errors import RankmapError
 from mapper.io.text_lines import content_lines
-from mapper.link_load import (
-    RoutedNetwork,
-    dragonfly_network,
-    mesh_network,
-    tianhe3_network,
-    torus_network,
-)
-from mapper.machine import MachineError
-from mapper.networks import (
+from mapper.model.machine import MachineError
+from mapper.model.networks import (
     NodeHopMachine,
     dragonfly_hops,
     mesh_hops,
     restrict_hops,
     tianhe3_hops,
     torus_hops,
+)
+from mapper.objectives.link_load import (
+    RoutedNetwork,
+    dragonfly_network,
+    mesh_network,
+    tianhe3_network,
+    torus_network,
 )
 
 from ..common.hostlist import HostlistError, expand_hostlist, fold_hostlist
@@ -188,7 +188,7 @@ def parse_node_order(text: str, path: str, slots: int) -> tuple[str, ...]:
 # -- building ------------------------------------------------------------------------
 
 def generate_hops(net: NetworkConfig) -> np.ndarray:
-    """The generator's hop matrix over all its slots (:mod:`mapper.networks`)."""
+    """The generator's hop matrix over all its slots (:mod:`mapper.model.networks`)."""
     p = net.params
     try:
         if net.kind == "mesh":
@@ -268,7 +268,7 @@ def hop_machine(layout: Layout, network: HopNetwork) -> NodeHopMachine:
 
 def routed_network(layout: Layout, network: HopNetwork,
                    machine: NodeHopMachine) -> RoutedNetwork | None:
-    """The links and routes of the job's nodes on ``network`` (:mod:`mapper.link_load`),
+    """The links and routes of the job's nodes on ``network`` (:mod:`mapper.objectives.link_load`),
     for the never-worse rule's link check: dimension-order routing on a torus or mesh,
     minimal routing on a dragonfly, dimension-order (along the row, then the column) on
     Tianhe-3's grid of chips with fully connected rows and columns (its links do not

@@ -258,7 +258,7 @@ def layout_uplink_capacities(layout: Layout, tree: SwitchTree | None,
                              oversubscription: Sequence[float]
                              ) -> list[np.ndarray | None]:
     """Each group's uplink capacity, in host links, comparable across levels
-    (:data:`mapper.congestion.LinkCapacities`): 1 for a node's link; for a switch's
+    (:data:`mapper.objectives.congestion.LinkCapacities`): 1 for a node's link; for a switch's
     uplink the number of nodes below the switch in the whole tree over the switch
     level's ``oversubscription`` (leaf switches first, the last value for the levels
     above; Slurm's topology.conf gives no bandwidths, so a site states it), as a fat
@@ -296,7 +296,7 @@ def layout_uplink_capacities(layout: Layout, tree: SwitchTree | None,
 
 def layout_link_weights(layout: Layout, tree: SwitchTree | None
                         ) -> list[np.ndarray | None] | None:
-    """The never-worse rule's link weights (:data:`mapper.congestion.LinkWeights`) from
+    """The never-worse rule's link weights (:data:`mapper.objectives.congestion.LinkWeights`) from
     the switches' LinkSpeed: per level of ``layout``, each group's uplink cost relative
     to the fastest switch of its level (:func:`layout_uplink_costs` with unit link
     costs: the factor of the switch entered, 0 on a padding level), so that the rule

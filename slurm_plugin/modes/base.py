@@ -135,7 +135,7 @@ class JobPlan(Generic[R]):
     notes: list[str] = field(default_factory=list)
     status_notes: tuple[str, ...] = ()
     #: wall seconds by phase: the graph mode's ``default_placements``, the solver's
-    #: (:data:`mapper.result.PHASES`, its ``other`` as ``solver_other``), ``render``
+    #: (:data:`mapper.solve.result.PHASES`, its ``other`` as ``solver_other``), ``render``
     #: (the launcher files), ``report`` (evaluating the placements and writing it)
     phases: dict[str, float] = field(default_factory=dict)
     result: R | None = None

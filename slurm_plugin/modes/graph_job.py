@@ -22,12 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper import CommGraph, MappingResult, map_processes
-from mapper.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
-from mapper.congestion import LinkCapacities
-from mapper.link_load import RoutedNetwork
-from mapper.objective import evaluate
-from mapper.phases import PIPELINE_PACES, PhasedGraph
-from mapper.result import PHASES
+from mapper.model.phased_graph import PIPELINE_PACES, PhasedGraph
+from mapper.objectives.congestion import LinkCapacities
+from mapper.objectives.link_load import RoutedNetwork
+from mapper.objectives.qap import evaluate
+from mapper.solve.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
+from mapper.solve.result import PHASES
 
 from ..common.job_conventions import GRAPH_MODE
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
@@ -134,7 +134,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     dimension-order on tori, meshes and Tianhe-3, minimal on dragonflies; the report names it;
     the solver is given the routed network, so under objective ``congestion`` a result
     refused for a routed link is repaired under the default's busiest routed links,
-    :func:`mapper.api.aim_at_routed_congestion`), or none where rankmap has no link
+    :func:`mapper.solve.api.aim_at_routed_congestion`), or none where rankmap has no link
     model (a hop file: J only, said so); the report adds hop-bytes.  A job node the network
     does not name is a fallback.
 
@@ -325,15 +325,15 @@ def _phase_note(graph: PhasedGraph, checked: bool,
         ratios = ", ".join(f"{x:g}:1" for x in oversubscription)
         return (f"{what}; timed over every link level (uplinks oversubscribed {ratios}, "
                 f"leaf switches first; each synchronising group waiting for the busiest "
-                f"link on its own paths, mapper.phases): the placement of least phase "
-                f"time is applied, J deciding within 2 %, and one slower than the "
+                f"link on its own paths, mapper.objectives.phase_time): the placement of "
+                f"least phase time is applied, J deciding within 2 %, and one slower than the "
                 f"default's is refused{pace}")
     if checked:
         unstated = (f", or over every link level with uplinks oversubscribed "
                     f"{', '.join(scenarios)} (the site states no ratio)" if scenarios else "")
         return (f"{what}; a placement whose phase time at a link level (each synchronising "
-                f"group waiting for its busiest link, mapper.phases){unstated} exceeds the "
-                f"default's is refused{pace}")
+                f"group waiting for its busiest link, mapper.objectives.phase_time){unstated} "
+                f"exceeds the default's is refused{pace}")
     return f"{what}, not checked (no switch tree)"
 
 

@@ -4,7 +4,7 @@
 still honoured when the application renumbers its ranks with librankmap's
 ``rankmap_comm`` (or :func:`slurm_plugin.rankmap_mpi.reordered_comm`): the process that
 the launcher started as rank r takes rank ``reorder[r]``, so that new rank k runs on the
-PE the mapping gave rank k (:mod:`mapper.reorder`, the seed's rank reordering method:
+PE the mapping gave rank k (:mod:`mapper.io.reorder`, the seed's rank reordering method:
 Sudhakar, Adhikari, Ramesh, ICACC 2015, §III.C).
 
 The prolog is not told the job's ``--distribution`` and a job's steps may each use
@@ -15,7 +15,7 @@ every task on the same socket) or ``block``: ``reorder.block``, ``reorder.cyclic
 (``dist_graph``: the plain adjacency, numbered by new rank) and its group graph
 (``dist_graph.groups``, numbered by new rank: within every group of the machine tree,
 the groups one level down joined by the heaviest edge between them, with weights;
-:func:`mapper.reorder.group_tree`), which librankmap's ``rankmap_dist_graph`` (and
+:func:`mapper.io.reorder.group_tree`), which librankmap's ``rankmap_dist_graph`` (and
 :func:`slurm_plugin.rankmap_mpi.dist_graph_comm`) hand to
 ``MPI_Dist_graph_create(..., reorder=1)`` as the seed's Fig. 6 does; the TaskProlog
 exports its path as ``RANKMAP_DIST_GRAPH`` to every task of a job whose placement was
@@ -63,7 +63,7 @@ def reorder_files(layout: Layout, mapping: np.ndarray, graph: CommGraph | None,
 
     For each distribution: ``reorder[r]`` = the new rank of the process Slurm starts as
     rank r, i.e. ``mapping⁻¹ ∘ slurm_placement(layout, dist)``
-    (:func:`mapper.reorder.rank_reorder`).  ``distributions`` default to the four of
+    (:func:`mapper.io.reorder.rank_reorder`).  ``distributions`` default to the four of
     :data:`REORDER_FILES` (``plane`` and ``arbitrary`` have no file).  ``graph`` is the
     profile in the mapping's numbering, so its Dist_graph lines are by new rank; the
     group graph's groups are those of ``layout.hierarchy`` (switches, nodes, sockets)
@@ -74,7 +74,7 @@ def reorder_files(layout: Layout, mapping: np.ndarray, graph: CommGraph | None,
     levels plus O(k²) per group of k children; whole-array operations throughout
     (2^20 ranks of a 3D stencil: a few seconds).
     """
-    from mapper.reorder import (
+    from mapper.io.reorder import (
         comm_graph_dist_graph_text,
         format_reorder,
         group_graph_text,

@@ -4,7 +4,7 @@ The numbers come from :func:`mapper.evaluate`, so the report shows exactly the J
 per-level traffic the solver optimized.  J counts each undirected edge once.  The
 first lines say in words which placement the job runs with and why.  On a hop-matrix
 machine (``[network]``) every placement also gets its hop-bytes, the largest hop count
-any communicating pair crosses and the mean hops per byte (:mod:`mapper.hop_bytes`),
+any communicating pair crosses and the mean hops per byte (:mod:`mapper.objectives.hop_bytes`),
 in the JSON record (``placements[].hops``) and in a table after the template's text.
 """
 
@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mapper import CommGraph, MappingResult, evaluate
-from mapper.api import BOXES, BOXES_SHARED, REGROUPED_IN_ORDER
-from mapper.hop_bytes import has_hops, hop_bytes
-from mapper.machine import Hierarchy
+from mapper.model.machine import Hierarchy
+from mapper.objectives.hop_bytes import has_hops, hop_bytes
+from mapper.solve.api import BOXES, BOXES_SHARED, REGROUPED_IN_ORDER
 
 from ..common.hostlist import fold_hostlist
 from ..common.safe_text import escape_controls, escape_strings
@@ -35,7 +35,7 @@ class PlacementCost:
     saved_vs_default: str = ""  # "12.3%": J below the job's default placement
     applied: bool = False  # the job runs with this placement
     default: bool = False  # the placement Slurm gives the job without rankmap
-    # hop-matrix machines: hop_bytes, max_hops, mean_hops_per_byte (mapper.hop_bytes)
+    # hop-matrix machines: hop_bytes, max_hops, mean_hops_per_byte (mapper.objectives.hop_bytes)
     hops: dict[str, float] = field(default_factory=dict)
 
 
@@ -85,7 +85,7 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
     ``defaults`` are Slurm's placements by name (the job's default first, as
     :func:`slurm_plugin.machine.distribution.default_placements` returns them).  ``machine``
     is the one the solver used (default: the layout's hierarchy; a
-    :class:`~mapper.networks.NodeHopMachine` for a ``[network]``), ``extra_notes``
+    :class:`~mapper.model.networks.NodeHopMachine` for a ``[network]``), ``extra_notes``
     are the plan's notes beside the layout's.
     """
     machine = layout.hierarchy if machine is None else machine

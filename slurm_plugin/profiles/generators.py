@@ -21,7 +21,14 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
-from mapper.phases import PIPELINE_BYTES, Phase, PhasedGraph, make_phase, phases_sum, with_phases
+from mapper.model.phased_graph import (
+    PIPELINE_BYTES,
+    Phase,
+    PhasedGraph,
+    make_phase,
+    phases_sum,
+    with_phases,
+)
 
 
 class GeneratorError(RankmapError, ValueError):
@@ -157,13 +164,13 @@ def _own_phase(src, dst, volume: float, n: int, spec: Spec, name: str,
                pace: str = "") -> Phase:
     """A phase of the pairs (src, dst), each of ``volume``, in which every rank waits
     only for its own messages: its own synchronising group (labels built directly:
-    :func:`~mapper.phases.sync_labels` would loop over n one-rank groups); O(n + m)."""
+    :func:`~mapper.model.phased_graph.sync_labels` would loop over n one-rank groups); O(n + m)."""
     return Phase(_graph(src, dst, np.full(len(src), volume), n, spec), 1.0,
                  np.arange(n, dtype=np.int64), name, pace)
 
 
 def _stencil(spec: Spec, n: int, k: int) -> CommGraph:
-    """The stencil's graph; with ``exchange=axes`` a :class:`~mapper.phases.PhasedGraph`
+    """The stencil's graph; with ``exchange=axes`` a :class:`~mapper.model.phased_graph.PhasedGraph`
     whose phases are the dimensions' exchanges in order, each rank its own
     synchronising group (it waits for its own messages along one dimension before it
     starts the next, for nobody else's).  Codes that exchange one dimension after the
@@ -353,7 +360,7 @@ def npb_bt_phases(spec: Spec, n: int) -> PhasedGraph:
     order, the face copy (``copy_faces``: every face sent at once, 20/55 of each pair's
     volume) and then the x, y and z line solves (``x_solve``, ``y_solve``,
     ``z_solve``: each pipelined along its own direction, 35/55 of that direction's
-    pairs; pace "stages", :attr:`mapper.phases.Phase.pace`: cell after cell, a rank
+    pairs; pace "stages", :attr:`mapper.model.phased_graph.Phase.pace`: cell after cell, a rank
     receives from its predecessor and sends to its successor, then back).  Every rank
     waits only for its own messages (its own synchronising group).
     The split is BT's counts (:data:`BT_FACE_COPY`, :data:`BT_SOLVE`); SP's scalar
@@ -384,7 +391,7 @@ def npb_lu_phases(spec: Spec, n: int) -> PhasedGraph:
     wavefront (``blts``/``buts`` via ``exchange_1``: each k-plane's 5 values per face
     point received from north and west and sent south and east, then back -- both
     dimensions at once, 1/3 of each pair's volume; pace "sweep",
-    :attr:`mapper.phases.Phase.pace`: LU's rank order is the pipeline's, north and
+    :attr:`mapper.model.phased_graph.Phase.pace`: LU's rank order is the pipeline's, north and
     west the lower-numbered neighbours) and then ``rhs``'s halo exchange
     (``exchange_3``: 10 values per face point each way, north-south first, then
     east-west -- a phase per dimension, 2/3).  Every rank waits only for its own
@@ -511,8 +518,8 @@ def npb_mg_class_phases(spec: Spec, n: int) -> PhasedGraph:
     m1(m3-2) and m1·m2 points, ``give3``).  One phase per level and axis, repeated as
     often as MG calls ``comm3`` there in an iteration (``resid``, ``psinv`` and
     ``rprj3``: three times, twice on the coarsest level).  When every message is at
-    most :data:`mapper.phases.PIPELINE_BYTES` the phases are exchange rounds (pace
-    ``"rounds"``, :func:`mapper.phases.round_latency`): NPB MG class A at 512 ranks
+    most :data:`mapper.model.phased_graph.PIPELINE_BYTES` the phases are exchange rounds (pace
+    ``"rounds"``, :func:`mapper.objectives.phase_time.round_latency`): NPB MG class A at 512 ranks
     (≤ 9 KiB) ran 1.04× block's time under a placement with 28 % less volume on every
     link, all of it latency.  All or none, as the trace importer splits rounds: at 256
     ranks (finest borders 16-18 KiB) marking only the coarser levels' rounds made the
@@ -705,7 +712,7 @@ def _has_phases(spec: Spec) -> bool:
 def generate(spec: str, ntasks: int) -> CommGraph:
     """The pattern ``spec`` sized to ``ntasks`` ranks; for the families of
     :data:`PHASED_GENERATORS` (and the stencils with ``exchange=axes``) carrying its
-    phases (a :class:`~mapper.phases.PhasedGraph` whose total is the family's graph,
+    phases (a :class:`~mapper.model.phased_graph.PhasedGraph` whose total is the family's graph,
     exactly), which the never-worse rule checks."""
     parsed = parse_spec(spec)
     if ntasks < 1:
@@ -717,7 +724,7 @@ def generate(spec: str, ntasks: int) -> CommGraph:
 
 def generate_phases(spec: str, ntasks: int) -> PhasedGraph:
     """The pattern ``spec`` at ``ntasks`` ranks by phase: the graph :func:`generate`
-    returns, exactly, carrying its phases (:mod:`mapper.phases`).  Only the families
+    returns, exactly, carrying its phases (:mod:`mapper.objectives.phase_time`).  Only the families
     of :data:`PHASED_GENERATORS` and the stencils with ``exchange=axes`` know their
     phases; the others are refused."""
     parsed = parse_spec(spec)

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper import CommGraph
-from mapper.cartesian import factorisations
+from mapper.model.cartesian import factorisations
 
 from .generators import GeneratorError, generate
 

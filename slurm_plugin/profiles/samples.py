@@ -12,7 +12,7 @@ A store entry may therefore list the matrices of several runs (``samples``, see
 ``file`` is applied only when it beats the job's default placement under **every**
 sample by the same never-worse rule :func:`mapper.map_processes` applies to the one
 profile: a lower J and no busiest node link or switch uplink loaded more than the
-default's (:mod:`mapper.congestion`, the same relative tolerance and the same link
+default's (:mod:`mapper.objectives.congestion`, the same relative tolerance and the same link
 weights: load over capacity where the switches' LinkSpeed differ).  One disagreeing
 sample keeps the default, and the reason names the sample.  This is a robustness test
 over observed scenarios (the placement must win in each, not on their average), as in
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapper import CommGraph
-from mapper.api import LINK_TOLERANCE
-from mapper.congestion import LinkWeights, raised_uplink, uplink_loads
-from mapper.machine import Hierarchy
-from mapper.objective import evaluate
+from mapper.model.machine import Hierarchy
+from mapper.objectives.congestion import LinkWeights, raised_uplink, uplink_loads
+from mapper.objectives.qap import evaluate
+from mapper.solve.api import LINK_TOLERANCE
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,9 +102,9 @@ def check_samples(samples: Sequence[CommGraph], names: Sequence[str], machine,
     """The candidate placement against the baseline under every sample.
 
     A sample agrees when the candidate's J is strictly lower than the baseline's and,
-    on a :class:`~mapper.machine.Hierarchy` with ``congestion_levels``, no level's
+    on a :class:`~mapper.model.machine.Hierarchy` with ``congestion_levels``, no level's
     busiest link carries more than ``1 + link_tolerance`` times the baseline's busiest
-    (:func:`mapper.congestion.raised_uplink`, the rule of :func:`mapper.map_processes`;
+    (:func:`mapper.objectives.congestion.raised_uplink`, the rule of :func:`mapper.map_processes`;
     with ``link_weights`` the busiest by load over capacity, cut × weight).
     A sample without traffic has J 0 for both and does not agree (nothing to gain).
     O(S·(n + m·L)).

@@ -46,7 +46,7 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.errors import RankmapError
-from mapper.phases import PIPELINE_BYTES, PhasedGraph, make_phase, with_phases
+from mapper.model.phased_graph import PIPELINE_BYTES, PhasedGraph, make_phase, with_phases
 
 from . import collectives
 from .ti_rounds import exchange_rounds
@@ -447,7 +447,7 @@ def import_ti_phases(paths: Sequence[str | Path],
     :data:`RELAY_SHARE` relays -- a send after a blocking receive -- per such message,
     at least :data:`SWEEP_SHARE` of them from a lower-numbered rank to a higher or from
     a higher to a lower: NPB LU's SSOR wavefront, forward then back) they are a
-    wavefront: they go to phase "p2p k sweep" with :attr:`~mapper.phases.Phase.pace`
+    wavefront: they go to phase "p2p k sweep" with :attr:`~mapper.model.phased_graph.Phase.pace`
     ``"sweep"``.  Measured (bench/README.md, "Traced NAS codes"): NPB LU's imported
     trace got placements 1.09-1.34x block's simulated time on 4:1 trees before its
     wavefront was found here, block's 1.000 after.  Chains in another order (BT's and
@@ -461,9 +461,9 @@ def import_ti_phases(paths: Sequence[str | Path],
     :data:`PIPELINE_BYTES` (NPB MG at 512 ranks, HPCG), its messages outside sweeps are
     split further into rounds numbered across ranks by logical clocks
     (:func:`slurm_plugin.profiles.ti_rounds.exchange_rounds`): phase "p2p k round j"
-    with :attr:`~mapper.phases.Phase.pace` ``"rounds"``, which the never-worse rule
-    times by their farthest messages (:func:`mapper.phases.round_latency`).  Measured:
-    NPB MG's trace at 512 ranks got a placement applied that ran 1.04-1.05x block's
+    with :attr:`~mapper.model.phased_graph.Phase.pace` ``"rounds"``, which the never-worse rule
+    times by their farthest messages (:func:`mapper.objectives.phase_time.round_latency`).
+    Measured: NPB MG's trace at 512 ranks got a placement applied that ran 1.04-1.05x block's
     time on the 4:1 trees without its rounds, 0.97-0.98 with them.  A trace the
     clocks cannot follow to its end (a receive no send matches) keeps its phases as
     above.

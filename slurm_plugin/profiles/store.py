@@ -25,11 +25,11 @@ up to ``file``'s matrix (within a relative 1e-9 of its largest volume)::
     file = "cg-256.mtx"                               # the sum: what rankmap maps with
     phases = ["cg-256.p0.mtx", "cg-256.p1.mtx"]       # one matrix per phase, in order
 
-The job then gets a :class:`mapper.phases.PhasedGraph`: the mapper, J and the
+The job then gets a :class:`mapper.model.phased_graph.PhasedGraph`: the mapper, J and the
 never-worse rule see ``file``'s graph exactly as without the key; the phases (every
-rank synchronising in each) are there for :func:`mapper.phases.phase_time`.
+rank synchronising in each) are there for :func:`mapper.objectives.phase_time.phase_time`.
 ``paces`` (optional, one value per phase) marks latency-bound phases
-(:attr:`mapper.phases.Phase.pace`: pipelines ``"sweep"``, ``"stages"``; exchange
+(:attr:`mapper.model.phased_graph.Phase.pace`: pipelines ``"sweep"``, ``"stages"``; exchange
 rounds ``"rounds"``; ``""`` for the others), and ``repeats`` (optional, a positive
 number per phase, default 1) how often each recurs (the phases times their repeats
 add up to ``file``), as ``rankmap profile import`` writes them from a trace::
@@ -95,7 +95,7 @@ from mapper.io.mesh_file import read_mesh
 from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_file
 from mapper.io.text_lines import text_pieces
 from mapper.mesh.mesh import Mesh
-from mapper.phases import PACES, SUM_RTOL, make_phase, sum_mismatch, with_phases
+from mapper.model.phased_graph import PACES, SUM_RTOL, make_phase, sum_mismatch, with_phases
 
 from ..common.job_conventions import PROFILE_NAME
 from .generators import GeneratorError, generate, is_generator_spec, parse_spec
@@ -417,7 +417,7 @@ def _per_phase(toml: Path, key: str, value: list, phases: int, text: str) -> str
 
 
 def _paces(toml: Path, value: list | None, phases: int, text: str) -> tuple[str, ...]:
-    """The ``paces`` list: one :data:`mapper.phases.PACES` value per phase ("" for a
+    """The ``paces`` list: one :data:`mapper.model.phased_graph.PACES` value per phase ("" for a
     phase its busiest link times, "sweep" or "stages" for a latency-bound pipeline,
     "rounds" for an exchange round); errors name the .toml's line."""
     if value is None:

@@ -3,8 +3,8 @@
 A code that exchanges small messages in rounds -- every rank sends to its neighbours,
 waits for theirs, then sends the next round's (NPB MG's borders, one dimension after
 the other) -- waits, round after round, for each round's farthest message
-(:func:`mapper.phases.round_latency`).  A rank's own count of its rounds does not name
-them: at NPB MG's coarsest levels most ranks hold no points and skip rounds, so rank
+(:func:`mapper.objectives.phase_time.round_latency`).  A rank's own count of its rounds does not
+name them: at NPB MG's coarsest levels most ranks hold no points and skip rounds, so rank
 r's tenth round is another rank's twentieth.  Here rounds are numbered by Lamport's
 logical clocks over the trace's matched messages: a rank's clock moves on when it
 waits for a message after sending (its round is over) and jumps past the clock its

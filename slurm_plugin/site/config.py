@@ -18,8 +18,8 @@ from typing import Any
 
 import tomllib
 
-from mapper.algorithm_names import PRESETS, normalize_algorithm
 from mapper.errors import RankmapError
+from mapper.solve.algorithm_names import PRESETS, normalize_algorithm
 
 from ..common.job_conventions import (
     LAUNCHER_FAMILIES,
@@ -160,7 +160,7 @@ def _topology(v: Any) -> str:
     return _abs_path(v)
 
 
-# The grammar of mapper.api.AlgorithmSpec, checked here without importing the solver
+# The grammar of mapper.solve.api.AlgorithmSpec, checked here without importing the solver
 # (and numpy) so that the TaskProlog, which reads this file once per task, stays light.
 
 

@@ -41,11 +41,11 @@ static char time_budget[64];
 static char record[MAX_VALUE + 1];
 static double max_time = 0.0; /* 0: no site maximum given here */
 
-/* the algorithm grammar of mapper/algorithm_names.py (case-insensitive); a test compares the lists */
+/* the algorithm grammar of mapper/solve/algorithm_names.py (case-insensitive); a test compares the lists */
 static const char *constructions[] = {"identity", "random", "greedy", "greedyallc",
                                       "topdown", "bottomup", "ohtma", "matching", NULL};
 
-/* the presets of mapper/algorithm_names.py PRESETS (case-insensitive); a test compares the lists */
+/* the presets of mapper/solve/algorithm_names.py PRESETS (case-insensitive); a test compares the lists */
 static const char *presets[] = {"fast", "eco", "strong", NULL};
 
 /* --rankmap values that are not algorithms (slurm_plugin/common/job_conventions.py MODES; a test

@@ -60,8 +60,7 @@ STATE = Path("/tmp/rankmap-e2e-debian13")
 CTLD_PORT, SLURMD_PORT = 20817, 20900
 #: what the copy of the checkout leaves out
 EXCLUDES = ("./.git", "./.venv", "./build", "*.egg-info", "__pycache__", ".pytest_cache",
-            ".hypothesis", "./bench/results", "./mapper/*.so", "./mapper/_kernels.c",
-            "./mapper/*/_*.c")
+            ".hypothesis", "./bench/results", "./mapper/*/*.so", "./mapper/*/_*.c")
 
 
 def host_debian_version() -> str:

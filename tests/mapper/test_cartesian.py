@@ -1,4 +1,4 @@
-"""Cartesian grids in rank order (mapper.cartesian): found with their extents and
+"""Cartesian grids in rank order (mapper.model.cartesian): found with their extents and
 wrap-arounds, built here from coordinates (not with the profile generators)."""
 
 import itertools
@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from mapper.cartesian import LONG_SHARE, cartesian_grid, factorisations
-from mapper.graph import CommGraph
+from mapper.model.cartesian import LONG_SHARE, cartesian_grid, factorisations
+from mapper.model.graph import CommGraph
 
 
 def _stencil(dims, periodic, diagonals=False, weights=None):

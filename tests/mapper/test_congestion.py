@@ -1,12 +1,13 @@
-"""Busiest links per level (mapper.congestion) and the never-worse rule that uses them."""
+"""Busiest links per level (mapper.objectives.congestion) and the never-worse rule that uses
+them."""
 
 import numpy as np
 import pytest
 
 from mapper import Hierarchy, evaluate, map_processes
-from mapper.api import LINK_TOLERANCE
-from mapper.congestion import UplinkLoad, raised_uplink, uplink_loads
-from mapper.machine import MachineError
+from mapper.model.machine import MachineError
+from mapper.objectives.congestion import UplinkLoad, raised_uplink, uplink_loads
+from mapper.solve.api import LINK_TOLERANCE
 from slurm_plugin.profiles.generators import generate
 from tests.helpers.mapper_cases import random_graph
 
@@ -99,7 +100,7 @@ def test_a_rise_within_the_tolerance_is_not_a_rise():
 
 
 def test_congestion_levels_need_a_hierarchy():
-    from mapper.machine import DistanceMatrix
+    from mapper.model.machine import DistanceMatrix
 
     machine = DistanceMatrix(np.array([[0.0, 1.0], [1.0, 0.0]]))
     graph = random_graph(2, 1.0, 0)

@@ -1,4 +1,4 @@
-"""Link weights (load over capacity) in mapper.congestion, the never-worse rule and the
+"""Link weights (load over capacity) in mapper.objectives.congestion, the never-worse rule and the
 constrained search: brute-force loads on small random trees, raw volume and load
 disagreeing both ways, the caps kept, and all-ones weights equal to none exactly."""
 
@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper import Hierarchy, evaluate, map_processes
-from mapper.api import LINK_TOLERANCE
-from mapper.congestion import raised_uplink, uplink_loads
-from mapper.graph import CommGraph
-from mapper.machine import MachineError
+from mapper.model.graph import CommGraph
+from mapper.model.machine import MachineError
+from mapper.objectives.congestion import raised_uplink, uplink_loads
 from mapper.search import congested
+from mapper.solve.api import LINK_TOLERANCE
 from tests.helpers.mapper_cases import random_graph
 
 

@@ -9,16 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper import _kernels
-from mapper.api import map_processes
 from mapper.construction import greedy_allc, muller_merbach
 from mapper.construction.ohtma import ohtma_exchange, ohtma_greedy
-from mapper.machine import Hierarchy
-from mapper.networks import NodeHopMachine, torus_hops
-from mapper.objective import objective
-from mapper.oracle import KernelOracle, total_distances
-from mapper.search import communication_neighborhood, quadratic_neighborhood
+from mapper.model.machine import Hierarchy
+from mapper.model.networks import NodeHopMachine, torus_hops
+from mapper.model.oracle import KernelOracle, total_distances
+from mapper.objectives.qap import objective
+from mapper.search import _swap, communication_neighborhood, quadratic_neighborhood
 from mapper.search.swap import swap_delta
+from mapper.solve.api import map_processes
 from slurm_plugin.profiles.generators import generate
 from tests.helpers.mapper_cases import random_graph
 
@@ -109,10 +108,10 @@ def test_the_kernels_reject_arrays_that_do_not_fit():
     graph = _graph(machine.n, 0)
     pe = np.arange(machine.n, dtype=np.int64)
     with pytest.raises(ValueError, match="between-node table"):
-        _kernels.swap_delta(graph.indptr, graph.indices, graph.weights, pe, gid, dist,
+        _swap.swap_delta(graph.indptr, graph.indices, graph.weights, pe, gid, dist,
                             mat[:1, :1].copy(), 0, 1)
     with pytest.raises(ValueError, match="do not fit"):
-        _kernels.swap_delta(graph.indptr, graph.indices, graph.weights, pe, gid[:-1].copy(),
+        _swap.swap_delta(graph.indptr, graph.indices, graph.weights, pe, gid[:-1].copy(),
                             dist, mat, 0, 1)
 
 

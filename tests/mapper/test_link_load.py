@@ -1,11 +1,11 @@
-"""Link loads under routed networks (mapper.link_load) against brute force.
+"""Link loads under routed networks (mapper.objectives.link_load) against brute force.
 
 Routes are rebuilt here independently — explicit router graphs walked step by step
 (breadth-first distances along each torus ring, the same tie rule), explicit dragonfly
 link lists, Tianhe-3 chip grids walked along the row then the column, explicit parent
 walks on trees — and the loads recomputed by walking every
 edge's routes in pure Python.  Swap updates are checked against full recomputation, and
-the tree loads against mapper.congestion.uplink_loads.
+the tree loads against mapper.objectives.congestion.uplink_loads.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper.congestion import uplink_loads
-from mapper.link_load import (
+from mapper.model.machine import Hierarchy
+from mapper.model.networks import dragonfly_hops, mesh_hops, tianhe3_hops, torus_hops
+from mapper.objectives.congestion import uplink_loads
+from mapper.objectives.link_load import (
     LinkLoadTracker,
     dragonfly_network,
     level_congestion,
@@ -30,8 +32,6 @@ from mapper.link_load import (
     torus_network,
     tree_network,
 )
-from mapper.machine import Hierarchy
-from mapper.networks import dragonfly_hops, mesh_hops, tianhe3_hops, torus_hops
 from tests.helpers.mapper_cases import grid_graph, random_graph
 
 # -- independent route constructions --------------------------------------------------

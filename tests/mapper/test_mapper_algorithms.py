@@ -13,9 +13,9 @@ from mapper import (
     map_processes,
     objective,
 )
-from mapper.api import AlgorithmError, AlgorithmSpec
 from mapper.search import communication_neighborhood
 from mapper.search.swap import swap_delta
+from mapper.solve.api import AlgorithmError, AlgorithmSpec
 from tests.helpers.mapper_cases import SMALL_MACHINES, brute_force_optimum, grid_graph, random_graph
 
 ALL = ["identity", "random", "greedy", "greedyallc", "topdown", "bottomup",
@@ -198,12 +198,12 @@ def test_progress_reports_each_phase():
 
 
 def test_search_mode_names_match_the_kernel():
-    from mapper import _kernels
+    from mapper.search import _swap
     from mapper.search.swap import SearchMode
 
-    assert {m.name: int(m) for m in SearchMode} == _kernels.search_modes()
+    assert {m.name: int(m) for m in SearchMode} == _swap.search_modes()
     g = random_graph(16, 0.3, 2)
     pe = np.arange(16, dtype=np.int64)
     with pytest.raises(ValueError, match="unknown local search mode 7"):
-        _kernels.local_search(g.indptr, g.indices, g.weights, pe, None, None,
+        _swap.local_search(g.indptr, g.indices, g.weights, pe, None, None,
                               np.ones((16, 16)), 7, 1, 0, 0.0, 0.0)

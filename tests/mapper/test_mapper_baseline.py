@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mapper import Hierarchy, evaluate, map_processes
-from mapper.objective import MappingError
+from mapper.objectives.qap import MappingError
 from tests.helpers.mapper_cases import random_graph
 
 

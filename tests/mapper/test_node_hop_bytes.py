@@ -1,15 +1,17 @@
-"""The far traffic of the busiest node (mapper.congestion.node_hop_bytes, per phase
-mapper.phases.phase_node_hop_bytes) and the choice among admitted candidates it makes."""
+"""The far traffic of the busiest node (mapper.objectives.congestion.node_hop_bytes, per phase
+mapper.objectives.phase_time.phase_node_hop_bytes) and the choice among admitted candidates it
+makes."""
 
 import numpy as np
 import pytest
 
 from mapper import Hierarchy, evaluate, map_processes
-from mapper.api import BOXES, BOXES_SHARED, NEAR_J, _near_j_least_far
-from mapper.congestion import node_hop_bytes, uplink_loads
-from mapper.graph import CommGraph
-from mapper.phases import make_phase, phase_node_hop_bytes, phases_sum, with_phases
-from mapper.result import MappingResult
+from mapper.model.graph import CommGraph
+from mapper.model.phased_graph import make_phase, phases_sum, with_phases
+from mapper.objectives.congestion import node_hop_bytes, uplink_loads
+from mapper.objectives.phase_time import phase_node_hop_bytes
+from mapper.solve.api import BOXES, BOXES_SHARED, NEAR_J, _near_j_least_far
+from mapper.solve.result import MappingResult
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate, generate_phases

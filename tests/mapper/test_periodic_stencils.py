@@ -4,7 +4,7 @@ The solver alone (``topdown+n10``, no baseline guard) must beat block strictly w
 block is not optimal — shown by a placement built without the solver (the best nested
 box tiling, tests/helpers/grid_tilings.py) or found by N_C^10 from block — and never lose to
 block otherwise.  J is recomputed here from the edge list and per-level group ids
-derived from the machine tree, without mapper.objective.  Before the fix (one METIS
+derived from the machine tree, without mapper.objectives.qap.  Before the fix (one METIS
 recursive bisection per split) the solver lost to block on these tori: 1.100 × block's
 J on 8x8x4 over 16 nodes x 2 x 8, 1.156 × on 12x8x6 over 24 nodes x 2 x 12.
 """

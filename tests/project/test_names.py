@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from mapper.algorithm_names import ALGORITHMS, normalize_algorithm
-from mapper.api import AlgorithmSpec
+from mapper.solve.algorithm_names import ALGORITHMS, normalize_algorithm
+from mapper.solve.api import AlgorithmSpec
 from slurm_plugin.common.job_conventions import PROFILE_NAME, valid_job_id
 from slurm_plugin.site.config import ConfigError, parse_config
 from tests.helpers.paths import REPO
@@ -61,10 +61,10 @@ def test_grammar_loads_without_the_solver_and_objective_stays_a_function():
     import subprocess
     import sys
 
-    code = ("import sys, mapper.algorithm_names, slurm_plugin.site.config, "
+    code = ("import sys, mapper.solve.algorithm_names, slurm_plugin.site.config, "
             "slurm_plugin.lifecycle.task_prolog\n"
             "assert 'numpy' not in sys.modules, 'numpy loaded'\n"
-            "from mapper.objective import evaluate\n"
+            "from mapper.objectives.qap import evaluate\n"
             "from mapper import objective\n"
             "assert callable(objective), objective\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

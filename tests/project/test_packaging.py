@@ -20,7 +20,7 @@ def test_every_package_is_listed_in_pyproject():
 
 def test_the_sdist_carries_the_cython_sources(tmp_path):
     """A wheel built from the sdist compiles mapper's extensions: every .pyx/.pxd must be
-    in it (MANIFEST.in), else pip fails with "mapper/_kernels.pyx doesn't match any
+    in it (MANIFEST.in), else pip fails with "mapper/search/_swap.pyx doesn't match any
     files"."""
     import shutil
     import subprocess

@@ -245,7 +245,7 @@ def _run_dg(exe: Path, path: str | None, np_: int, *, python: bool = False
 
 def _file_neighbours(text: str) -> list[list[tuple[int, int]]]:
     """Per process, its (neighbour, weight) pairs, read here from the documented format
-    (not by mapper.reorder.parse_group_graph)."""
+    (not by mapper.io.reorder.parse_group_graph)."""
     lines = [line.split("#")[0].split() for line in text.splitlines()]
     lines = [words for words in lines if words]
     n = int(lines[0][0])
@@ -278,7 +278,7 @@ def test_dist_graph_neighbours_follow_the_jobs_file(dg_program, tmp_path):
     """The file a job gets (the seed's worked example placed by the matching on two
     nodes of two sockets of two cores), through rankmap_dist_graph, 8 processes."""
     from mapper.construction.matching import matching
-    from mapper.graph import CommGraph
+    from mapper.model.graph import CommGraph
     from slurm_plugin.common.job_conventions import GROUP_GRAPH_FILE
     from slurm_plugin.machine.layout import build_layout
     from slurm_plugin.modes.reorder_job import reorder_files

@@ -15,9 +15,9 @@ from mapper.construction.matching import (
     matching_tree,
     pair_by_assignment,
 )
-from mapper.graph import CommGraph
-from mapper.machine import Hierarchy
-from mapper.objective import evaluate
+from mapper.model.graph import CommGraph
+from mapper.model.machine import Hierarchy
+from mapper.objectives.qap import evaluate
 
 # the seed's Table I (Sudhakar et al.)
 TABLE_I = np.array([
@@ -195,7 +195,7 @@ def test_matching_is_an_algorithm_name():
     """``matching`` and ``matching+n10`` run through map_processes; the search only
     improves the construction, and a non-hierarchical machine is refused by name."""
     from mapper import map_processes
-    from mapper.machine import DistanceMatrix, MachineError
+    from mapper.model.machine import DistanceMatrix, MachineError
 
     rng = np.random.default_rng(5)
     w = rng.integers(0, 9, (16, 16)).astype(float)

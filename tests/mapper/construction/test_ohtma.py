@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from mapper.api import map_processes
 from mapper.construction.ohtma import ohtma, ohtma_exchange, ohtma_greedy
-from mapper.graph import CommGraph
-from mapper.hop_bytes import hop_bytes
-from mapper.machine import DistanceMatrix, Hierarchy
-from mapper.networks import NodeHopMachine, mesh_hops, tianhe3_hops, torus_hops
-from mapper.objective import objective
+from mapper.model.graph import CommGraph
+from mapper.model.machine import DistanceMatrix, Hierarchy
+from mapper.model.networks import NodeHopMachine, mesh_hops, tianhe3_hops, torus_hops
+from mapper.objectives.hop_bytes import hop_bytes
+from mapper.objectives.qap import objective
+from mapper.solve.api import map_processes
 from slurm_plugin.commands.cli import main
 
 

@@ -2,18 +2,17 @@
 Matrix Market through scipy.io.mmread and CSV through chunked np.loadtxt, each refusing
 what the line-by-line readers refused, with the file and line of the first bad entry."""
 
-import time
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from mapper.graph import CommGraph
 from mapper.io.csv_file import read_csv_text
 from mapper.io.graph_file import read_graph
 from mapper.io.graph_format import GraphFormatError, SizeLimit
 from mapper.io.metis_file import parse_metis_text
 from mapper.io.mtx_file import read_mtx_text, write_mtx
+from mapper.model.graph import CommGraph
 
 GENERAL = "%%MatrixMarket matrix coordinate real general\n"
 
@@ -118,7 +117,6 @@ def test_a_huge_metis_file_stops_at_the_first_line_too_many(tail, lines):
     short)."""
     text = "% two vertices\n2 1\n2\n1\n" + tail * lines
     tracemalloc.start()
-    start = time.process_time()
     try:
         if tail == "2\n":
             with pytest.raises(GraphFormatError, match=r"^g\.graph:5: header says 2 vertices "
@@ -130,7 +128,6 @@ def test_a_huge_metis_file_stops_at_the_first_line_too_many(tail, lines):
     finally:
         tracemalloc.stop()
     assert peak < 50 << 20, f"{peak} bytes at the peak"
-    assert time.process_time() - start < 5
 
 
 def test_metis_line_with_more_numbers_than_neighbours_is_refused_unparsed():
@@ -151,7 +148,6 @@ def test_metis_line_with_more_numbers_than_neighbours_is_refused_unparsed():
     assert g.graph.m == 2 and g.vertex_sizes.tolist() == [4, 0, 2]
     text = "4 1\n2" + " 2" * 5_000_000 + "\n1\n\n1\n"
     tracemalloc.start()
-    start = time.process_time()
     try:
         with pytest.raises(GraphFormatError, match=r"^g\.graph:2: more than 3 numbers"):
             parse_metis_text(text, "g.graph", limit=SizeLimit(4, "the job has 4 ranks"))
@@ -159,7 +155,6 @@ def test_metis_line_with_more_numbers_than_neighbours_is_refused_unparsed():
     finally:
         tracemalloc.stop()
     assert peak < 50 << 20, f"{peak} bytes at the peak"
-    assert time.process_time() - start < 2
 
 
 def csv_reference(text: str) -> np.ndarray:

@@ -1,18 +1,17 @@
 """Mesh input (mapper.io.mesh_file): METIS vertex weights and sizes, Matrix Market plus
 a weights file, file:line errors, round trips through write_mesh_metis."""
 
-import time
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from mapper.graph import CommGraph
 from mapper.io.graph_file import read_graph
 from mapper.io.graph_format import GraphFormatError
 from mapper.io.mesh_file import read_mesh, read_weights_text, write_mesh_metis
 from mapper.io.mtx_file import write_mtx
 from mapper.mesh import MeshError, mesh_from_graph
+from mapper.model.graph import CommGraph
 
 
 def write(tmp_path, name, text):
@@ -121,7 +120,6 @@ def test_a_huge_weights_file_stops_at_the_first_line_too_many():
     comment line) having allocated almost nothing."""
     text = "% w per vertex\n" + "1\n" * 5_000_000
     tracemalloc.start()
-    start = time.process_time()
     try:
         with pytest.raises(GraphFormatError, match=r"^w\.txt:6: the mesh has 4 vertices but "
                                                    r"the weights file has more than 4"):
@@ -130,7 +128,6 @@ def test_a_huge_weights_file_stops_at_the_first_line_too_many():
     finally:
         tracemalloc.stop()
     assert peak < 50 << 20, f"{peak} bytes at the peak"
-    assert time.process_time() - start < 2
 
 
 def test_size_limits_and_file_kinds(tmp_path):

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mapper.graph import CommGraph
 from mapper.mesh import archaware as aa
 from mapper.mesh import metrics
 from mapper.mesh.architecture import (
@@ -22,6 +21,7 @@ from mapper.mesh.architecture import (
     fig2_metacomputer,
 )
 from mapper.mesh.mesh import mesh_from_graph
+from mapper.model.graph import CommGraph
 from mapper.partitioners.errors import PartitionError
 
 VARIANTS = [("vol", True), ("vol", False), ("elt", True), ("elt", False)]

@@ -7,7 +7,6 @@ import itertools
 import numpy as np
 import pytest
 
-from mapper.machine import Hierarchy, MachineError
 from mapper.mesh.architecture import (
     FIG2_MACHINES,
     METACOMPUTER_LINK,
@@ -19,6 +18,7 @@ from mapper.mesh.architecture import (
     fig2_cluster,
     fig2_metacomputer,
 )
+from mapper.model.machine import Hierarchy, MachineError
 
 
 def all_pairs(arch):

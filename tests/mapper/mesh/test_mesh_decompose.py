@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.api import map_processes
 from mapper.errors import RankmapError
-from mapper.graph import CommGraph
-from mapper.machine import Hierarchy
 from mapper.mesh import edge_cut, evaluate_partition, mesh_from_graph, quotient_graph
 from mapper.mesh.architecture import architecture_from_hierarchy
 from mapper.mesh.decompose import decompose
 from mapper.mesh.method_names import PARTITION_METHODS
 from mapper.mesh.rms import rms_partition
-from mapper.objective import objective
+from mapper.model.graph import CommGraph
+from mapper.model.machine import Hierarchy
+from mapper.objectives.qap import objective
+from mapper.solve.api import map_processes
 
 
 def grid(a: int, b: int, weights=None):

@@ -7,8 +7,6 @@ import itertools
 import numpy as np
 import pytest
 
-from mapper.graph import CommGraph
-from mapper.machine import Hierarchy
 from mapper.mesh import (
     MeshError,
     comm_cost,
@@ -27,6 +25,8 @@ from mapper.mesh import (
     sum_el_time,
     total_volume,
 )
+from mapper.model.graph import CommGraph
+from mapper.model.machine import Hierarchy
 
 
 class StandInArch:

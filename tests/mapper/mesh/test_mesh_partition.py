@@ -11,11 +11,11 @@ import scipy.sparse as sp
 
 from mapper.construction.topdown import induced_subgraph
 from mapper.errors import RankmapError
-from mapper.graph import CommGraph
-from mapper.machine import Hierarchy
 from mapper.mesh import balance, rb, rms
 from mapper.mesh.rb import rb_partition
 from mapper.mesh.rms import rms_partition
+from mapper.model.graph import CommGraph
+from mapper.model.machine import Hierarchy
 from mapper.partitioners.errors import KahipMissing, PartitionError
 from mapper.partitioners.kahip import kahip_split
 from mapper.partitioners.metis import metis_split

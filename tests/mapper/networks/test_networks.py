@@ -8,10 +8,9 @@ import pytest
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
-from mapper.graph import CommGraph
-from mapper.hop_bytes import has_hops, hop_bytes
-from mapper.machine import DistanceMatrix, Hierarchy, MachineError
-from mapper.networks import (
+from mapper.model.graph import CommGraph
+from mapper.model.machine import DistanceMatrix, Hierarchy, MachineError
+from mapper.model.networks import (
     NodeHopMachine,
     dragonfly_hops,
     mesh_hops,
@@ -19,7 +18,8 @@ from mapper.networks import (
     tianhe3_hops,
     torus_hops,
 )
-from mapper.objective import evaluate
+from mapper.objectives.hop_bytes import has_hops, hop_bytes
+from mapper.objectives.qap import evaluate
 
 
 def test_mesh_3x3_by_hand():

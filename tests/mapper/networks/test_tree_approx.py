@@ -1,4 +1,4 @@
-"""The tree approximation of a non-tree network (mapper.networks.tree_approx): a valid
+"""The tree approximation of a non-tree network (mapper.partitioners.tree_approx): a valid
 Hierarchy over every PE, level distances = mean hops (hand-computed and brute force),
 and placements translated back to the real machine keep their hop-bytes."""
 
@@ -7,12 +7,12 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from mapper.api import map_processes
-from mapper.graph import CommGraph
-from mapper.hop_bytes import hop_bytes
-from mapper.machine import Hierarchy, MachineError
-from mapper.networks import NodeHopMachine, tianhe3_hops, torus_hops
-from mapper.networks.tree_approx import _bisect, machine_pes, tree_approximation
+from mapper.model.graph import CommGraph
+from mapper.model.machine import Hierarchy, MachineError
+from mapper.model.networks import NodeHopMachine, tianhe3_hops, torus_hops
+from mapper.objectives.hop_bytes import hop_bytes
+from mapper.partitioners.tree_approx import _bisect, machine_pes, tree_approximation
+from mapper.solve.api import map_processes
 
 NODE = Hierarchy.homogeneous([2, 2], [0.0, 0.0])  # 4 PEs per node, no hop inside
 

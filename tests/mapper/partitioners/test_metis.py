@@ -109,7 +109,7 @@ def test_repair_proposals_match_the_dense_connection_matrix():
     """One repair round's proposals (compiled) against the n x k connection matrix:
     own-block connection, the best underfull target (ties: lowest block id, none:
     the fallback) and its connection."""
-    from mapper import _kernels
+    from mapper.partitioners import _refine
 
     rng = np.random.default_rng(11)
     for trial in range(40):
@@ -121,7 +121,7 @@ def test_repair_proposals_match_the_dense_connection_matrix():
         part = rng.integers(0, k, n)
         excess = rng.integers(-3, 4, k)
         cand = np.flatnonzero(excess[part] > 0)
-        own, target, best = _kernels.repair_proposals(
+        own, target, best = _refine.repair_proposals(
             *exact_sizes.csr_arrays(adj), part, cand, excess, 99)
         conn = adj.toarray() @ np.eye(k)[part]  # vertex x block connection
         for i, v in enumerate(cand):
@@ -199,7 +199,7 @@ def test_the_constructions_tell_the_partitioner_the_whole_graph(monkeypatch):
     """map_processes passes the size of the graph it splits to every Top-Down and
     Bottom-Up split, so the per-level cap applies inside them."""
     from mapper import Hierarchy
-    from mapper.api import map_processes
+    from mapper.solve.api import map_processes
 
     seen = []
     real = metis._metis
@@ -350,8 +350,8 @@ def test_top_down_halves_nodes_only_where_they_are_single_bisections(monkeypatch
     within 1 % of the separate splits'.  With several bisections per node split (a
     small job as it is), nothing changes."""
     from mapper.construction.topdown import top_down
-    from mapper.machine import Hierarchy
-    from mapper.objective import evaluate
+    from mapper.model.machine import Hierarchy
+    from mapper.objectives.qap import evaluate
 
     graph = generate("stencil3d", 4096)
     machine = Hierarchy.parse("16:2:8:16", "1:10:100:1000")
@@ -396,8 +396,8 @@ def test_node_halves_on_odd_machines(monkeypatch, tree, halved):
     the separate splits'."""
     from mapper import CommGraph
     from mapper.construction import topdown
-    from mapper.machine import Hierarchy
-    from mapper.objective import evaluate
+    from mapper.model.machine import Hierarchy
+    from mapper.objectives.qap import evaluate
 
     machine = Hierarchy.from_tree(tree, [1, 10, 100, 1000])
     rng = np.random.default_rng(machine.n)
@@ -457,7 +457,7 @@ def test_top_down_on_large_uneven_switches_with_both_metis_modes(monkeypatch, di
 
     from mapper import CommGraph
     from mapper.construction import topdown
-    from mapper.machine import Hierarchy
+    from mapper.model.machine import Hierarchy
 
     tree = [[[512, 512]] * 10, [[512, 512]] * 8 + [[1024, 1024]] * 2,
             [[1024, 1024]] * 7]

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper import Hierarchy, _kernels, evaluate, map_processes
-from mapper.congestion import uplink_loads
+from mapper import Hierarchy, evaluate, map_processes
+from mapper.objectives import _volumes
+from mapper.objectives.congestion import uplink_loads
 from mapper.search import congested
 from slurm_plugin.profiles.generators import generate
 from tests.helpers.mapper_cases import random_graph
@@ -27,7 +28,7 @@ _MACHINES = [
 
 def _cuts(graph, machine, pe, level):
     groups = len(machine.bounds[level]) - 1
-    return _kernels.group_cuts(graph.indptr, graph.indices, graph.weights, pe,
+    return _volumes.group_cuts(graph.indptr, graph.indices, graph.weights, pe,
                                machine.group_ids, level, groups)
 
 

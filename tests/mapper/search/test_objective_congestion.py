@@ -2,7 +2,7 @@
 busiest link of each level.  Where objective J's comparison refuses the algorithm's
 result for a link, that result is brought under the caps and competes; elsewhere the
 result is objective J's, bit for bit.  Links are checked here by walking the edges,
-sharing nothing with mapper.congestion or the compiled search."""
+sharing nothing with mapper.objectives.congestion or the compiled search."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph, Hierarchy, map_processes
-from mapper.api import LINK_TOLERANCE, aim_at_congestion
-from mapper.objective import evaluate
-from mapper.result import MappingResult
+from mapper.objectives.qap import evaluate
+from mapper.solve.api import LINK_TOLERANCE, aim_at_congestion
+from mapper.solve.result import MappingResult
 from slurm_plugin.profiles.generators import generate
 
 LEVELS = [1, 2]  # node links, leaf uplinks

@@ -1,8 +1,8 @@
 """The phases' caps in the constrained search (mapper.search.phase_caps): pace channel
 loads and their compiled swap deltas against loops over the definitions, and every
 cap of a profile's phases kept whenever the search reports success, checked with the
-rule's own measures (mapper.congestion.uplink_loads, mapper.phases.latency_pace,
-round_latency) and loops over the edges."""
+rule's own measures (mapper.objectives.congestion.uplink_loads,
+mapper.objectives.phase_time.latency_pace, round_latency) and loops over the edges."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper import CommGraph, Hierarchy, evaluate, map_processes
-from mapper.api import aim_at_congestion, aim_at_congestion_and_phases, phase_refusal
-from mapper.congestion import uplink_loads
-from mapper.phases import Phase, PhasedGraph, latency_pace, make_phase, round_latency, with_phases
+from mapper.model.phased_graph import Phase, PhasedGraph, make_phase, with_phases
+from mapper.objectives.congestion import uplink_loads
+from mapper.objectives.phase_time import latency_pace, round_latency
 from mapper.search import _congested, congested
 from mapper.search import phase_caps as phase_caps_module
 from mapper.search.phase_caps import pace_channels, pace_loads, phase_caps
+from mapper.solve.api import aim_at_congestion, aim_at_congestion_and_phases, phase_refusal
 from slurm_plugin.profiles.generators import generate
 from tests.mapper.search.test_congested import _MACHINES
 from tests.mapper.test_phases import _links_brute
@@ -147,7 +148,7 @@ def test_rounds_beyond_the_row_budget_are_left_to_the_rule(monkeypatch):
 
 def _phase_loads(phased: PhasedGraph, machine: Hierarchy, pe, levels) -> list[list[float]]:
     """Per phase without a pace, its busiest uplink volume at each level (the rule's
-    own measure, mapper.congestion)."""
+    own measure, mapper.objectives.congestion)."""
     return [[u.volume for u in uplink_loads(p.graph, machine, pe, levels)]
             for p in phased.phases if not p.pace]
 

@@ -6,7 +6,7 @@ Loads are recomputed by the independent route walks of tests/mapper/test_link_lo
 (step-by-step dimension-order walks, explicit dragonfly link lists, row-then-column
 walks of Tianhe-3's chips), J by a plain loop
 over the edges with the machine's pairwise distance: nothing here shares code with
-mapper.link_load's route tables or the compiled search."""
+mapper.objectives.link_load's route tables or the compiled search."""
 
 from __future__ import annotations
 
@@ -16,20 +16,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapper import CommGraph, map_processes
-from mapper.api import aim_at_routed_congestion
-from mapper.link_load import (
+from mapper.model.machine import Hierarchy
+from mapper.model.networks import (
+    NodeHopMachine,
+    dragonfly_hops,
+    mesh_hops,
+    tianhe3_hops,
+    torus_hops,
+)
+from mapper.objectives.link_load import (
     dragonfly_network,
     link_loads,
     mesh_network,
     tianhe3_network,
     torus_network,
 )
-from mapper.machine import Hierarchy
-from mapper.networks import NodeHopMachine, dragonfly_hops, mesh_hops, tianhe3_hops, torus_hops
-from mapper.objective import evaluate
-from mapper.result import MappingResult
+from mapper.objectives.qap import evaluate
 from mapper.search import routed
 from mapper.search.routed import ROUTED_TOLERANCE
+from mapper.solve.api import aim_at_routed_congestion
+from mapper.solve.result import MappingResult
 from tests.helpers.mapper_cases import random_graph
 from tests.mapper.test_link_load import (
     _brute_loads,

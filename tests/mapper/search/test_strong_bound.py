@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph, Hierarchy
-from mapper.objective import evaluate
+from mapper.objectives.qap import evaluate
 from mapper.search import iterated_local_search
 from mapper.search.cycles import STEP_OVERRUN, cycle_search
 from mapper.search.iterated import ROUND_OVERRUN, work_bound

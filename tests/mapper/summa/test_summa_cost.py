@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from mapper.machine import Hierarchy
+from mapper.model.machine import Hierarchy
 from mapper.summa.cost import (
     Grouping,
     GroupingError,

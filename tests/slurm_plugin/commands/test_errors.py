@@ -12,8 +12,9 @@ import tomllib
 from mapper.errors import RankmapError
 from slurm_plugin.commands.cli import main
 
-MODULES = ["mapper.graph", "mapper.io.graph_format", "mapper.machine", "mapper.objective",
-           "mapper.api", "mapper.io.mapping_file", "mapper.io.distance_matrix_file",
+MODULES = ["mapper.model.graph", "mapper.io.graph_format", "mapper.model.machine",
+           "mapper.objectives.qap",
+           "mapper.solve.api", "mapper.io.mapping_file", "mapper.io.distance_matrix_file",
            "slurm_plugin.commands.args", "slurm_plugin.site.config",
            "slurm_plugin.slurm.allocation", "slurm_plugin.slurm.backends",
            "slurm_plugin.slurm.topology", "slurm_plugin.common.hostlist",

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from mapper.errors import RankmapError
-from mapper.graph import CommGraph
 from mapper.io.mesh_file import read_mesh, write_mesh_metis
-from mapper.machine import Hierarchy
 from mapper.mesh import evaluate_partition, mesh_from_graph
 from mapper.mesh.architecture import architecture_from_hierarchy
 from mapper.mesh.method_names import PARTITION_METHODS
+from mapper.model.graph import CommGraph
+from mapper.model.machine import Hierarchy
 from slurm_plugin.commands.mesh_cli import add_evaluate_partition_command, add_partition_command
 
 MACHINE = ["--hierarchy", "4:3:2", "--distances", "1:10:100"]

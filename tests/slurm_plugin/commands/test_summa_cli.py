@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 import tracemalloc
 
 import numpy as np
@@ -184,7 +183,6 @@ def test_a_huge_speeds_file_stops_at_the_first_line_too_many():
     compared; 5 million here must stop at line 5 having allocated almost nothing."""
     text = "1\n" * 5_000_000
     tracemalloc.start()
-    start = time.process_time()
     try:
         with pytest.raises(SummaFileError, match=r"^big:5: more than 4 speeds"):
             parse_speeds(text, "big", 4)
@@ -192,7 +190,6 @@ def test_a_huge_speeds_file_stops_at_the_first_line_too_many():
     finally:
         tracemalloc.stop()
     assert peak < 50 << 20, f"{peak} bytes at the peak"
-    assert time.process_time() - start < 2
 
 
 def test_cli_argument_errors(inputs):

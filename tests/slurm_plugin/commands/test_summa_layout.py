@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import time
 import tracemalloc
 
 import numpy as np
@@ -243,7 +242,6 @@ def test_the_reader_stops_at_the_first_line_beyond_the_header():
     text = ("4 4\n0 0 0 0 0 1 4\n1 0 1 1 0 1 4\n2 0 2 2 0 1 4\n3 0 3 3 0 1 4\n"
             + "x\n" * 5_000_000)
     tracemalloc.start()
-    start = time.process_time()
     try:
         with pytest.raises(SummaFileError, match=r"^big:6: more than 4 rank lines"):
             parse_arrangement(text, "big")
@@ -251,7 +249,6 @@ def test_the_reader_stops_at_the_first_line_beyond_the_header():
     finally:
         tracemalloc.stop()
     assert peak < 50 << 20, f"{peak} bytes at the peak"
-    assert time.process_time() - start < 2
 
 
 def test_an_arranged_file_must_restack_the_same_rectangles(bad):

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -159,11 +160,9 @@ def test_the_time_budget_ends_the_worker_and_all_it_started(tmp_path):
         subprocess.Popen(["sleep", "{marker}"], process_group=0)
         time.sleep(600)
     """
-    start = time.monotonic()
     with create_job_dir(tmp_path, "9") as jd:
         status, why = run_worker_process(fake_worker(body), {}, jd, 1.5, 1000)
     assert status is None and "did not finish within 1.5 s" in why
-    assert time.monotonic() - start < 20
     assert processes_with(marker) == []
 
 
@@ -227,10 +226,8 @@ def hanging_scontrol(bin_dir: Path, marker: str) -> None:
 def test_a_slurm_command_time_out_ends_its_children(tmp_path):
     marker = f"{uuid.uuid4().int % 10**6 + 1000}.{os.getpid()}"
     hanging_scontrol(tmp_path / "bin", marker)
-    start = time.monotonic()
     with pytest.raises(SlurmQueryError, match="no answer within 0.5 s"):
         run_slurm(["scontrol", "show", "job"], 0.5, bin_dir=str(tmp_path / "bin"))
-    assert time.monotonic() - start < 10
     assert processes_with(marker) == []
 
 
@@ -275,9 +272,7 @@ def test_nothing_of_the_job_user_remains_after_a_hanging_scontrol(where, monkeyp
                "SPANK_RANKMAP_COMM_PROFILE": "ring", "RANKMAP_CONFIG": str(config),
                "PYTHONPATH": str(ROOT)}
         monkeypatch.setattr(prolog, "SLURM_PATH", os.environ.get("PATH", "/usr/bin:/bin"))
-        start = time.monotonic()
         prolog.handle_job(env, parse_config(text, str(config)))
-        assert time.monotonic() - start < 60
         report = (out / "job.77" / "report.txt").read_text()
         assert ("no answer within 1 s" if where == "command time-out"
                 else "did not finish within 3.5 s") in report, report
@@ -293,14 +288,25 @@ def test_nothing_of_the_job_user_remains_after_a_hanging_scontrol(where, monkeyp
 
 def test_worker_slots_bound_the_computations_at_once(tmp_path):
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    got: list[str] = []
+
+    def third() -> None:  # a computation allowed to wait for a slot
+        with worker_slot(fd, 2, 60):
+            got.append("held")
+
     try:
-        with worker_slot(fd, 2, 0) as w1, worker_slot(fd, 2, 0) as w2:
-            assert w1 < 1 and w2 < 1
-            start = time.monotonic()
-            with pytest.raises(NoWorkerSlot, match=r"max_workers = 2"):
-                with worker_slot(fd, 2, 0.3):
-                    pass
-            assert time.monotonic() - start >= 0.3
+        with worker_slot(fd, 2, 0) as w1:
+            with worker_slot(fd, 2, 0) as w2:
+                assert w1 < 1 and w2 < 1
+                with pytest.raises(NoWorkerSlot, match=r"max_workers = 2"):
+                    with worker_slot(fd, 2, 0.3):
+                        pass
+                waiter = threading.Thread(target=third)
+                waiter.start()
+                time.sleep(0.5)
+                assert got == []  # both slots held: it waits
+            waiter.join(60)  # one holder left: it gets that slot
+            assert not waiter.is_alive() and got == ["held"]
         with worker_slot(fd, 2, 0):  # released when the holders left
             pass
     finally:

@@ -6,7 +6,7 @@ candidate of least phase time over every link level (issue 33 item 3).
 The cases are those simulated in bench/README.md ("A halo exchanged by dimension"): a
 periodic halo on nodes of 8 cores under a 3-level tree of 4-node leaves, 4 leaves per
 middle switch, 4:1 uplinks.  The model is recomputed here by plain loops over ranks and
-their six neighbours, sharing nothing with mapper.phases: per rank, the sum over the
+their six neighbours, sharing nothing with mapper.objectives.phase_time: per rank, the sum over the
 dimensions of the busiest uplink on its own path (node link, leaf uplink, middle
 uplink, each over its capacity: 1, 4 nodes / 4, 16 nodes / 4) that the dimension's
 messages cross."""
@@ -18,8 +18,8 @@ import json
 import numpy as np
 
 from mapper import map_processes
-from mapper.api import BOXES_SHARED
-from mapper.congestion import uplink_loads
+from mapper.objectives.congestion import uplink_loads
+from mapper.solve.api import BOXES_SHARED
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate

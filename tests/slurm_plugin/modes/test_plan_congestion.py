@@ -6,8 +6,8 @@ import json
 import numpy as np
 
 from mapper import CommGraph
-from mapper.api import LINK_TOLERANCE, REGROUPED_IN_ORDER
-from mapper.congestion import raised_uplink, uplink_loads
+from mapper.objectives.congestion import raised_uplink, uplink_loads
+from mapper.solve.api import LINK_TOLERANCE, REGROUPED_IN_ORDER
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout
 from slurm_plugin.machine.speeds import layout_link_weights
@@ -115,7 +115,7 @@ def test_the_regrouping_comes_before_the_polish_and_sets_its_bar(monkeypatch):
     # with the algorithm's result refused, the regrouped baseline is what can win: it is
     # computed first (a 2^20-rank job's budget used to run out in the polish, leaving
     # block's placement), and the polish must then beat its J to matter
-    from mapper import api
+    from mapper.solve import api
 
     bars = []
     real = api._polished

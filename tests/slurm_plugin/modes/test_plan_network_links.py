@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph, MappingResult
-from mapper.api import _routed_refusal
-from mapper.networks import torus_hops
-from mapper.objective import evaluate
+from mapper.model.networks import torus_hops
+from mapper.objectives.qap import evaluate
 from mapper.search.routed import ROUTED_TOLERANCE, caps_of
+from mapper.solve.api import _routed_refusal
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.network_source import hop_machine, load_network, routed_network
 from slurm_plugin.modes.graph_job import make_plan
@@ -142,7 +142,7 @@ def test_an_applied_torus_placement_raises_no_level_walked_independently():
 
 def test_a_placement_that_raises_a_link_is_refused_with_the_level_and_routing():
     """Random candidates against block on the torus: whenever the walk says a level's
-    busiest link is raised, the solver's rule (mapper.api, given the routed network)
+    busiest link is raised, the solver's rule (mapper.solve.api, given the routed network)
     refuses it and says which level and routing; otherwise the candidate passes."""
     net = load_network(_config(NETWORKS["torus"]))
     layout = _layout(JOB_NODES, (2,) * 8)

@@ -8,7 +8,7 @@ The cases are those simulated: 32 nodes of 8 cores, leaves of 4 nodes, under one
 spine (tree2), under middle switches of 4 leaves (tree3), or with each leaf holding
 every eighth node (interleaved).  The pace is recomputed here by plain loops over
 ranks and their grid neighbours, from node names and the topology's switch names,
-sharing nothing with mapper.phases."""
+sharing nothing with mapper.objectives.phase_time."""
 
 from __future__ import annotations
 

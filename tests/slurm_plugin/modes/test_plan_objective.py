@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from mapper.congestion import uplink_loads
+from mapper.objectives.congestion import uplink_loads
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph
-from mapper.phases import merge_global_phases
+from mapper.model.phased_graph import merge_global_phases
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.smpi_ti import import_ti_phases

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mapper import CommGraph
-from mapper.phases import merge_global_phases
+from mapper.model.phased_graph import merge_global_phases
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.profiles.smpi_ti import import_ti_phases
 from slurm_plugin.slurm.topology import parse_topology_conf

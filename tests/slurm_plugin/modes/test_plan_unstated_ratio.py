@@ -9,9 +9,9 @@ two neighbours) at 512 ranks, 64 nodes of 8 cores under leaves of 4 nodes and mi
 switches of 4 leaves.  NPB 3.3 MG (class A, SMPI, 4:1) ran 1.157x block's time under
 the J-optimal placement, which passes every per-level check, and 1.003x under the one
 this rule leaves (bench/README.md, "NPB by phase").  The phase time is recomputed
-here by plain loops over ranks and their partners, sharing nothing with mapper.phases:
-per rank, the sum over phases of the busiest own uplink its messages cross (node
-link, leaf uplink, middle uplink, each loaded by the whole phase over its capacity:
+here by plain loops over ranks and their partners, sharing nothing with
+mapper.objectives.phase_time: per rank, the sum over phases of the busiest own uplink its messages
+cross (node link, leaf uplink, middle uplink, each loaded by the whole phase over its capacity:
 1, 4 nodes / ratio, 16 nodes / ratio), the maximum over ranks."""
 
 from __future__ import annotations

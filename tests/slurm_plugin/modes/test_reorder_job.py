@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mapper import CommGraph
-from mapper.reorder import parse_reorder
+from mapper.io.reorder import parse_reorder
 from slurm_plugin.common import job_conventions
 from slurm_plugin.common.job_conventions import DIST_GRAPH_FILE, GROUP_GRAPH_FILE
 from slurm_plugin.common.reorder_steps import (
@@ -154,7 +154,7 @@ def test_the_group_graph_is_the_seeds_for_the_placement_applied():
     MPI_Dist_graph_create — for a job placed by the matching, matching_tree's edges with
     the profile's weights; numbered by new rank like dist_graph."""
     from mapper.construction.matching import matching, matching_tree
-    from mapper.reorder import parse_group_graph
+    from mapper.io.reorder import parse_group_graph
     from tests.mapper.construction.test_matching import TABLE_I
 
     # two nodes of two sockets of two cores: the seed's 3-level binary tree

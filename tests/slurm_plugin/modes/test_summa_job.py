@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import sys
-import time
 import tracemalloc
 import types
 from pathlib import Path
@@ -238,7 +237,6 @@ def test_load_refuses_the_first_speed_beyond_the_tasks_without_reading_on(tmp_pa
         load_summa_input(f"summa-fpm:{f}", 4, [], True, 1 << 20)
     f.write_text("1\n" * 5_000_000)
     tracemalloc.start()
-    start = time.process_time()
     try:
         with pytest.raises(SummaFileError, match=r":5: more than 4 speeds"):
             load_summa_input(f"summa-fpm:{f}", 4, [], True, 64 << 20)
@@ -246,7 +244,6 @@ def test_load_refuses_the_first_speed_beyond_the_tasks_without_reading_on(tmp_pa
     finally:
         tracemalloc.stop()
     assert peak < 50 << 20, f"{peak} bytes at the peak"  # the file's bytes and text: 20 MB
-    assert time.process_time() - start < 2
 
 
 # -- grouping level ------------------------------------------------------------------------

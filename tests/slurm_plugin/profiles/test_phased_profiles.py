@@ -1,5 +1,5 @@
 """Profiles by phase: the generators' phases (npb-cg, npb-ft) and the store's
-``phases`` key (mapper.phases.PhasedGraph)."""
+``phases`` key (mapper.model.phased_graph.PhasedGraph)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from mapper import CommGraph, Hierarchy
 from mapper.io.mtx_file import write_mtx
-from mapper.phases import PhasedGraph, phase_time
+from mapper.model.phased_graph import PhasedGraph
+from mapper.objectives.phase_time import phase_time
 from slurm_plugin.profiles.generators import GeneratorError, generate, generate_phases
 from slurm_plugin.profiles.samples import SampledGraph
 from slurm_plugin.profiles.store import ProfileError, ProfileStore
@@ -323,7 +324,7 @@ def _loop_trace(iterations: int) -> dict[int, str]:
 
 
 def test_equal_global_phases_merge_without_changing_the_model(tmp_path) -> None:
-    from mapper.phases import merge_global_phases
+    from mapper.model.phased_graph import merge_global_phases
     from slurm_plugin.profiles.smpi_ti import import_ti_phases
 
     g = import_ti_phases(_ti(tmp_path, _loop_trace(6)))

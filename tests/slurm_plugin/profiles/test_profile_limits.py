@@ -72,7 +72,6 @@ def assert_refused(out: dict, name: str, *fragments: str) -> None:
     assert name in out["message"], out
     for fragment in fragments:
         assert fragment in out["message"], out
-    assert out["seconds"] < 5, out
     assert out["grew_kib"] < 64 * 1024, out  # nothing of the declared size was allocated
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from mapper import CommGraph
 from mapper.io.mtx_file import write_mtx
-from mapper.objective import evaluate
+from mapper.objectives.qap import evaluate
 from slurm_plugin.commands.profile_cli import add_profile_commands
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.phases import PhasedGraph, latency_pace
+from mapper.model.phased_graph import PhasedGraph
+from mapper.objectives.phase_time import latency_pace
 from slurm_plugin.commands.cli import main
 from slurm_plugin.profiles.smpi_ti import PIPELINE_BYTES, import_ti, import_ti_phases
 from slurm_plugin.profiles.store import ProfileError, ProfileStore

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper.machine import Hierarchy
-from mapper.phases import merge_global_phases, round_latency
+from mapper.model.machine import Hierarchy
+from mapper.model.phased_graph import merge_global_phases
+from mapper.objectives.phase_time import round_latency
 from slurm_plugin.commands.cli import main
 from slurm_plugin.profiles.smpi_ti import PIPELINE_BYTES, import_ti, import_ti_phases
 from slurm_plugin.profiles.store import ProfileError, ProfileStore

@@ -3,7 +3,7 @@
 J (volume × distance) sums traffic; a bulk-synchronous step waits for its busiest link.
 Hoefler & Snir's congestion makes that measurable: the *load* of a link is the sum of
 the volumes of the messages whose route crosses it, the *congestion* of a placement is
-the largest load divided by the link's bandwidth.  :mod:`mapper.congestion` computes
+the largest load divided by the link's bandwidth.  :mod:`mapper.objectives.congestion` computes
 it on a tree, where a group's uplink load is its cut; this module computes it on any
 network whose routing is fixed, from explicit routes.
 
@@ -14,7 +14,7 @@ ratios matter; congestion is ``load / capacity``).  Links are grouped in *levels
 (node links, a tree's per-level uplinks, a torus's network links, a dragonfly's local
 and global links) whose ids are contiguous: ``level_bounds[i]:level_bounds[i+1]``.
 Routes are kept between the job's nodes (N of them, in the order of the machine's
-PEs, which run node by node as in :class:`~mapper.networks.NodeHopMachine`), as a CSR
+PEs, which run node by node as in :class:`~mapper.model.networks.NodeHopMachine`), as a CSR
 over the N² ordered pairs: the route from node a to node b crosses
 ``route_links[route_ptr[a*N + b] : route_ptr[a*N + b + 1]]``, in path order.  Memory:
 8·N² bytes of pointers plus 4 bytes per link of every route, 4·N²·(h̄ + 2) for mean
@@ -26,26 +26,26 @@ slots first, then its routers or switches) for reports and tests.
 
 Routing rules (builders)
 ------------------------
-* :func:`tree_network` — a :class:`~mapper.machine.Hierarchy` from its node level up:
+* :func:`tree_network` — a :class:`~mapper.model.machine.Hierarchy` from its node level up:
   one uplink per group of each level below the root, with one capacity per level (an
   oversubscribed level is a smaller capacity: 4:1 is ``1/4`` of the level below).
   The route from a to b climbs to their lowest common group and descends; it crosses
   a's and b's uplinks at every level below it.  Routes are unique, so the load of a
-  group's uplink is its cut, exactly :func:`mapper.congestion.uplink_loads`.
+  group's uplink is its cut, exactly :func:`mapper.objectives.congestion.uplink_loads`.
 * :func:`torus_network`, :func:`mesh_network` — one node per router at coordinate
-  ``np.unravel_index(slot, dims)`` (:mod:`mapper.networks.grids`).  Dimension-order
+  ``np.unravel_index(slot, dims)`` (:mod:`mapper.model.networks.grids`).  Dimension-order
   routing, dimension 0 first.  Along a torus ring of length L the route takes the
   shorter way; on a tie (L even, the target L/2 away) it goes **up** (increasing
   coordinate, wrapping from L-1 to 0), from both ends — so the routes a → b and
   b → a of such a pair use the two different halves of the ring.  A ring of length 2
   has a single link (no separate wrap-around link), one of length 1 none.  The route
   crosses exactly ``torus_hops`` (``mesh_hops``) network links, plus the node links.
-* :func:`dragonfly_network` — :mod:`mapper.networks.dragonfly`'s model and minimal
+* :func:`dragonfly_network` — :mod:`mapper.model.networks.dragonfly`'s model and minimal
   routing: node link, a local link to the router holding the global link to the
   target group (if that is not the source router), the global link, a local link
   from its far end to the target router (if needed), node link; inside a group one
   local link between two routers.  The number of links equals ``dragonfly_hops``.
-* :func:`tianhe3_network` — the machine :mod:`mapper.networks.tianhe3`'s default hop
+* :func:`tianhe3_network` — the machine :mod:`mapper.model.networks.tianhe3`'s default hop
   counts (1, 2, 3) describe: nodes on a chip router, the chips in a grid whose rows
   and columns are fully connected (a 2D HyperX).  Dimension-order routing, along the
   row first: node link, the row link to the target's column (if the columns differ),
@@ -81,7 +81,7 @@ O(L) rescan; the tree never does.
 
 How the never-worse rule uses it for ``[network]`` jobs
 --------------------------------------------------------
-As on a tree (:func:`mapper.congestion.raised_uplink`): per level, the candidate's
+As on a tree (:func:`mapper.objectives.congestion.raised_uplink`): per level, the candidate's
 busiest ``load / capacity`` against the baseline's (Slurm's default), and a candidate
 that raises any level beyond the tolerance is refused whatever its J.  Levels are
 never compared with each other.  The levels compared: ``node`` (the node links: every
@@ -89,8 +89,8 @@ network); on a torus, mesh or Tianhe-3 ``network`` (all router-to-router links
 together: one capacity, and dimension-order routing can move traffic between
 dimensions; Tianhe-3's row and column links play the same role in its hop model); on a
 dragonfly ``local`` and ``global`` apart (different cables and bandwidths); on a tree
-(and on a tree approximation, :mod:`mapper.networks.tree_approx`) each level from the
-node level up to the one below the root, as :func:`mapper.congestion.uplink_loads`
+(and on a tree approximation, :mod:`mapper.partitioners.tree_approx`) each level from the
+node level up to the one below the root, as :func:`mapper.objectives.congestion.uplink_loads`
 does.  Intra-node traffic crosses no link.  :func:`level_congestion` gives those
 per-level maxima.
 ``map_processes(..., routed=network)`` applies that rule to every candidate (tolerance
@@ -123,10 +123,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _linkload
-from .graph import CommGraph
-from .machine import Hierarchy, MachineError
-from .objective import check_mapping
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy, MachineError
+from . import _link_load
+from .qap import check_mapping
 
 _Segment = tuple[np.ndarray, Callable[[np.ndarray, np.ndarray], np.ndarray]]
 
@@ -371,7 +371,7 @@ def _grid_network(dims: Sequence[int], wrap: bool, slots, node_sizes, node_capac
 def torus_network(dims: Sequence[int], *, slots: Sequence[int] | np.ndarray | None = None,
                   node_sizes: Sequence[int] | np.ndarray | None = None,
                   node_capacity: float = 1.0, link_capacity: float = 1.0) -> RoutedNetwork:
-    """A torus (:func:`mapper.networks.torus_hops`'s slots) with dimension-order routing.
+    """A torus (:func:`mapper.model.networks.torus_hops`'s slots) with dimension-order routing.
 
     ``slots``: the machine slot of each job node (default all, in order);
     ``node_sizes``: PEs per job node (default 1).  Link ids: the node links (one per
@@ -383,7 +383,7 @@ def torus_network(dims: Sequence[int], *, slots: Sequence[int] | np.ndarray | No
 def mesh_network(dims: Sequence[int], *, slots: Sequence[int] | np.ndarray | None = None,
                  node_sizes: Sequence[int] | np.ndarray | None = None,
                  node_capacity: float = 1.0, link_capacity: float = 1.0) -> RoutedNetwork:
-    """A mesh (:func:`mapper.networks.mesh_hops`) with dimension-order routing; as
+    """A mesh (:func:`mapper.model.networks.mesh_hops`) with dimension-order routing; as
     :func:`torus_network` without wrap-around links."""
     return _grid_network(dims, False, slots, node_sizes, node_capacity, link_capacity)
 
@@ -402,7 +402,7 @@ def dragonfly_network(groups: int, routers: int, nodes: int, *,
                       node_sizes: Sequence[int] | np.ndarray | None = None,
                       node_capacity: float = 1.0, local_capacity: float = 1.0,
                       global_capacity: float = 1.0) -> RoutedNetwork:
-    """A dragonfly (:func:`mapper.networks.dragonfly_hops`'s model and slot order) with
+    """A dragonfly (:func:`mapper.model.networks.dragonfly_hops`'s model and slot order) with
     minimal routing.  Link ids: node links (id = slot), local links (group by group,
     router pairs in row-major upper-triangle order), global links (group pairs, same
     order).  Vertices: slots, then routers (``group * routers + router``).  O(N² ·
@@ -460,7 +460,7 @@ def tianhe3_network(rows: int, cols: int, nodes_per_chip: int, *,
                     slots: Sequence[int] | np.ndarray | None = None,
                     node_sizes: Sequence[int] | np.ndarray | None = None,
                     node_capacity: float = 1.0, link_capacity: float = 1.0) -> RoutedNetwork:
-    """The Tianhe-3 layout (:func:`mapper.networks.tianhe3_hops`'s slot order) as links:
+    """The Tianhe-3 layout (:func:`mapper.model.networks.tianhe3_hops`'s slot order) as links:
     ``rows × cols`` chip routers with ``nodes_per_chip`` nodes each, every two chips of a
     row joined by a link and every two chips of a column too (a 2D HyperX, the name Ahn
     et al. give a grid with fully connected rows and columns; a flattened butterfly
@@ -540,7 +540,7 @@ def link_loads(graph: CommGraph, mapping: np.ndarray, network: RoutedNetwork) ->
     """Load of every link (``float64``, volume of both directions) under ``mapping``
     (rank → PE).  Compiled; O(n + m·h) for m edges and h links per route."""
     pi = check_mapping(mapping, network.n, graph.n)
-    return _linkload.link_loads(graph.indptr, graph.indices, graph.weights, pi,
+    return _link_load.link_loads(graph.indptr, graph.indices, graph.weights, pi,
                                 network.pe_node, network.route_ptr, network.route_links,
                                 network.nodes, network.links, network.symmetric)
 
@@ -556,7 +556,7 @@ def swap_delta(graph: CommGraph, mapping: np.ndarray, network: RoutedNetwork,
     _check_ranks(u, v, len(pi))
     if loads.dtype != np.float64 or not loads.flags.c_contiguous:
         raise ValueError("loads must be a contiguous float64 array (it is updated in place)")
-    _linkload.swap_delta(graph.indptr, graph.indices, graph.weights, pi, network.pe_node,
+    _link_load.swap_delta(graph.indptr, graph.indices, graph.weights, pi, network.pe_node,
                          network.route_ptr, network.route_links, network.nodes,
                          network.symmetric, loads, int(u), int(v))
 
@@ -587,7 +587,7 @@ class LinkLoadTracker:
         pi = check_mapping(mapping, network.n, graph.n)
         self.network = network
         self._n = len(pi)
-        self._t = _linkload.LoadTracker(graph.indptr, graph.indices, graph.weights, pi,
+        self._t = _link_load.LoadTracker(graph.indptr, graph.indices, graph.weights, pi,
                                         network.pe_node, network.route_ptr,
                                         network.route_links, network.nodes,
                                         network.capacity, network.symmetric)

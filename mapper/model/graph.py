@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import RankmapError
+from ..errors import RankmapError
 
 
 class GraphError(RankmapError, ValueError):

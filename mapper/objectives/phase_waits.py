@@ -1,6 +1,6 @@
 """Phase time with waits passed on: a rank late in one phase delays its partners in the next.
 
-:func:`mapper.phases.phase_time` charges each synchronising group its own members'
+:func:`mapper.objectives.phase_time.phase_time` charges each synchronising group its own members'
 busiest uplinks, phase by phase, and sums them per group: nothing a group waits for
 reaches another group.  Where every rank is its own group (a halo or NPB MG's borders
 exchanged one dimension after the other) that is the time of the busiest rank alone.
@@ -13,7 +13,7 @@ as slow over the whole sequence, but Top-Down's nodes are slow in different
 dimensions, so their partners wait for them in turn.  Most of it is start-up: with 16
 iterations the same placements ran 1.033x, 1.009x per iteration after the fourth.
 
-**Its use**: the never-worse rule (:func:`mapper.api.phase_refusal`) refuses a
+**Its use**: the never-worse rule (:func:`mapper.solve.api.phase_refusal`) refuses a
 candidate whose waiting time exceeds the baseline's by more than the links'
 tolerance, where the uplinks' ratio is known.  It does not rank candidates: as a tie
 break of the phase time it picked Slurm's nodes regrouped over Top-Down's result for
@@ -26,7 +26,7 @@ no longer share the links at once.  As a guard it refuses neither.
 as a discrete-event simulation of message dependencies would run it (LogGOPSim's
 dependency graphs without the LogGP terms).  ``x[r]`` is the time rank r reaches the
 phase; a message between u and v starts when both are there, and holds u for the
-busiest uplink of u's own side it crosses (as :func:`~mapper.phases.phase_time`
+busiest uplink of u's own side it crosses (as :func:`~mapper.objectives.phase_time.phase_time`
 charges it: the cut of the phase over capacity, at every level of ``levels``), v
 likewise:
 
@@ -36,10 +36,10 @@ then every synchronising group waits for its slowest member (``x[r] = max_{S(r)}
 The whole sequence is run :data:`SWEEPS` times from 0 (a job repeats it) and the time
 is ``max x / SWEEPS``: the cycle mean of the recurrence plus a start-up term that the
 sweeps amortise.  Where every rank is its own group it is at least the busiest rank's
-sum of :func:`~mapper.phases.phase_time` (every rank's own cycle is in it), and equal
+sum of :func:`~mapper.objectives.phase_time.phase_time` (every rank's own cycle is in it), and equal
 to it when no wait reaches a partner.  A phase repeated k times is taken once with k
 times its durations (its waits are passed on once, not k times).  Latency-bound phases
-(:attr:`Phase.pace`) are left out, as in :func:`~mapper.phases.phase_time`.
+(:attr:`Phase.pace`) are left out, as in :func:`~mapper.objectives.phase_time.phase_time`.
 
 References: T. Hoefler, T. Schneider, A. Lumsdaine, "LogGOPSim - Simulating Large-Scale
 Applications in the LogGOPS Model", HPDC 2010, doi:10.1145/1851476.1851564 (message
@@ -57,11 +57,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import _kernels
-from .graph import CommGraph
-from .machine import Hierarchy
-from .objective import check_mapping
-from .phases import Capacities, PhasedGraph, group_capacities
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy
+from ..model.phased_graph import PhasedGraph
+from . import _volumes
+from .phase_time import Capacities, group_capacities
+from .qap import check_mapping
 
 #: Times the phase sequence is run; the start-up of the recurrence (ranks all at 0)
 #: is amortised over them.  For NPB MG at 64 ranks on the 4:1 trees Top-Down's result
@@ -80,7 +81,7 @@ def _own_side_times(phase_graph: CommGraph, machine: Hierarchy, pi: np.ndarray,
     dv = np.zeros(len(u))
     for level, cap in zip(levels, caps, strict=True):
         groups = len(machine.bounds[level]) - 1
-        load = _kernels.group_cuts(phase_graph.indptr, phase_graph.indices,
+        load = _volumes.group_cuts(phase_graph.indptr, phase_graph.indices,
                                    phase_graph.weights, pi, machine.group_ids, level,
                                    groups) / cap
         gu = machine.group_ids[pi[u], level]
@@ -97,7 +98,7 @@ def waiting_time(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     """The phase time of a placement with each rank's waits passed on to its partners
     and its synchronising group (module docstring): ``max x / sweeps`` after
     ``sweeps`` runs of the phase sequence.  ``capacities`` as in
-    :func:`mapper.phases.phase_time` (per level one value or one per group, default
+    :func:`mapper.objectives.phase_time.phase_time` (per level one value or one per group, default
     1).  O(sweeps · Σ_p (n + m_p·L))."""
     if not isinstance(machine, Hierarchy):
         raise TypeError("the waiting time needs a tree machine (Hierarchy)")

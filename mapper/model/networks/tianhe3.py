@@ -11,7 +11,7 @@ with the real numbers pass them as ``hops``.
 
 Slot order: ``((row * cols) + col) * nodes_per_chip + k``.  O(N²) time and memory.
 The same machine as links and routes, for the link check:
-:func:`mapper.link_load.tianhe3_network`.
+:func:`mapper.objectives.link_load.tianhe3_network`.
 
 Reference: Li, Chen, Liu, Yang, Gong, Gan, Li & Xu, OHTMA: an optimized heuristic
 topology-aware mapping algorithm on the Tianhe-3 exascale supercomputer prototype.

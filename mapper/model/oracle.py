@@ -12,11 +12,11 @@ from .networks.node_hop_machine import NodeHopMachine
 
 @dataclass(frozen=True)
 class KernelOracle:
-    """The ``(gid, dist, mat)`` triple of :mod:`mapper._kernels`.
+    """The ``(gid, dist, mat)`` triple of compiled kernels (``mapper/model/_oracle.pxd``).
 
     * hierarchy: per-PE group ids and level distances, ``mat`` None;
     * explicit matrix: ``mat`` (n × n) only;
-    * :class:`~mapper.networks.NodeHopMachine`: the group ids and distances of the
+    * :class:`~mapper.model.networks.NodeHopMachine`: the group ids and distances of the
       levels inside the nodes (last column = node) and ``mat`` = the N × N
       between-node cost ``base + per_hop × hops`` — O(N² + n k), never n × n.
     """

@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import RankmapError
-from .graph import CommGraph
-from .io.text_lines import iter_content_lines
-from .machine import Hierarchy
+from ..errors import RankmapError
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy
+from .text_lines import iter_content_lines
 
 #: the largest weight of the group graph file: MPI takes weights as C ints
 MAX_WEIGHT = 2**31 - 1

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernels
-from .errors import RankmapError
-from .graph import CommGraph
-from .machine import Hierarchy, Machine
+from ..errors import RankmapError
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy, Machine
+from . import _volumes
 
 
 class MappingError(RankmapError, ValueError):
@@ -79,7 +79,7 @@ def evaluate(graph: CommGraph, machine: Machine, mapping: np.ndarray) -> Evaluat
     if isinstance(machine, Hierarchy):
         # compiled: the numpy version (edges, level_of, bincount) took 0.1 s per call
         # at 2^20 ranks, and a plan evaluates a dozen mappings
-        vol = _kernels.level_volumes(graph.indptr, graph.indices, graph.weights, pi,
+        vol = _volumes.level_volumes(graph.indptr, graph.indices, graph.weights, pi,
                                      machine.group_ids)
         j = float(np.dot(vol, machine.distances))
         traffic = tuple(TrafficLevel(name, float(d), float(x))

@@ -25,28 +25,24 @@ from functools import cache, partial
 
 import numpy as np
 
-from . import construction, presets, search
-from .algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
-from .cartesian import cartesian_grid
-from .congestion import (
+from .. import construction, search
+from ..construction.ohtma import ohtma_greedy
+from ..construction.regroup import doubling_steps
+from ..errors import RankmapError
+from ..model.cartesian import cartesian_grid
+from ..model.dense import PARTITION_DEGREE, search_depth, uniform_pattern
+from ..model.graph import CommGraph, GraphError
+from ..model.machine import Hierarchy, Machine, MachineError
+from ..model.phased_graph import PhasedGraph
+from ..objectives.congestion import (
     LinkCapacities,
     LinkWeights,
     check_link_weights,
     raised_uplink,
     uplink_loads,
 )
-from .construction.ohtma import ohtma_greedy
-from .construction.regroup import doubling_steps
-from .dense import PARTITION_DEGREE, search_depth, uniform_pattern
-from .errors import RankmapError
-from .graph import CommGraph, GraphError
-from .link_load import RoutedNetwork
-from .machine import Hierarchy, Machine, MachineError
-from .objective import check_mapping, evaluate
-from .partitioners.metis import balanced_partition
-from .phase_waits import waiting_time
-from .phases import (
-    PhasedGraph,
+from ..objectives.link_load import RoutedNetwork
+from ..objectives.phase_time import (
     links_crossed,
     phase_node_hop_bytes,
     phase_time,
@@ -55,11 +51,16 @@ from .phases import (
     raised_ratio,
     raised_round_latency,
 )
+from ..objectives.phase_waits import waiting_time
+from ..objectives.qap import check_mapping, evaluate
+from ..partitioners.metis import balanced_partition
+from ..search import congested
+from ..search import routed as routed_search
+from ..search.cycles import cycle_search
+from ..search.phase_caps import PhaseCaps, phase_caps
+from . import presets
+from .algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
 from .result import PHASES, MappingResult
-from .search import congested
-from .search import routed as routed_search
-from .search.cycles import cycle_search
-from .search.phase_caps import PhaseCaps, phase_caps
 
 
 class AlgorithmError(RankmapError, ValueError):
@@ -104,7 +105,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     Bottom-Up is not interruptible (callers that need a hard bound, like the prolog,
     enforce it from outside).  ``attempts`` > 1 repeats the algorithm with seeds
     ``seed, seed+1, …`` inside the same time limit and keeps the best mapping (a preset,
-    ``fast``/``eco``/``strong`` (:mod:`mapper.presets`), fixes its own starts)
+    ``fast``/``eco``/``strong`` (:mod:`mapper.solve.presets`), fixes its own starts)
     (restarts matter for small or rugged instances, where one 2-swap local optimum is
     often not the global one).  ``progress`` is called with a short phase description
     as each phase starts (the CLI shows them on a terminal).
@@ -120,11 +121,11 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     through a shared link: nodes' host links, switches' uplinks) makes the comparison
     with the baseline refuse a candidate that loads the heaviest link of any of those
     levels more than the baseline does (beyond ``LINK_TOLERANCE``), whatever its J
-    (:mod:`mapper.congestion`: J does not see that a bulk-synchronous step waits for
+    (:mod:`mapper.objectives.congestion`: J does not see that a bulk-synchronous step waits for
     its busiest link).  Refused candidates are listed in ``result.rejected`` with the
     reason.  Among the admitted ones whose J is within :data:`NEAR_J` of the least, the
-    least far traffic on one node (:func:`mapper.phases.phase_node_hop_bytes`) comes
-    before J.  ``link_weights`` (:data:`mapper.congestion.LinkWeights`: per hierarchy
+    least far traffic on one node (:func:`mapper.objectives.phase_time.phase_node_hop_bytes`) comes
+    before J.  ``link_weights`` (:data:`mapper.objectives.congestion.LinkWeights`: per hierarchy
     level, each group's link cost, 1 / relative capacity, e.g. from the switches'
     LinkSpeed; 0 for a group without a link) make that comparison one of load over
     capacity, cut × weight (Hoefler & Snir's congestion); without them the links of a
@@ -132,11 +133,11 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
 
     Budgets: with ``time_limit`` the result comes back within it plus the final
     evaluations of J (O(m) each), on dense graphs too: the constructions partition a
-    sparsified view of a dense graph (:func:`mapper.dense.sparsify`) and start no
+    sparsified view of a dense graph (:func:`mapper.model.dense.sparsify`) and start no
     partition after the limit, and the N_C^d depth is lowered where one breadth-first
-    ball would scan more arcs than the budget allows (:func:`mapper.dense.search_depth`;
+    ball would scan more arcs than the budget allows (:func:`mapper.model.dense.search_depth`;
     on a complete graph N_C^1 is the same neighbourhood).  When every bijection has
-    the same J (no edge, or a uniform all-to-all: :func:`mapper.dense.uniform_pattern`)
+    the same J (no edge, or a uniform all-to-all: :func:`mapper.model.dense.uniform_pattern`)
     nothing runs: the baseline (the identity without one) comes back at once with
     ``result.notes`` saying so.
 
@@ -155,7 +156,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     (none left: a note says so).
 
     On a hierarchy, a graph that is a Cartesian grid in rank order
-    (:func:`mapper.cartesian.cartesian_grid`: most halo exchanges, numbered as
+    (:func:`mapper.model.cartesian.cartesian_grid`: most halo exchanges, numbered as
     ``MPI_Cart_create`` does) also gets the grid cut into the tree's groups by
     coordinate bisection (:func:`mapper.construction.coordinate_bisection`: boxes of
     least surface, where partitioners only approach it), candidate :data:`BOXES`, and
@@ -164,10 +165,10 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     algorithm's result is returned (the first on a tie), with one they are compared
     like the others.
 
-    ``routed`` (a :class:`~mapper.link_load.RoutedNetwork` over the machine's PEs: a
+    ``routed`` (a :class:`~mapper.objectives.link_load.RoutedNetwork` over the machine's PEs: a
     torus, mesh, dragonfly or Tianhe-3 layout with its routing,
-    :mod:`mapper.link_load`) is the link model of a machine that is not a switch tree (a
-    :class:`~mapper.networks.NodeHopMachine`), in place of ``congestion_levels``: the
+    :mod:`mapper.objectives.link_load`) is the link model of a machine that is not a switch tree (a
+    :class:`~mapper.model.networks.NodeHopMachine`), in place of ``congestion_levels``: the
     comparison with the baseline refuses a candidate that raises some level's busiest
     routed link (``load / capacity``; node links, router links, a dragonfly's local and
     global links) above the baseline's by more than
@@ -175,8 +176,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     then repairs the refused result under those caps
     (:func:`aim_at_routed_congestion`, :mod:`mapper.search.routed`) as on a tree.
 
-    A graph with phases (:class:`~mapper.phases.PhasedGraph`) on a tree: a candidate
-    whose phase time (:func:`mapper.phases.phase_time`) exceeds the baseline's is
+    A graph with phases (:class:`~mapper.model.phased_graph.PhasedGraph`) on a tree: a candidate
+    whose phase time (:func:`mapper.objectives.phase_time.phase_time`) exceeds the baseline's is
     refused, one congestion level at a time.  ``link_capacities`` (per hierarchy level,
     each group's uplink capacity, comparable across levels, e.g. a switch's host links
     below it over its oversubscription; None for a level without them) replace that
@@ -437,8 +438,8 @@ def aim_at_routed_congestion(graph: CommGraph, machine: Machine, network: Routed
                              best: MappingResult, baseline: np.ndarray, seed: int,
                              time_limit: float | None) -> MappingResult:
     """:func:`aim_at_congestion` on a routed network (a torus, mesh, dragonfly or
-    Tianhe-3 layout, :mod:`mapper.link_load`): ``best`` brought under the baseline's busiest link of
-    each of ``network``'s levels (``load / capacity``), J from ``machine``
+    Tianhe-3 layout, :mod:`mapper.objectives.link_load`): ``best`` brought under the baseline's
+    busiest link of each of ``network``'s levels (``load / capacity``), J from ``machine``
     (:mod:`mapper.search.routed`).  Same repair (with up to
     :data:`~mapper.search.routed.AIM_KICKS` kicks while the caps are not met), else
     constrained polish of the baseline; the result always meets the caps.  Cost:
@@ -528,7 +529,7 @@ def _iterate(graph: CommGraph, machine: Machine, best: MappingResult,
              recipe: presets.Preset, seed: int, time_limit: float | None, reserve: float,
              start: float, share: float, progress: Callable[[str], None] | None
              ) -> MappingResult:
-    """A preset's iterated local search from its best start (mapper.presets), within
+    """A preset's iterated local search from its best start (mapper.solve.presets), within
     ``share`` of the time left."""
     used = time.perf_counter() - start
     left = presets.ILS_TIME_SHARE * used
@@ -615,7 +616,8 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
     """The best of the algorithm's result, the baseline and the polished baseline,
     among those that do not load a shared link more than the baseline (its volume, or
-    with ``link_weights`` its load over capacity: :func:`mapper.congestion.uplink_loads`).
+    with ``link_weights`` its load over capacity:
+    :func:`mapper.objectives.congestion.uplink_loads`).
 
     With a time limit the polish gets at most :data:`_POLISH_SHARE` of the time used
     so far (at least :data:`_POLISH_MIN_SECONDS`) and keeps the best mapping it
@@ -631,7 +633,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     them) of least phase time is applied, J deciding within :data:`LINK_TOLERANCE` of
     it (:func:`_phase_timer`).  Among the admissible candidates whose J is within
     :data:`NEAR_J` of the least, those whose busiest node carries the least far traffic
-    (:func:`mapper.phases.phase_node_hop_bytes`, within :data:`LINK_TOLERANCE`) are
+    (:func:`mapper.objectives.phase_time.phase_node_hop_bytes`, within :data:`LINK_TOLERANCE`) are
     kept before J decides."""
     levels = sorted(congestion_levels or [])
     if levels and not isinstance(machine, Hierarchy):
@@ -752,7 +754,7 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
         winner = replace(winner, notes=(*winner.notes, (
             f"{origin} applied over {by_j[1]} ({_j_gap(by_j[0], winner, tol)}):"
             f" its busiest node's far traffic (volume x links crossed) is {ratio:.2f}x "
-            f"(mapper.phases.phase_node_hop_bytes)")))
+            f"(mapper.objectives.phase_time.phase_node_hop_bytes)")))
     return winner, origin, candidates, rejected
 
 
@@ -785,7 +787,7 @@ def _j_gap(lower: MappingResult, than: MappingResult, tol: float) -> str:
 
 
 #: Relative J gap within which admitted candidates are told apart by the far traffic
-#: of their busiest node (:func:`mapper.phases.phase_node_hop_bytes`) before J: a tie
+#: of their busiest node (:func:`mapper.objectives.phase_time.phase_node_hop_bytes`) before J: a tie
 #: break, measured where J and the links do not separate placements (bench/README.md,
 #: "Far traffic per node"); beyond it J decides.  On LULESH's trace at 512 ranks a
 #: candidate 5.6 % above the least J ran 0.893 of block's time against its 0.781.
@@ -809,7 +811,7 @@ ROUNDS_SHARE = 0.5
 def _phase_timer(graph: CommGraph, machine: Machine, levels: Sequence[int],
                  link_capacities: LinkCapacities | None
                  ) -> Callable[[np.ndarray], float] | None:
-    """The phase time over all ``levels`` (:func:`mapper.phases.phase_time` with the
+    """The phase time over all ``levels`` (:func:`mapper.objectives.phase_time.phase_time` with the
     levels' capacities) of a mapping, for a graph with phases on a tree with
     ``link_capacities``; None otherwise, and for a graph whose volume is mostly in
     exchange rounds (pace ``"rounds"``, more than :data:`ROUNDS_SHARE`): the phase time leaves
@@ -858,8 +860,8 @@ RANK_ORDER_WEIGHT = 0.01
 def rank_order_links(machine: Hierarchy, mapping: np.ndarray, levels: Sequence[int]) -> float:
     """Σ over the steps of a recursive-doubling collective in rank order (ranks r and
     r xor 2^k, r below the largest power of two p ≤ n) of the step's farthest pair's
-    tree links (:func:`mapper.phases.links_crossed`): the latency an allreduce of a few
-    bytes pays under ``mapping``.  O(n log n · L)."""
+    tree links (:func:`mapper.objectives.phase_time.links_crossed`): the latency an allreduce of a
+    few bytes pays under ``mapping``.  O(n log n · L)."""
     pi = np.asarray(mapping, dtype=np.int64)
     p = 1 << (len(pi).bit_length() - 1) if len(pi) else 0
     return float(sum(links_crossed(machine, pi, u, v, levels).max()
@@ -868,7 +870,7 @@ def rank_order_links(machine: Hierarchy, mapping: np.ndarray, levels: Sequence[i
 
 def _boxed(graph: CommGraph, machine: Hierarchy, seed: int,
            deadline: float | None) -> tuple[MappingResult, ...]:
-    """The graph's Cartesian grid (:func:`mapper.cartesian.cartesian_grid`) cut into
+    """The graph's Cartesian grid (:func:`mapper.model.cartesian.cartesian_grid`) cut into
     the machine's groups (:func:`mapper.construction.boxes.coordinate_bisection`):
     :data:`BOXES`, and where it differs :data:`BOXES_SHARED` (equal planes cut across a
     dimension the piece spans, ``share_faces``); none when the graph is no grid in rank
@@ -914,14 +916,14 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
                   link_capacities: LinkCapacities | None = None,
                   capacity_scenarios: Mapping[str, LinkCapacities] | None = None,
                   baseline_waits: Callable[[], float] | None = None) -> str | None:
-    """For a profile with phases (:class:`~mapper.phases.PhasedGraph`) on a tree: why
+    """For a profile with phases (:class:`~mapper.model.phased_graph.PhasedGraph`) on a tree: why
     ``mapping`` may not replace ``baseline`` — its phase time at some level (with
     ``link_capacities``: over all levels together) rises above the baseline's by more
-    than :data:`LINK_TOLERANCE` (:func:`mapper.phases.raised_phase_time`), or (with
+    than :data:`LINK_TOLERANCE` (:func:`mapper.objectives.phase_time.raised_phase_time`), or (with
     ``link_capacities``) its phase time with every rank's waits passed on to its
-    partners (:func:`mapper.phase_waits.waiting_time`) does, or its
-    latency-bound phases' pace does (:func:`mapper.phases.raised_latency_pace`), or its
-    exchange rounds' latency (:func:`mapper.phases.raised_round_latency`), or,
+    partners (:func:`mapper.objectives.phase_waits.waiting_time`) does, or its
+    latency-bound phases' pace does (:func:`mapper.objectives.phase_time.raised_latency_pace`), or
+    its exchange rounds' latency (:func:`mapper.objectives.phase_time.raised_round_latency`), or,
     without ``link_capacities``, its phase time over all levels rises under one of
     ``capacity_scenarios`` — or None (also without phases).  ``saved`` starts the
     reason; ``baseline_waits`` gives the baseline's waiting time where a caller checks
@@ -946,7 +948,7 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
             ratio = f"{waits:.2f}x" if np.isfinite(waits) else "more than"
             return (f"{saved} phase time with the waits its ranks pass on to their "
                     f"partners is {ratio} the baseline's (a rank late in one phase delays "
-                    f"its partners in the next: mapper.phase_waits.waiting_time)")
+                    f"its partners in the next: mapper.objectives.phase_waits.waiting_time)")
     if caps is None and capacity_scenarios:
         for label, scenario in capacity_scenarios.items():
             raised = raised_phase_time(graph, machine, mapping, baseline, levels,
@@ -970,7 +972,7 @@ def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
     ratio = f"{rounds:.2f}x" if np.isfinite(rounds) else "more than"
     return (f"{saved} exchange rounds' farthest messages cross {ratio} the links of the "
             f"baseline's (small messages in rounds: each round waits for its farthest "
-            f"message, mapper.phases.round_latency)")
+            f"message, mapper.objectives.phase_time.round_latency)")
 
 
 #: The polish's first slice, as a share of the smallest polish budget
@@ -1070,7 +1072,7 @@ _SECONDS_PER_STEP = 15e-9
 #: Share of the remaining budget one uninterruptible kernel stretch may take.
 _STRETCH_SHARE = 0.25
 
-#: Seconds per edge of one evaluation of J (mapper.objective.evaluate), measured
+#: Seconds per edge of one evaluation of J (mapper.objectives.qap.evaluate), measured
 #: unloaded (~35 ns at 2 M edges); map_processes keeps this much per evaluation.
 _EVAL_SECONDS_PER_EDGE = 60e-9
 
@@ -1164,7 +1166,7 @@ def _map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
             depth = spec.param
             if time_limit is not None:
                 # a dense graph's balls would scan O(m) arcs per rank between clock
-                # checks; same neighbourhood on a complete graph (mapper.dense)
+                # checks; same neighbourhood on a complete graph (mapper.model.dense)
                 depth = search_depth(graph, depth,
                                      max(1000, int(_BALL_ARCS_PER_SECOND * time_limit)),
                                      seed=seed)

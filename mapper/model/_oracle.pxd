@@ -1,10 +1,15 @@
 # cython: language_level=3
-"""The distance oracle, the CSR graph view and the loop helpers that both compiled
-modules use: :mod:`mapper._kernels` (swap local search, greedy constructions) and
-:mod:`mapper.search._cycles` (3-cycles, ejection chains, iterated local search).
+"""The distance oracle, the CSR graph view and the loop helpers that the compiled
+searches and constructions use (``mapper/search/_swap.pyx``, ``_cycles.pyx``,
+``_congested.pyx``, ``_routed.pyx``; ``mapper/construction/_greedy.pyx``).
 
-The oracle ``(gid, dist, mat)`` and its three cases (hierarchy, explicit n x n matrix,
-node hop machine) are described in ``mapper/_kernels.pyx``; the documentation,
+The oracle ``(gid, dist, mat)`` has three cases: a hierarchy (per-PE group ids ``gid``,
+n x k row-major, with level distances ``dist``, ``mat`` None); an explicit n x n matrix
+(``mat``, ``gid`` and ``dist`` None); nodes on a non-tree network
+(:class:`mapper.model.networks.NodeHopMachine`: ``gid`` and ``dist`` describe the levels
+inside the nodes, the last column of ``gid`` being the node, and ``mat`` is the N x N
+between-node cost ``base + per_hop * hops``; O(N² + n k) memory, never n x n).  The
+documentation,
 complexities and references of the searches are in the Python modules that call them.
 
 Everything here is a struct or a ``cdef inline`` function with its body: a module that
@@ -12,7 +17,7 @@ cimports it compiles its own copy, so the hot loops call ``_dist`` and the Γ bo
 exactly as if they were written in the module (inlined, nogil, no exception check).
 A cdef function exported by one .pyx would instead be called through a pointer table,
 which the compiler cannot inline.  Only the build reads this file: nothing imports a
-``mapper._oracle`` module at run time, so the wheel needs no copy of it.
+``mapper.model._oracle`` module at run time, so the wheel needs no copy of it.
 """
 
 cimport numpy as cnp
@@ -56,7 +61,7 @@ cdef inline double _dist(const Oracle* o, int64_t p, int64_t q) noexcept nogil:
 
 cdef inline Oracle _make_oracle(object gid, object dist, object mat, int64_t n) except *:
     """The oracle over the caller's arrays (they must outlive it); see the three cases
-    in ``mapper/_kernels.pyx``.  Shapes are checked, O(n)."""
+    in this file's docstring.  Shapes are checked, O(n)."""
     cdef Oracle o
     cdef cnp.ndarray[int32_t, ndim=2, mode="c"] g
     cdef cnp.ndarray[double, ndim=1, mode="c"] d
@@ -178,7 +183,7 @@ cdef inline double _gamma_group(const Graph* g, const Oracle* o, const int64_t* 
 
     The value is then the same for every PE of p's innermost group, so it can be
     memoised per group, and Γ_u(π(u)) minus it bounds u's side of the swap gain from
-    above (see local_search in _kernels.pyx).
+    above (see local_search in mapper/search/_swap.pyx).
     """
     cdef int64_t e, q
     cdef int i

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import RankmapError
+from ..errors import RankmapError
 
 
 class MachineError(RankmapError, ValueError):

@@ -4,7 +4,7 @@ hop-bytes = Σ over undirected edges {u, v} of C_uv · hops(π(u), π(v)) — J 
 hop matrix as distance, each edge counted once.  Also reported: the largest hop count
 any communicating pair crosses and the mean hops per byte (hop-bytes / total volume).
 Defined for machines that carry hop counts: an explicit distance matrix (read as hops)
-and :class:`~mapper.networks.NodeHopMachine` (node hops, 0 inside a node).  O(m).
+and :class:`~mapper.model.networks.NodeHopMachine` (node hops, 0 inside a node).  O(m).
 
 Reference: Li, Chen, Liu, Yang, Gong, Gan, Li & Xu, OHTMA: an optimized heuristic
 topology-aware mapping algorithm on the Tianhe-3 exascale supercomputer prototype.
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .graph import CommGraph
-from .machine import DistanceMatrix
-from .networks import NodeHopMachine
+from ..model.graph import CommGraph
+from ..model.machine import DistanceMatrix
+from ..model.networks import NodeHopMachine
 
 
 @dataclass(frozen=True)

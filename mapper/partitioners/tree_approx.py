@@ -1,4 +1,4 @@
-"""A tree (:class:`~mapper.machine.Hierarchy`) that approximates a non-tree network.
+"""A tree (:class:`~mapper.model.machine.Hierarchy`) that approximates a non-tree network.
 
 The tree algorithms (Top-Down, Bottom-Up, matching) need a hierarchy; a torus, a mesh
 or the Tianhe-3 layout has none.  :func:`tree_approximation` builds one from the node
@@ -80,8 +80,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ..machine import Hierarchy, MachineError
-from ..partitioners.metis import balanced_partition
+from ..model.machine import Hierarchy, MachineError
+from .metis import balanced_partition
 
 #: Default bound on the pair swaps of one bisection (see the module docstring).
 DEFAULT_MAX_SWAPS = 64
@@ -164,7 +164,7 @@ def _node_trees(node: Hierarchy | Sequence[Hierarchy], count: int) -> list[Hiera
 
 def machine_pes(order: np.ndarray, node_sizes: Sequence[int] | np.ndarray) -> np.ndarray:
     """``pes[p]`` = the real machine's PE behind tree PE p (``node_sizes`` in real node
-    order, PEs numbered node by node as :class:`~mapper.networks.NodeHopMachine` does).
+    order, PEs numbered node by node as :class:`~mapper.model.networks.NodeHopMachine` does).
     A mapping rank → tree PE becomes rank → real PE as ``pes[mapping]``.  O(n)."""
     sizes = np.asarray(node_sizes, dtype=np.int64)
     order = np.asarray(order, dtype=np.int64)
@@ -184,7 +184,7 @@ def tree_approximation(hops: np.ndarray, node: Hierarchy | Sequence[Hierarchy], 
 
     Returns ``(hierarchy, order)``: ``order[i]`` is the real node at tree position i
     (see the module docstring; :func:`machine_pes` turns it into PEs).  ``base`` and
-    ``per_hop`` are those of the :class:`~mapper.networks.NodeHopMachine` being
+    ``per_hop`` are those of the :class:`~mapper.model.networks.NodeHopMachine` being
     approximated: a network level's distance is ``base + per_hop × mean hops``.
     """
     h = np.asarray(hops, dtype=np.float64)

@@ -7,7 +7,7 @@ plugin (C) keeps its own copy of :data:`ALGORITHMS`; a test compares the two.
 Grammar, case-insensitive, normalised to lower case::
 
     PRESET | CONSTRUCTION[+NEIGHBOURHOOD]
-    PRESET        = fast | eco | strong     (mapper.presets: what each runs)
+    PRESET        = fast | eco | strong     (mapper.solve.presets: what each runs)
     CONSTRUCTION  = identity | random | greedy | greedyallc | topdown | bottomup | ohtma
                   | matching
     NEIGHBOURHOOD = n<d> (d >= 1) | nc<d> (d >= 1) | np | np<block> (block >= 2) | n2
@@ -20,10 +20,10 @@ import re
 ALGORITHMS = ("identity", "random", "greedy", "greedyallc", "topdown", "bottomup", "ohtma",
               "matching")
 NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
-#: Named recipes that fill a time budget (:mod:`mapper.presets`); valid wherever an
+#: Named recipes that fill a time budget (:mod:`mapper.solve.presets`); valid wherever an
 #: algorithm name is.
 PRESETS = ("fast", "eco", "strong")
-#: constructions that need a switch tree (a :class:`mapper.machine.Hierarchy`)
+#: constructions that need a switch tree (a :class:`mapper.model.machine.Hierarchy`)
 TREE_CONSTRUCTIONS = ("topdown", "bottomup", "matching")
 
 _NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .objective import TrafficLevel
+from ..objectives.qap import TrafficLevel
 
 #: Solver phases reported in :attr:`MappingResult.phases`, in order.
 PHASES = ("construction", "search", "baseline", "evaluation", "other")
@@ -45,10 +45,10 @@ class MappingResult:
     rejected:
         Candidates with a lower J that were refused, by name, with the reason (they
         loaded a shared uplink more than the baseline did, see
-        :mod:`mapper.congestion`).
+        :mod:`mapper.objectives.congestion`).
     notes:
         Sentences for the user's report about how the result was obtained, e.g. that
-        every placement has the same J (:func:`mapper.dense.uniform_pattern`).
+        every placement has the same J (:func:`mapper.model.dense.uniform_pattern`).
     phases:
         Wall seconds by solver phase (:data:`PHASES`): the constructions of every
         start, the local searches (N_C^d, cycles, iterated search), the comparison

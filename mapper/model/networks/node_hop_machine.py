@@ -4,7 +4,7 @@ PEs are numbered node by node (node i owns a contiguous range).  The distance be
 two distinct PEs p and q is
 
 * inside one node: the node's own hierarchy distance (socket, core, … levels of a
-  :class:`~mapper.machine.Hierarchy` describing one node; its outermost level is the
+  :class:`~mapper.model.machine.Hierarchy` describing one node; its outermost level is the
   node itself, so its last distance is "same node, different socket");
 * between nodes a ≠ b: ``base + per_hop × hops[a, b]`` — a fixed cost of leaving the
   node plus a cost per network hop (``base = 0, per_hop = 1`` makes the distance the
@@ -12,7 +12,7 @@ two distinct PEs p and q is
 
 Memory is O(N² + n k) for N nodes, n PEs and k levels inside a node — never n × n.  A
 vectorized query costs O(k) per pair.  The compiled kernels read the same arrays
-(:class:`mapper.oracle.KernelOracle`: the group ids, whose last column is the node, the
+(:class:`mapper.model.oracle.KernelOracle`: the group ids, whose last column is the node, the
 level distances and :attr:`NodeHopMachine.between`) and answer a query in O(1) between
 nodes, O(k) inside one.  :meth:`NodeHopMachine.dense` builds the explicit n × n matrix
 (O(n²)) for tests and small cases only; no algorithm uses it.

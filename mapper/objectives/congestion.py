@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernels
-from .graph import CommGraph
-from .machine import Hierarchy
-from .objective import check_mapping
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy
+from . import _volumes
+from .qap import check_mapping
 
 #: Per hierarchy level (index = level, innermost first), the relative cost of each
 #: group's uplink, 1 / relative capacity (one float per group of that level), or None
@@ -47,7 +47,7 @@ LinkWeights = Sequence[np.ndarray | Sequence[float] | None]
 #: Per hierarchy level (index = level), each group's uplink capacity in one unit for
 #: every level (a node's host link 1, a switch's uplink the host links below it over its
 #: oversubscription), or None for a level without; unlike :data:`LinkWeights` they
-#: compare levels with each other (:func:`mapper.phases.phase_time` over all levels).
+#: compare levels with each other (:func:`mapper.objectives.phase_time.phase_time` over all levels).
 LinkCapacities = Sequence[np.ndarray | Sequence[float] | None]
 
 
@@ -125,7 +125,7 @@ def uplink_loads(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
             raise ValueError(f"level {level} has no uplink (levels 0..{machine.levels - 2})")
         groups = len(machine.bounds[level]) - 1
         # compiled (the edges' gathers and bincounts took 0.07 s per level at 2^20)
-        cut = _kernels.group_cuts(graph.indptr, graph.indices, graph.weights, pi,
+        cut = _volumes.group_cuts(graph.indptr, graph.indices, graph.weights, pi,
                                   machine.group_ids, level, groups)
         w = None if weights is None else weights[level]
         if w is None:
@@ -173,7 +173,7 @@ def node_hop_bytes(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
     if not levels:
         return 0.0
     # compiled: the numpy gathers took 0.8-1.7 s per candidate at 2^20 ranks
-    per_node = _kernels.node_hop_bytes(graph.indptr, graph.indices, graph.weights, pi,
+    per_node = _volumes.node_hop_bytes(graph.indptr, graph.indices, graph.weights, pi,
                                        machine.group_ids, np.asarray(levels, dtype=np.int64),
                                        len(machine.bounds[levels[0]]) - 1)
     return float(per_node.max(initial=0.0))
