@@ -70,7 +70,8 @@ import numpy as np
 from ..model.machine import Hierarchy
 from ..partitioners.errors import PartitionError
 from ..solve.algorithm_names import is_preset
-from ..solve.api import AlgorithmSpec, map_processes
+from ..solve.api import map_processes
+from ..solve.runner import AlgorithmSpec
 from . import method_names
 from .archaware import archaware_partition
 from .method_names import DEFAULT_BACKEND

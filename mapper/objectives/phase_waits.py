@@ -13,7 +13,7 @@ as slow over the whole sequence, but Top-Down's nodes are slow in different
 dimensions, so their partners wait for them in turn.  Most of it is start-up: with 16
 iterations the same placements ran 1.033x, 1.009x per iteration after the fourth.
 
-**Its use**: the never-worse rule (:func:`mapper.solve.api.phase_refusal`) refuses a
+**Its use**: the never-worse rule (:func:`mapper.solve.never_worse.phase_refusal`) refuses a
 candidate whose waiting time exceeds the baseline's by more than the links'
 tolerance, where the uplinks' ratio is known.  It does not rank candidates: as a tie
 break of the phase time it picked Slurm's nodes regrouped over Top-Down's result for

@@ -190,7 +190,7 @@ def constrained_search(graph: CommGraph, machine: Machine, network: RoutedNetwor
 #: Ranks swapped at random by one kick (:func:`constrained_search`).
 KICK_SIZE = 4
 
-#: Kicks of the congestion repair in :func:`mapper.solve.api.aim_at_routed_congestion` (within
+#: Kicks of the congestion repair in :func:`mapper.solve.aimed.aim_at_routed_congestion` (within
 #: its time limit; none once V is 0).
 AIM_KICKS = 20
 

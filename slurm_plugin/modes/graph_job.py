@@ -134,7 +134,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     dimension-order on tori, meshes and Tianhe-3, minimal on dragonflies; the report names it;
     the solver is given the routed network, so under objective ``congestion`` a result
     refused for a routed link is repaired under the default's busiest routed links,
-    :func:`mapper.solve.api.aim_at_routed_congestion`), or none where rankmap has no link
+    :func:`mapper.solve.aimed.aim_at_routed_congestion`), or none where rankmap has no link
     model (a hop file: J only, said so); the report adds hop-bytes.  A job node the network
     does not name is a fallback.
 

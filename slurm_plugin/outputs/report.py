@@ -19,7 +19,7 @@ import numpy as np
 from mapper import CommGraph, MappingResult, evaluate
 from mapper.model.machine import Hierarchy
 from mapper.objectives.hop_bytes import has_hops, hop_bytes
-from mapper.solve.api import BOXES, BOXES_SHARED, REGROUPED_IN_ORDER
+from mapper.solve.candidates import BOXES, BOXES_SHARED, REGROUPED_IN_ORDER
 
 from ..common.hostlist import fold_hostlist
 from ..common.safe_text import escape_controls, escape_strings

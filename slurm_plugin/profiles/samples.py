@@ -34,7 +34,7 @@ from mapper import CommGraph
 from mapper.model.machine import Hierarchy
 from mapper.objectives.congestion import LinkWeights, raised_uplink, uplink_loads
 from mapper.objectives.qap import evaluate
-from mapper.solve.api import LINK_TOLERANCE
+from mapper.solve.never_worse import LINK_TOLERANCE
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ import numpy as np
 from mapper import CommGraph, map_processes
 from mapper.objectives.congestion import UplinkLoad, uplink_loads
 from mapper.objectives.qap import evaluate
-from mapper.solve.api import aim_at_congestion_and_phases
+from mapper.solve.aimed import aim_at_congestion_and_phases
 
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
@@ -58,7 +58,7 @@ def placements(layout: Layout, graph: CommGraph, algorithms: Sequence[str], *,
     the comparison with Slurm's default (``ALG unguarded``, ``ALG unguarded [OBJ]``):
     under ``J`` the algorithm's result; under ``congestion`` that result brought under
     the default's link caps, and, for a profile with phases that the rule would refuse,
-    under its phases' caps too (:func:`mapper.solve.api.aim_at_congestion_and_phases`:
+    under its phases' caps too (:func:`mapper.solve.aimed.aim_at_congestion_and_phases`:
     repaired, else the default polished under them), which the objective does before
     any comparison.
     What the product would apply without its never-worse rule, to measure that rule.

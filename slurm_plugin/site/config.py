@@ -160,7 +160,7 @@ def _topology(v: Any) -> str:
     return _abs_path(v)
 
 
-# The grammar of mapper.solve.api.AlgorithmSpec, checked here without importing the solver
+# The grammar of mapper.solve.runner.AlgorithmSpec, checked here without importing the solver
 # (and numpy) so that the TaskProlog, which reads this file once per task, stays light.
 
 

@@ -1,6 +1,6 @@
 """Reference placements of grid stencils, built without the solver.
 
-Used by tests/mapper/test_periodic_stencils.py and bench/bench_periodic.py to show that
+Used by tests/mapper/construction/test_periodic_stencils.py and bench/bench_periodic.py to show that
 Slurm's block placement is not optimal on a grid (a hand-built placement beats it),
 and J computed from scratch: this module imports nothing from ``mapper``.
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from mapper.solve.algorithm_names import ALGORITHMS, normalize_algorithm
-from mapper.solve.api import AlgorithmSpec
+from mapper.solve.runner import AlgorithmSpec
 from slurm_plugin.common.job_conventions import PROFILE_NAME, valid_job_id
 from slurm_plugin.site.config import ConfigError, parse_config
 from tests.helpers.paths import REPO

@@ -10,7 +10,7 @@ import pytest
 from mapper import Hierarchy
 from mapper.construction.boxes import coordinate_bisection
 from mapper.model.cartesian import cartesian_grid
-from tests.mapper.test_cartesian import _stencil
+from tests.mapper.model.test_cartesian import _stencil
 
 
 def _busiest_cut(graph, machine, mapping, level):
@@ -132,7 +132,7 @@ def test_children_split_nearest_half_their_pes(sizes, left):
 
 def test_the_comparison_applies_the_boxes_when_they_are_best():
     from mapper import evaluate, map_processes
-    from mapper.solve.api import BOXES
+    from mapper.solve.candidates import BOXES
 
     # 32×32 periodic 5-point halo, 8-core nodes of 2 sockets, 4 a leaf, 4 leaves a
     # middle switch, 8 middles: topdown's J is 4 % above the boxes'
@@ -161,7 +161,7 @@ def test_the_comparison_applies_the_boxes_when_they_are_best():
 
 def test_without_a_baseline_the_lower_j_of_the_algorithm_and_the_boxes_is_returned():
     from mapper import evaluate, map_processes
-    from mapper.solve.api import BOXES
+    from mapper.solve.candidates import BOXES
 
     graph = _stencil((32, 32), (True, True))
     machine = Hierarchy.homogeneous([4, 2, 4, 4, 8], [1, 2, 10, 20, 40])

@@ -100,7 +100,7 @@ def test_rank_order_keeps_rank_neighbours_together_where_volume_leaves_it_free()
 
 
 def test_rank_order_links_by_hand():
-    from mapper.solve.api import rank_order_links
+    from mapper.solve.candidates import rank_order_links
     machine = Hierarchy.parse("2:2:2", "1:10:100")  # 4 nodes of 2 PEs, leaves of 2
     # in order: partners 1 apart share the node, 2 apart the leaf (2 links), 4 apart
     # cross the root (4 links)

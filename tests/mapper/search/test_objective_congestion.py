@@ -11,7 +11,8 @@ import pytest
 
 from mapper import CommGraph, Hierarchy, map_processes
 from mapper.objectives.qap import evaluate
-from mapper.solve.api import LINK_TOLERANCE, aim_at_congestion
+from mapper.solve.aimed import aim_at_congestion
+from mapper.solve.never_worse import LINK_TOLERANCE
 from mapper.solve.result import MappingResult
 from slurm_plugin.profiles.generators import generate
 

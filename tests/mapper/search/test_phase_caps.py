@@ -18,10 +18,11 @@ from mapper.objectives.phase_time import latency_pace, round_latency
 from mapper.search import _congested, congested
 from mapper.search import phase_caps as phase_caps_module
 from mapper.search.phase_caps import pace_channels, pace_loads, phase_caps
-from mapper.solve.api import aim_at_congestion, aim_at_congestion_and_phases, phase_refusal
+from mapper.solve.aimed import aim_at_congestion, aim_at_congestion_and_phases
+from mapper.solve.never_worse import phase_refusal
 from slurm_plugin.profiles.generators import generate
+from tests.mapper.objectives.test_phase_time import _links_brute
 from tests.mapper.search.test_congested import _MACHINES
-from tests.mapper.test_phases import _links_brute
 
 
 def _brute_channel_loads(phased: PhasedGraph, machine: Hierarchy, pe, levels,

@@ -2,7 +2,7 @@
 "congestion" with map_processes(..., routed=...)) on tori, meshes, dragonflies and
 Tianhe-3 chip grids.
 
-Loads are recomputed by the independent route walks of tests/mapper/test_link_load.py
+Loads are recomputed by the independent route walks of tests/mapper/objectives/test_link_load.py
 (step-by-step dimension-order walks, explicit dragonfly link lists, row-then-column
 walks of Tianhe-3's chips), J by a plain loop
 over the edges with the machine's pairwise distance: nothing here shares code with
@@ -34,10 +34,10 @@ from mapper.objectives.link_load import (
 from mapper.objectives.qap import evaluate
 from mapper.search import routed
 from mapper.search.routed import ROUTED_TOLERANCE
-from mapper.solve.api import aim_at_routed_congestion
+from mapper.solve.aimed import aim_at_routed_congestion
 from mapper.solve.result import MappingResult
 from tests.helpers.mapper_cases import random_graph
-from tests.mapper.test_link_load import (
+from tests.mapper.objectives.test_link_load import (
     _brute_loads,
     _dragonfly_links,
     _dragonfly_route,

@@ -19,7 +19,7 @@ import numpy as np
 
 from mapper import map_processes
 from mapper.objectives.congestion import uplink_loads
-from mapper.solve.api import BOXES_SHARED
+from mapper.solve.candidates import BOXES_SHARED
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate

@@ -3,7 +3,7 @@ groups when that is best, and its report says so."""
 
 import json
 
-from mapper.solve.api import BOXES
+from mapper.solve.candidates import BOXES
 from slurm_plugin.machine.layout import build_layout
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate

@@ -7,7 +7,9 @@ import numpy as np
 
 from mapper import CommGraph
 from mapper.objectives.congestion import raised_uplink, uplink_loads
-from mapper.solve.api import LINK_TOLERANCE, REGROUPED_IN_ORDER
+from mapper.solve import candidates
+from mapper.solve.candidates import REGROUPED_IN_ORDER
+from mapper.solve.never_worse import LINK_TOLERANCE
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.layout import build_layout
 from slurm_plugin.machine.speeds import layout_link_weights
@@ -115,17 +117,16 @@ def test_the_regrouping_comes_before_the_polish_and_sets_its_bar(monkeypatch):
     # with the algorithm's result refused, the regrouped baseline is what can win: it is
     # computed first (a 2^20-rank job's budget used to run out in the polish, leaving
     # block's placement), and the polish must then beat its J to matter
-    from mapper.solve import api
 
     bars = []
-    real = api._polished
+    real = candidates.polished
 
     def spy(graph, machine, polish, seed, baseline, base_objective, bar, left, progress):
         bars.append(bar)
         return real(graph, machine, polish, seed, baseline, base_objective, bar, left,
                     progress)
 
-    monkeypatch.setattr(api, "_polished", spy)
+    monkeypatch.setattr(candidates, "polished", spy)
     layout = _layout(INTERLEAVED)
     plan = make_plan(layout, generate("npb-cg", 128), algorithm="random+n10", time_limit=10,
                      files=("machinefile",))

@@ -3,7 +3,7 @@ busiest link of each level under the network's routing (dimension-order on a tor
 on Tianhe-3's chip grid, minimal on a dragonfly), refuses a placement that raises one,
 names the routing in the report, and says "J only" where rankmap has no link model (a
 hop file).  The loads are checked against a pure-Python walk of the routes from the
-test of the link model (tests/mapper/test_link_load.py), found from the node names."""
+test of the link model (tests/mapper/objectives/test_link_load.py), found from the node names."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from mapper import CommGraph, MappingResult
 from mapper.model.networks import torus_hops
 from mapper.objectives.qap import evaluate
 from mapper.search.routed import ROUTED_TOLERANCE, caps_of
-from mapper.solve.api import _routed_refusal
+from mapper.solve.never_worse import routed_refusal
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.machine.network_source import hop_machine, load_network, routed_network
 from slurm_plugin.modes.graph_job import make_plan
 from slurm_plugin.profiles.generators import generate
-from tests.mapper.test_link_load import (
+from tests.mapper.objectives.test_link_load import (
     _brute_loads,
     _grid_links,
     _grid_route,
@@ -95,7 +95,7 @@ def _random_refusals(net, layout, block, *, seed: int, count: int):
         ev = evaluate(graph, machine, cand)
         result = MappingResult(cand, ev.objective, ev.traffic, 0.0, "test", 0, False,
                                "algorithm", {}, {}, (), {})
-        yield graph, cand, _routed_refusal(graph, routed, result,
+        yield graph, cand, routed_refusal(graph, routed, result,
                                            caps_of(graph, routed, block),
                                            evaluate(graph, machine, block).objective)
 

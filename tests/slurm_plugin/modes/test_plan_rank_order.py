@@ -41,7 +41,7 @@ def _planned():
 def test_the_regrouping_keeps_rank_order_collectives_steps():
     node, block, plan = _planned()
     assert _allreduce_links(block) == 24  # 0, 0, 0 on the node, 2, 2, 4, 4, 6, 6
-    assert plan.result.origin == mapper.solve.api.REGROUPED_IN_ORDER
+    assert plan.result.origin == mapper.solve.candidates.REGROUPED_IN_ORDER
     assert _allreduce_links(node) <= 24
     # the nodes keep block's rank sets (8 consecutive ranks each), moved whole
     assert all(len(set(node[8 * k: 8 * k + 8].tolist())) == 1 for k in range(NODES))
@@ -50,7 +50,7 @@ def test_the_regrouping_keeps_rank_order_collectives_steps():
 
 
 def test_without_the_rank_order_term_the_regrouping_raises_them(monkeypatch):
-    monkeypatch.setattr(mapper.solve.api, "RANK_ORDER_WEIGHT", 0.0)
+    monkeypatch.setattr(mapper.solve.candidates, "RANK_ORDER_WEIGHT", 0.0)
     node, _, plan = _planned()
     assert plan.result.origin == "baseline regrouped"
     assert _allreduce_links(node) > 24

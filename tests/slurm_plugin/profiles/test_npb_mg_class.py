@@ -207,8 +207,8 @@ def test_plan_keeps_the_allreduces_rounds_where_the_ratio_is_stated(monkeypatch)
     8- and 16-apart partners under different leaves (SMPI: 1.0026x block's time); with
     MG's allreduces as rounds the plan applies only placements whose allreduce steps,
     recounted here from node names, cross no more links than block's (without the
-    regrouping in rank order, mapper.solve.api.RANK_ORDER_WEIGHT, which keeps them too)."""
-    monkeypatch.setattr(mapper.solve.api, "RANK_ORDER_WEIGHT", 0.0)
+    regrouping in rank order, mapper.solve.candidates.RANK_ORDER_WEIGHT, which keeps them too)."""
+    monkeypatch.setattr(mapper.solve.candidates, "RANK_ORDER_WEIGHT", 0.0)
     g = generate("npb-mg:class=A", 512)
     kept = [p for p in g.phases if p.name.startswith("level ")]
     borders = with_phases(CommGraph.from_matrix(phases_sum(kept, 512), directed=False),

@@ -275,11 +275,11 @@ def test_the_c_plugin_accepts_presets(tmp_path):
 def test_only_strong_runs_the_moves_beyond_two_swaps_with_its_work_bound(monkeypatch, name):
     """Issue 12 item 4: the 3-cycles and ejection chains are used by ``strong`` (with the
     preset's work bound), not by the cheaper presets."""
-    import mapper.solve.api
+    import mapper.solve.runner
     from mapper.solve.presets import STRONG_CYCLE_WORK
 
     _, _, result, calls = _preset_run_spying(
-        monkeypatch, mapper.solve.api, "cycle_search", name,
+        monkeypatch, mapper.solve.runner, "cycle_search", name,
         lambda args, kwargs: kwargs.get("work_per_element"))
     assert sorted(result.mapping.tolist()) == list(range(256))
     assert calls == ([STRONG_CYCLE_WORK] if name == "strong" else [])

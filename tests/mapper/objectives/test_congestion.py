@@ -7,7 +7,7 @@ import pytest
 from mapper import Hierarchy, evaluate, map_processes
 from mapper.model.machine import MachineError
 from mapper.objectives.congestion import UplinkLoad, raised_uplink, uplink_loads
-from mapper.solve.api import LINK_TOLERANCE
+from mapper.solve.never_worse import LINK_TOLERANCE
 from slurm_plugin.profiles.generators import generate
 from tests.helpers.mapper_cases import random_graph
 

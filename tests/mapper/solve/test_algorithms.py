@@ -15,7 +15,7 @@ from mapper import (
 )
 from mapper.search import communication_neighborhood
 from mapper.search.swap import swap_delta
-from mapper.solve.api import AlgorithmError, AlgorithmSpec
+from mapper.solve.runner import AlgorithmError, AlgorithmSpec
 from tests.helpers.mapper_cases import SMALL_MACHINES, brute_force_optimum, grid_graph, random_graph
 
 ALL = ["identity", "random", "greedy", "greedyallc", "topdown", "bottomup",

@@ -12,7 +12,7 @@ import pytest
 
 from mapper import CommGraph, Hierarchy, map_processes
 from mapper.model.phased_graph import make_phase, phased_from_graphs, with_phases
-from mapper.solve.api import LINK_TOLERANCE, phase_refusal
+from mapper.solve.never_worse import LINK_TOLERANCE, phase_refusal
 from slurm_plugin.profiles.generators import generate
 
 # 8-core nodes (2 sockets x 4), 4 nodes per leaf; tree3 adds middle switches

@@ -5,6 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from mapper.construction.topdown import induced_subgraph
+from mapper.solve import budget, candidates, runner
 from slurm_plugin.machine.layout import Slot, _node_slots, build_layout
 from slurm_plugin.slurm.allocation import Allocation
 from slurm_plugin.slurm.topology import NodeShape, SwitchTree
@@ -50,10 +51,9 @@ def test_nodes_of_one_shape_get_the_slots_computed_for_each():
 
 def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
     """Within a time limit the polish of the baseline stops at its share of the time
-    the algorithm used (mapper.solve.api._POLISH_SHARE), keeping the best it reached; the
+    the algorithm used (mapper.solve.budget.POLISH_SHARE), keeping the best it reached; the
     floor keeps small jobs exactly as without a limit."""
     from mapper import Hierarchy, map_processes
-    from mapper.solve import api
     from slurm_plugin.profiles.generators import generate
 
     graph = generate("stencil3d", 2048)  # its polish: about 0.1 s, under the floor
@@ -65,8 +65,8 @@ def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
                            baseline=shuffled)
     assert within.candidates == free.candidates  # above the floor: the same polish
     assert np.array_equal(within.mapping, free.mapping)
-    monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.02)
-    monkeypatch.setattr(api, "_POLISH_PROBE", 0.5)  # a probe of 10 ms, not 5: this
+    monkeypatch.setattr(budget, "POLISH_MIN_SECONDS", 0.02)
+    monkeypatch.setattr(budget, "POLISH_PROBE", 0.5)  # a probe of 10 ms, not 5: this
     # test is about the share, and a few ms can end before the first swap
     cut = map_processes(graph, machine, "random", seed=2, time_limit=600,
                         baseline=shuffled)
@@ -79,10 +79,9 @@ def test_the_baseline_polish_gets_a_share_of_the_algorithms_time(monkeypatch):
 def _polish_runs(monkeypatch):
     """Spy on the polish's kernel runs: the objective each run started from."""
     from mapper.objectives.qap import objective
-    from mapper.solve import api
 
     runs = []
-    real = api._map_once
+    real = runner.map_once
 
     def spy(graph, machine, algorithm, seed, time_limit, progress=None, start_from=None,
             **kw):
@@ -92,7 +91,7 @@ def _polish_runs(monkeypatch):
             runs.append((objective(graph, machine, start_from), result))
         return result
 
-    monkeypatch.setattr(api, "_map_once", spy)
+    monkeypatch.setattr(runner, "map_once", spy)
     return runs
 
 
@@ -100,16 +99,15 @@ def _polish_case(monkeypatch):
     """A 3D stencil of 2^14 ranks from a shuffled baseline, a 0.2 s polish budget
     probed for 2 % of it (no boxes candidate), and the spy on the polish's runs."""
     from mapper import Hierarchy
-    from mapper.solve import api
     from slurm_plugin.profiles.generators import generate
 
     graph = generate("stencil3d", 1 << 14)
     machine = Hierarchy.parse("16:2:16:16:2", "1:2:10:100:1000")
     shuffled = np.random.default_rng(1).permutation(graph.n)
-    monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 0.2)
-    monkeypatch.setattr(api, "_POLISH_PROBE", 0.02)
+    monkeypatch.setattr(budget, "POLISH_MIN_SECONDS", 0.2)
+    monkeypatch.setattr(budget, "POLISH_PROBE", 0.02)
     # the stencil in rank order would also get the grid's boxes: not what this is about
-    monkeypatch.setattr(api, "_boxed", lambda *args: ())
+    monkeypatch.setattr(candidates, "grid_boxes", lambda *args: ())
     return graph, machine, shuffled, _polish_runs(monkeypatch)
 
 
@@ -132,13 +130,12 @@ def test_a_polish_that_could_win_goes_on_after_its_probe(monkeypatch):
     from where its probe stopped."""
     from mapper import map_processes
     from mapper.objectives.qap import objective
-    from mapper.solve import api
 
     graph, machine, shuffled, runs = _polish_case(monkeypatch)
     # a 0.1 s probe of a 2 s budget: the rate of a 4 ms probe is at the mercy of one
     # descheduling on a loaded machine (this test then saw the polish stop: 1 run)
-    monkeypatch.setattr(api, "_POLISH_MIN_SECONDS", 2.0)
-    monkeypatch.setattr(api, "_POLISH_PROBE", 0.05)
+    monkeypatch.setattr(budget, "POLISH_MIN_SECONDS", 2.0)
+    monkeypatch.setattr(budget, "POLISH_PROBE", 0.05)
     result = map_processes(graph, machine, "random", seed=2, time_limit=600,
                            baseline=shuffled)
     assert result.candidates["random"] < result.candidates["baseline"]  # a bar to beat
@@ -158,23 +155,22 @@ def test_the_polish_probe_does_not_grow_with_its_budget(monkeypatch):
     not 2.5 s."""
     from mapper import Hierarchy
     from mapper.objectives.qap import objective
-    from mapper.solve import api
     from slurm_plugin.profiles.generators import generate
 
     graph = generate("stencil3d", 1 << 14)
     machine = Hierarchy.parse("16:2:16:16:2", "1:2:10:100:1000")
     start = np.arange(graph.n, dtype=np.int64)
     limits = []
-    real = api._map_once
+    real = runner.map_once
 
     def spy(graph, machine, algorithm, seed, time_limit, progress=None, **kw):
         limits.append(time_limit)
         return real(graph, machine, algorithm, seed, time_limit, progress, **kw)
 
-    monkeypatch.setattr(api, "_map_once", spy)
+    monkeypatch.setattr(runner, "map_once", spy)
     base = objective(graph, machine, start)
-    polished = api._polished(graph, machine, "n10", 0, start, base, 0.5 * base, 10.0, None)
-    assert limits == [api._POLISH_PROBE * api._POLISH_MIN_SECONDS] == [0.25]
+    polished = candidates.polished(graph, machine, "n10", 0, start, base, 0.5 * base, 10.0, None)
+    assert limits == [budget.POLISH_PROBE * budget.POLISH_MIN_SECONDS] == [0.25]
     assert polished.objective <= base
 
 

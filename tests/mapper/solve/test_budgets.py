@@ -11,7 +11,8 @@ import pytest
 from mapper import CommGraph, Hierarchy
 from mapper.model.dense import search_depth, sparsify, uniform_pattern
 from mapper.objectives.qap import evaluate
-from mapper.solve.api import UNIFORM_NOTE, map_processes
+from mapper.solve.api import map_processes
+from mapper.solve.runner import UNIFORM_NOTE
 from slurm_plugin.profiles.generators import generate
 
 

@@ -12,7 +12,7 @@ from mapper.model.graph import CommGraph
 from mapper.model.machine import MachineError
 from mapper.objectives.congestion import raised_uplink, uplink_loads
 from mapper.search import congested
-from mapper.solve.api import LINK_TOLERANCE
+from mapper.solve.never_worse import LINK_TOLERANCE
 from tests.helpers.mapper_cases import random_graph
 
 

@@ -464,7 +464,8 @@ def test_merging_equal_rounds_adds_their_repeats() -> None:
 def test_a_profile_mostly_in_rounds_is_not_chosen_by_phase_time() -> None:
     # the phase time leaves rounds out; where they carry most of the volume it would
     # choose by the rest (a trace's collectives) alone, so J chooses (mapper.solve.api)
-    from mapper.solve.api import ROUNDS_SHARE, _phase_timer
+    from mapper.solve.budget import ROUNDS_SHARE
+    from mapper.solve.never_worse import phase_timer
     machine = Hierarchy.homogeneous([4, 2, 2], [1, 10, 100])
     g = _lu_grid(4).phases[0].graph
     h = _random_graph(np.random.default_rng(11), 16, 12)
@@ -478,6 +479,6 @@ def test_a_profile_mostly_in_rounds_is_not_chosen_by_phase_time() -> None:
     ratio = h.total_volume / g.total_volume
     assert ROUNDS_SHARE == 0.5
     # rounds 2/3 of the volume: no timer; 1/3: the phase time chooses
-    assert _phase_timer(profile(2.0 * ratio), machine, [0, 1], caps) is None
-    timer = _phase_timer(profile(0.5 * ratio), machine, [0, 1], caps)
+    assert phase_timer(profile(2.0 * ratio), machine, [0, 1], caps) is None
+    timer = phase_timer(profile(0.5 * ratio), machine, [0, 1], caps)
     assert timer is not None and timer(np.arange(16)) > 0

@@ -10,7 +10,8 @@ from mapper.model.graph import CommGraph
 from mapper.model.phased_graph import make_phase, phases_sum, with_phases
 from mapper.objectives.congestion import node_hop_bytes, uplink_loads
 from mapper.objectives.phase_time import phase_node_hop_bytes
-from mapper.solve.api import BOXES, BOXES_SHARED, NEAR_J, _near_j_least_far
+from mapper.solve.candidates import BOXES, BOXES_SHARED
+from mapper.solve.never_worse import NEAR_J, near_j_least_far
 from mapper.solve.result import MappingResult
 from slurm_plugin.machine.distribution import default_placements
 from slurm_plugin.modes.graph_job import make_plan
@@ -143,7 +144,7 @@ def _cand(j, tag):
 ])
 def test_near_j_candidates_are_told_apart_by_far_traffic(js, far, expect):
     admitted = [_cand(j, i) for i, j in enumerate(js)]
-    _, name = _near_j_least_far(admitted, lambda m: far[int(m[0])], 1e-12)
+    _, name = near_j_least_far(admitted, lambda m: far[int(m[0])], 1e-12)
     assert name == expect
     assert NEAR_J == pytest.approx(0.02)
 

@@ -1,0 +1,202 @@
+"""The never-worse rule: which candidates are admitted against the baseline, and how
+the admitted ones are ranked.
+
+A candidate is refused when it loads a congestion level's busiest link more than the
+baseline (beyond :data:`LINK_TOLERANCE`), raises a routed level's busiest link
+(:func:`routed_refusal`), or, for a graph with phases, raises the phase time, the waits
+passed on, a latency pace or the exchange rounds' latency (:func:`phase_refusal`).
+Among the admitted, J decides, with the far traffic per node breaking near ties
+(:func:`near_j_least_far`) and the phase time where the link capacities are known
+(:func:`phase_timer`).  References: Hoefler & Snir, ICS 2011 (congestion along routed
+paths); the phase models of :mod:`mapper.objectives.phase_time` and
+:mod:`mapper.objectives.phase_waits`.  Complexity: O(n + m·L) per check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..model.graph import CommGraph
+from ..model.machine import Hierarchy, Machine, MachineError
+from ..model.phased_graph import PhasedGraph
+from ..objectives.congestion import (
+    LinkCapacities,
+)
+from ..objectives.link_load import RoutedNetwork
+from ..objectives.phase_time import (
+    phase_time,
+    raised_latency_pace,
+    raised_phase_time,
+    raised_ratio,
+    raised_round_latency,
+)
+from ..objectives.phase_waits import waiting_time
+from ..search import routed as routed_search
+from . import budget
+from .result import MappingResult
+
+#: A candidate may load a link this much more (relative) than the baseline: measured
+#: profiles of the same application differ by about 0.5 % per pair between runs
+#: (Open MPI monitoring, LAMMPS), and a rule that flips on that would be noise itself.
+LINK_TOLERANCE = 0.02
+
+
+def near_j_least_far(admitted: list[tuple[MappingResult, str]],
+                     far_traffic: Callable[[np.ndarray], float], tol: float
+                      ) -> tuple[MappingResult, str]:
+    """Of ``admitted`` (candidate, name), those whose J is within :data:`NEAR_J` of
+    the least, then of those the ones whose ``far_traffic`` is within
+    :data:`LINK_TOLERANCE` of the least, then the least J (the first on a tie within
+    ``tol``).  O(k) calls of ``far_traffic`` for k candidates."""
+    least = min(cand.objective for cand, _ in admitted)
+    near = [a for a in admitted if a[0].objective <= least + NEAR_J * abs(least)]
+    return least_j(near_least(near, far_traffic) if len(near) > 1 else near, tol)
+
+
+def least_j(admitted: list[tuple[MappingResult, str]], tol: float
+             ) -> tuple[MappingResult, str]:
+    """The first of ``admitted`` whose J no later one beats by more than ``tol``."""
+    winner, origin = admitted[0]
+    for cand, name in admitted[1:]:
+        if cand.objective < winner.objective - tol:
+            winner, origin = cand, name
+    return winner, origin
+
+
+def j_gap(lower: MappingResult, than: MappingResult, tol: float) -> str:
+    if lower.objective >= than.objective - tol:
+        return "the same J"
+    return f"J {100 * (1 - lower.objective / than.objective):.2f}% lower"
+
+
+#: Relative J gap within which admitted candidates are told apart by the far traffic
+#: of their busiest node (:func:`mapper.objectives.phase_time.phase_node_hop_bytes`) before J: a tie
+#: break, measured where J and the links do not separate placements (bench/README.md,
+#: "Far traffic per node"); beyond it J decides.  On LULESH's trace at 512 ranks a
+#: candidate 5.6 % above the least J ran 0.893 of block's time against its 0.781.
+NEAR_J = 0.02
+
+
+def near_least(admitted: list[tuple[MappingResult, str]],
+               measure: Callable[[np.ndarray], float]) -> list[tuple[MappingResult, str]]:
+    """Those of ``admitted`` whose ``measure`` of their mapping is within
+    :data:`LINK_TOLERANCE` of the least, in their order."""
+    values = [measure(cand.mapping) for cand, _ in admitted]
+    bar = min(values) * (1.0 + LINK_TOLERANCE)
+    return [a for a, v in zip(admitted, values, strict=True) if v <= bar]
+
+
+def phase_timer(graph: CommGraph, machine: Machine, levels: Sequence[int],
+                link_capacities: LinkCapacities | None
+                 ) -> Callable[[np.ndarray], float] | None:
+    """The phase time over all ``levels`` (:func:`mapper.objectives.phase_time.phase_time` with the
+    levels' capacities) of a mapping, for a graph with phases on a tree with
+    ``link_capacities``; None otherwise, and for a graph whose volume is mostly in
+    exchange rounds (pace ``"rounds"``, more than :data:`~mapper.solve.budget.ROUNDS_SHARE`): the
+    phase time leaves them out (latency-bound), so it would choose by the rest (a traced code's
+    collectives) alone; J chooses then, as without phases.  O(L · Σ_p (n + m_p)) per
+    call."""
+    if not (isinstance(graph, PhasedGraph) and graph.phases and levels
+            and link_capacities is not None and isinstance(machine, Hierarchy)):
+        return None
+    rounds = sum(p.repeat * p.graph.total_volume for p in graph.phases
+                 if p.pace == "rounds")
+    if rounds > budget.ROUNDS_SHARE * graph.total_volume:
+        return None
+    caps = level_capacities(link_capacities, levels)
+    return lambda mapping: phase_time(graph, machine, mapping, levels, caps)
+
+
+def level_capacities(link_capacities: LinkCapacities, levels: Sequence[int]
+                      ) -> list[np.ndarray | float]:
+    """``link_capacities`` of ``levels``; a level without them is refused."""
+    out = []
+    for lv in levels:
+        cap = link_capacities[lv] if lv < len(link_capacities) else None
+        if cap is None:
+            raise MachineError(f"link capacities: none given for congestion level {lv}")
+        out.append(cap)
+    return out
+
+
+def routed_refusal(graph: CommGraph, network: RoutedNetwork, cand: MappingResult,
+                   base_caps: np.ndarray, base_objective: float) -> str | None:
+    """Why ``cand`` may not replace the baseline on a routed network: the first level
+    whose busiest ``load / capacity`` exceeds the baseline's (``base_caps``,
+    :func:`mapper.search.routed.caps_of`) by more than
+    :data:`~mapper.search.routed.ROUTED_TOLERANCE`, with the ratio and the routing;
+    None when none does.  O(n + m·h + links)."""
+    raised = routed_search.raised_level(graph, network, cand.mapping, base_caps)
+    if raised is None:
+        return None
+    level, ratio = raised
+    what = f"{ratio:.2f}x" if np.isfinite(ratio) else "more than"
+    return (f"J {100 * (1 - cand.objective / base_objective):.1f}% lower, but its busiest "
+            f"{network.level_names[level]} link carries {what} the baseline's busiest "
+            f"({network.routing})")
+
+
+def phase_refusal(graph: CommGraph, machine: Machine, mapping: np.ndarray,
+                  baseline: np.ndarray, levels: Sequence[int], saved: str,
+                  link_capacities: LinkCapacities | None = None,
+                  capacity_scenarios: Mapping[str, LinkCapacities] | None = None,
+                  baseline_waits: Callable[[], float] | None = None) -> str | None:
+    """For a profile with phases (:class:`~mapper.model.phased_graph.PhasedGraph`) on a tree: why
+    ``mapping`` may not replace ``baseline`` — its phase time at some level (with
+    ``link_capacities``: over all levels together) rises above the baseline's by more
+    than :data:`LINK_TOLERANCE` (:func:`mapper.objectives.phase_time.raised_phase_time`), or (with
+    ``link_capacities``) its phase time with every rank's waits passed on to its
+    partners (:func:`mapper.objectives.phase_waits.waiting_time`) does, or its
+    latency-bound phases' pace does (:func:`mapper.objectives.phase_time.raised_latency_pace`), or
+    its exchange rounds' latency (:func:`mapper.objectives.phase_time.raised_round_latency`), or,
+    without ``link_capacities``, its phase time over all levels rises under one of
+    ``capacity_scenarios`` — or None (also without phases).  ``saved`` starts the
+    reason; ``baseline_waits`` gives the baseline's waiting time where a caller checks
+    several candidates against one baseline.  O((L + S) · L · Σ_p (n + m_p)) for S scenarios."""
+    if not (isinstance(graph, PhasedGraph) and graph.phases and levels
+            and isinstance(machine, Hierarchy)):
+        return None
+    caps = None if link_capacities is None else level_capacities(link_capacities, levels)
+    raised = raised_phase_time(graph, machine, mapping, baseline, levels, LINK_TOLERANCE,
+                               capacities=caps)
+    if raised is not None:
+        what = ("phase time over every link level (load over capacity)"
+                if raised.level is None else f"{raised.name} links' phase time")
+        return (f"{saved} {what} ({len(graph.phases)} phases, each synchronising group "
+                f"waiting for its busiest link) is {raised.ratio:.2f}x the baseline's")
+    if caps is not None:
+        reference = (baseline_waits() if baseline_waits is not None
+                     else waiting_time(graph, machine, baseline, levels, caps))
+        waits = raised_ratio(waiting_time(graph, machine, mapping, levels, caps),
+                             reference, LINK_TOLERANCE)
+        if waits is not None:
+            ratio = f"{waits:.2f}x" if np.isfinite(waits) else "more than"
+            return (f"{saved} phase time with the waits its ranks pass on to their "
+                    f"partners is {ratio} the baseline's (a rank late in one phase delays "
+                    f"its partners in the next: mapper.objectives.phase_waits.waiting_time)")
+    if caps is None and capacity_scenarios:
+        for label, scenario in capacity_scenarios.items():
+            raised = raised_phase_time(graph, machine, mapping, baseline, levels,
+                                       LINK_TOLERANCE,
+                                       capacities=level_capacities(scenario, levels))
+            if raised is not None:
+                return (f"{saved} phase time over every link level with uplinks "
+                        f"oversubscribed {label} is {raised.ratio:.2f}x the baseline's "
+                        f"(no ratio stated: checked at "
+                        f"{', '.join(capacity_scenarios)})")
+    paced = raised_latency_pace(graph, machine, mapping, baseline, levels, LINK_TOLERANCE)
+    if paced is not None:
+        ratio = f"{paced:.2f}x" if np.isfinite(paced) else "more than"
+        return (f"{saved} pipelined phases' slowest rank sends across {ratio} the links "
+                f"of the baseline's (small messages one after the other: the rank whose "
+                f"messages cross the most links sets the pace)")
+    rounds = raised_round_latency(graph, machine, mapping, baseline, levels,
+                                  LINK_TOLERANCE)
+    if rounds is None:
+        return None
+    ratio = f"{rounds:.2f}x" if np.isfinite(rounds) else "more than"
+    return (f"{saved} exchange rounds' farthest messages cross {ratio} the links of the "
+            f"baseline's (small messages in rounds: each round waits for its farthest "
+            f"message, mapper.objectives.phase_time.round_latency)")
