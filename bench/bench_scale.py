@@ -97,7 +97,7 @@ def plan_run(ranks: int, work: Path, json_out: bool, time_limit: float, preset: 
     res["rankfile"] = (out / "rankfile").is_file()
     if json_out:
         summary = json.loads(proc.stdout.strip().splitlines()[-1])
-        res["phases"] = summary["phases"]
+        res["phases"] = summary["timings"]
         res["applied"] = summary["applied"]
         res["solver"] = summary["solver_seconds"]
     return res

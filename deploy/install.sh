@@ -113,7 +113,7 @@ fi
 # 2b. librankmap (rankmap_comm: the reordered communicator for srun-launched jobs),
 #     built with the MPI's compiler wrapper when there is one
 if command -v mpicc >/dev/null; then
-    make -s -C "$here/deploy/librankmap" OUT="$libdir" INCDIR="$prefix/include"
+    make -s -C "$here/slurm_plugin/userlib/librankmap" OUT="$libdir" INCDIR="$prefix/include"
     chmod -R a+rX "$libdir" "$prefix/include"
     say "librankmap $libdir/librankmap.so (.a), header $prefix/include/rankmap.h"
 else

@@ -5,7 +5,7 @@ rankfile), rank r starts on ``launcher[r]``, not on ``mapping[r]``.  The mapping
 still honoured if the application swaps its communicator for one in which the process
 on PE ``mapping[k]`` has rank k (the seed's rank reordering method, §III.C; there
 with ``MPI_Dist_graph_create``, here with ``MPI_Comm_split`` whose key is the new
-rank: :file:`deploy/librankmap`).
+rank: :file:`slurm_plugin/userlib/librankmap`).
 
 Definition: ``reorder[r]`` is the new rank of the process the launcher started as
 rank r, i.e. the k with ``mapping[k] == launcher[r]``.  Both arrays are bijections

@@ -46,7 +46,7 @@ from ..search import routed as routed_search
 from . import aimed, budget, never_worse, presets, runner
 from . import candidates as extra
 from .algorithm_names import is_preset
-from .result import PHASES, MappingResult
+from .result import TIMINGS, MappingResult
 
 
 def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+n10",
@@ -200,7 +200,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     reserve = (0.0 if time_limit is None else
                min(0.5 * time_limit, evals * graph.m * budget.EVAL_SECONDS_PER_EDGE))
     best: MappingResult | None = None
-    phases = dict.fromkeys(PHASES, 0.0)
+    timings = dict.fromkeys(TIMINGS, 0.0)
     for i, tries, refine in runs:
         left = (None if time_limit is None
                 else time_limit - reserve - (time.perf_counter() - start))
@@ -210,8 +210,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
             left *= budget.ALGORITHM_SHARE  # keep time for polishing the baseline
         r = runner.map_once(graph, machine, base, seed + i, left, progress, partition_tries=tries,
                             refine_splits=refine)
-        for name, seconds in r.phases.items():
-            phases[name] += seconds
+        for name, seconds in r.timings.items():
+            timings[name] += seconds
         if best is None or r.objective < best.objective:
             best = r
     assert best is not None
@@ -226,7 +226,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         if recipe.rounds and not best.hit_time_limit:
             best = runner.iterated_pass(graph, machine, best, recipe, seed, time_limit,
                                         reserve, start, share, progress)
-        phases["search"] += time.perf_counter() - searched
+        timings["search"] += time.perf_counter() - searched
     best = MappingResult(best.mapping, best.objective, best.traffic, best.seconds,
                          algorithm, best.seed, best.hit_time_limit, notes=tuple(notes))
     origin, candidates = "algorithm", {algorithm: best.objective}
@@ -236,7 +236,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
         cut = time.perf_counter()
         boxed = extra.grid_boxes(graph, machine, seed,
                                  None if time_limit is None else start + time_limit - reserve)
-        phases["construction"] += time.perf_counter() - cut
+        timings["construction"] += time.perf_counter() - cut
     for box in boxed if baseline is None else ():
         candidates[box.algorithm] = box.objective
         if box.objective < best.objective:
@@ -249,7 +249,7 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
             None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
             congestion_levels, link_weights, routed, boxed, link_capacities,
             capacity_scenarios)
-        phases["baseline"] += time.perf_counter() - compared
+        timings["baseline"] += time.perf_counter() - compared
         notes += [note for note in best.notes if note not in notes]
         if objective == "congestion" and algorithm in rejected:
             assert congestion_levels or routed is not None
@@ -263,13 +263,13 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                                                      best, origin, candidates, notes,
                                                      link_weights, routed, link_capacities,
                                                      capacity_scenarios)
-            phases["search"] += time.perf_counter() - aimed_at
+            timings["search"] += time.perf_counter() - aimed_at
     else:
         rejected = {}
     seconds = time.perf_counter() - start
     return MappingResult(best.mapping, best.objective, best.traffic, seconds, algorithm,
                          best.seed, best.hit_time_limit, origin, candidates, rejected,
-                         tuple(notes), runner.with_other(phases, seconds))
+                         tuple(notes), runner.with_other(timings, seconds))
 
 
 #: The objectives map_processes accepts (see its docstring).

@@ -118,5 +118,5 @@ def polished(graph: CommGraph, machine: Machine, polish: str, seed: int,
     return MappingResult(more.mapping, more.objective, more.traffic,
                          first.seconds + more.seconds, algorithm, seed, more.hit_time_limit,
                          notes=tuple(dict.fromkeys(first.notes + more.notes)),
-                         phases={k: first.phases.get(k, 0.0) + more.phases.get(k, 0.0)
-                                 for k in set(first.phases) | set(more.phases)})
+                         timings={k: first.timings.get(k, 0.0) + more.timings.get(k, 0.0)
+                                 for k in set(first.timings) | set(more.timings)})

@@ -8,8 +8,8 @@ import numpy as np
 
 from ..objectives.qap import TrafficLevel
 
-#: Solver phases reported in :attr:`MappingResult.phases`, in order.
-PHASES = ("construction", "search", "baseline", "evaluation", "other")
+#: The solver's parts timed in :attr:`MappingResult.timings`, in order.
+TIMINGS = ("construction", "search", "baseline", "evaluation", "other")
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,8 @@ class MappingResult:
     notes:
         Sentences for the user's report about how the result was obtained, e.g. that
         every placement has the same J (:func:`mapper.model.dense.uniform_pattern`).
-    phases:
-        Wall seconds by solver phase (:data:`PHASES`): the constructions of every
+    timings:
+        Wall seconds by solver part (:data:`TIMINGS`): the constructions of every
         start, the local searches (N_C^d, cycles, iterated search), the comparison
         with the baseline (its polishing and regrouping included) and the evaluations
         of J; ``other`` is the rest of :attr:`seconds`, so they sum to it.
@@ -67,7 +67,7 @@ class MappingResult:
     candidates: dict[str, float] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    phases: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """JSON-ready summary (without the mapping array)."""
@@ -83,5 +83,5 @@ class MappingResult:
             "rejected": dict(self.rejected),
             "notes": list(self.notes),
             "traffic": [t.as_dict() for t in self.traffic],
-            "phases": dict(self.phases),
+            "timings": dict(self.timings),
         }

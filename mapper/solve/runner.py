@@ -25,7 +25,7 @@ from ..partitioners.metis import balanced_partition
 from ..search.cycles import cycle_search
 from . import budget, presets
 from .algorithm_names import TREE_CONSTRUCTIONS, parse_algorithm
-from .result import PHASES, MappingResult
+from .result import TIMINGS, MappingResult
 
 
 class AlgorithmError(RankmapError, ValueError):
@@ -51,10 +51,10 @@ class AlgorithmSpec:
         return cls(construction_, neighborhood, param or 0)
 
 
-def with_other(phases: dict[str, float], seconds: float) -> dict[str, float]:
-    """``phases`` with ``other``: what of ``seconds`` no phase accounts for."""
-    named = sum(v for k, v in phases.items() if k != "other")
-    return {**phases, "other": max(0.0, seconds - named)}
+def with_other(timings: dict[str, float], seconds: float) -> dict[str, float]:
+    """``timings`` with ``other``: what of ``seconds`` no timed part accounts for."""
+    named = sum(v for k, v in timings.items() if k != "other")
+    return {**timings, "other": max(0.0, seconds - named)}
 
 
 def cycles_pass(graph: CommGraph, machine: Machine, best: MappingResult, seed: int,
@@ -138,7 +138,7 @@ def uniform_result(graph: CommGraph, machine: Machine, algorithm: str, seed: int
                          algorithm, seed, False,
                          "baseline" if baseline is not None else "algorithm",
                          {name: ev.objective}, {}, (f"{UNIFORM_NOTE}; {kept} is kept",),
-                         with_other(dict.fromkeys(PHASES, 0.0), seconds))
+                         with_other(dict.fromkeys(TIMINGS, 0.0), seconds))
 
 
 def check_inputs(graph: CommGraph, machine: Machine, spec: AlgorithmSpec) -> None:
@@ -254,7 +254,7 @@ def map_once(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
         timed_out = stats.hit_time_limit
     searched = time.perf_counter()
     ev = evaluate(graph, machine, pe)
-    phases = {"construction": constructed - start, "search": searched - constructed,
+    timings = {"construction": constructed - start, "search": searched - constructed,
               "evaluation": time.perf_counter() - searched}
     return MappingResult(pe, ev.objective, ev.traffic, searched - start, algorithm, seed,
-                         timed_out, notes=tuple(notes), phases=phases)
+                         timed_out, notes=tuple(notes), timings=timings)

@@ -133,14 +133,14 @@ def _cmd_map(args: argparse.Namespace) -> int:
     if progress:
         progress(f"reading {args.graph}")
     graph, machine = _load(args)
-    phases = {"read": time.perf_counter() - clock}
+    timings = {"read": time.perf_counter() - clock}
     result = map_processes(graph, machine, args.preset or args.algorithm or "fast",
                            args.seed, args.time_limit, args.attempts, progress)
-    phases.update({("solver_other" if k == "other" else k): v
-                   for k, v in result.phases.items()})
+    timings.update({("solver_other" if k == "other" else k): v
+                   for k, v in result.timings.items()})
     clock = time.perf_counter()
     Path(args.output).write_text(format_mapping(result.mapping))
-    phases["write"] = time.perf_counter() - clock
+    timings["write"] = time.perf_counter() - clock
     summary = {
         "objective": result.objective,
         "seconds": result.seconds,
@@ -158,8 +158,8 @@ def _cmd_map(args: argparse.Namespace) -> int:
     if hops is not None:
         summary.update(hops.as_dict())
     total = time.perf_counter() - start
-    phases["other"] = max(0.0, total - sum(phases.values()))  # hop-bytes, the summary
-    summary["phases"] = {**phases, "total": total}
+    timings["other"] = max(0.0, total - sum(timings.values()))  # hop-bytes, the summary
+    summary["timings"] = {**timings, "total": total}
     if args.json:
         print(json.dumps(summary))
     else:

@@ -78,7 +78,7 @@ class JobInputs:
     graph: CommGraph
     #: wall seconds spent reading the profile (``profile``) and building the machine
     #: from the allocation, node shape and switch tree (``layout``)
-    phases: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -183,8 +183,8 @@ def job_inputs(args: argparse.Namespace, cfg: Config) -> JobInputs:
     graph = resolve_profile(job_profile(args.profile), machine.layout.n, store_dirs(args),
                             allow_user_files=True,
                             max_bytes=cfg.get("profiles", "max_file_bytes"))
-    phases = {"layout": machine.seconds, "profile": time.perf_counter() - clock}
-    return JobInputs(machine.alloc, machine.shape, machine.tree, machine.layout, graph, phases)
+    timings = {"layout": machine.seconds, "profile": time.perf_counter() - clock}
+    return JobInputs(machine.alloc, machine.shape, machine.tree, machine.layout, graph, timings)
 
 
 def add_plan_command(sub: argparse._SubParsersAction) -> None:
@@ -242,12 +242,12 @@ def _plan(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = write_files(out_dir, out.files)
-    phases = {"layout": machine.seconds, **out.phases,
+    timings = {"layout": machine.seconds, **out.timings,
               "write": time.perf_counter() - written_from}
     total = time.perf_counter() - clock
     # "other": configuration, argument handling, anything no phase names
-    phases["other"] = max(0.0, total - sum(phases.values()))
-    phases["total"] = total
+    timings["other"] = max(0.0, total - sum(timings.values()))
+    timings["total"] = total
     if args.json:
         # the solver's result: a graph job's (a mesh or SUMMA job names no algorithm)
         result = plan.result if isinstance(plan.result, MappingResult) else None
@@ -259,7 +259,7 @@ def _plan(args: argparse.Namespace) -> int:
             "origin": result.origin if result else None,
             "solver_seconds": out.status.seconds,
             "files": {name: str(path) for name, path in written.items()},
-            "phases": phases}))
+            "timings": timings}))
         return 0
     sys.stdout.write(out.files["report"])
     print("\nwrote " + ", ".join(str(p) for p in written.values()))

@@ -169,7 +169,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def read_record(jobdir: JobDirectory) -> dict:
     """``report.json`` (bounded, parsed), with its rank count checked."""
-    name = FILE_NAMES["record"]
+    name = FILE_NAMES["report_json"]
     text = jobdir.read(name, MAX_REPORT_BYTES)
     shown = safe_text(str(jobdir.path / name), 1000)
     try:

@@ -21,7 +21,7 @@ ARRANGEMENT_FILE = "arrangement"
 PARTITION_FILE = "partition"
 
 #: rank reordering for launchers that place the ranks themselves (srun;
-#: slurm_plugin.modes.reorder_job): one reorder file per (node, socket) method of Slurm's
+#: slurm_plugin.outputs.reorder_files): one reorder file per (node, socket) method of Slurm's
 #: block/cyclic distributions, the seed's Dist_graph file (the plain adjacency) and its
 #: group graph (the heaviest edge between sibling groups, with weights; librankmap's
 #: rankmap_dist_graph reads it)
@@ -40,7 +40,7 @@ COMPUTED_FILES = (*LAUNCHER_FILES, ARRANGEMENT_FILE, PARTITION_FILE, *REORDER_FI
 FILE_NAMES = {**{name: name for name in LAUNCHER_FILES},
               ARRANGEMENT_FILE: "arrangement", PARTITION_FILE: "partition",
               **{name: name for name in REORDER_FILES},
-              "report": "report.txt", "record": "report.json"}
+              "report": "report.txt", "report_json": "report.json"}
 
 #: job directory of job ID: ``OUTPUT_DIR/job.<ID>``
 JOB_DIR_PREFIX = "job."

@@ -521,7 +521,7 @@ def _check_task_job_dir(fd: int, path: Path, owner: int, job_id: str, uid: int, 
                           f"{stat.S_IMODE(st.st_mode):04o}); ignored")
     if owner == 0 and uid != 0 and st.st_gid != gid:
         raise JobDirError(f"{path} has group {st.st_gid}, not the job's {gid}; ignored")
-    name = FILE_NAMES["record"]
+    name = FILE_NAMES["report_json"]
     try:
         rst = os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -539,7 +539,7 @@ def _check_task_job_dir(fd: int, path: Path, owner: int, job_id: str, uid: int, 
     try:
         record = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise JobDirError(f"{path / FILE_NAMES['record']} is not JSON: {exc}") from None
+        raise JobDirError(f"{path / FILE_NAMES['report_json']} is not JSON: {exc}") from None
     if not isinstance(record, dict) or record.get("job_id") != job_id:
-        raise JobDirError(f"{path / FILE_NAMES['record']} is not job {job_id}'s; ignored")
+        raise JobDirError(f"{path / FILE_NAMES['report_json']} is not job {job_id}'s; ignored")
     return record

@@ -2,10 +2,10 @@
 (standard library only; it runs once per task).
 
 The worker writes one reorder file per distribution a launcher may use
-(:mod:`slurm_plugin.modes.reorder_job`); the TaskProlog, which sees the step's own
+(:mod:`slurm_plugin.outputs.reorder_files`); the TaskProlog, which sees the step's own
 ``SLURM_DISTRIBUTION``, exports the matching one as ``RANKMAP_REORDER``
 (:func:`reorder_exports`) and the group graph as ``RANKMAP_DIST_GRAPH``.  The rule is in
-:mod:`slurm_plugin.modes.reorder_job`'s docstring.
+:mod:`slurm_plugin.outputs.reorder_files`'s docstring.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from .job_conventions import GROUP_GRAPH_FILE, REORDER_FILE_BY_METHOD
 from .job_conventions import REORDER_FILES as NAMED_REORDER_FILES
 
-#: the variable librankmap and rankmap_mpi read (deploy/librankmap/rankmap.h)
+#: the variable librankmap and rankmap_mpi read (slurm_plugin/userlib/librankmap/rankmap.h)
 ENV = "RANKMAP_REORDER"
 #: the group graph's variable (rankmap_dist_graph, rankmap_mpi.dist_graph_comm)
 DIST_GRAPH_ENV = "RANKMAP_DIST_GRAPH"

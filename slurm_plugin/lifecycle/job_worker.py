@@ -113,9 +113,9 @@ class WorkerOutput:
     #: for callers in this process (``rankmap plan``), not sent to the prolog: the
     #: mode's plan and wall seconds by phase (``profile``: reading the mode's inputs —
     #: the profile, mesh or speeds and the site's [network] or [speeds] —; a mapping
-    #: plan's own phases)
+    #: plan's own timings)
     plan: JobPlan | None = None
-    phases: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
@@ -199,8 +199,8 @@ def compute_job(job: Job, mode: str, refusal: str | None = None, *,
                           n=job.layout.n, objective=plan.objective, seconds=plan.seconds,
                           kept_default=plan.kept_default, notes=plan.status_notes)
     return WorkerOutput(result, {**plan.files, "report": plan.report_text,
-                                 "record": plan.report_json},
-                        plan, {"profile": read, **plan.phases})
+                                 "report_json": plan.report_json},
+                        plan, {"profile": read, **plan.timings})
 
 
 def with_launchers(plan: JobPlan, cfg: Config) -> JobPlan:

@@ -123,7 +123,7 @@ def fallback_report(job_id: str | None, request: MappingRequest | None, reason: 
     record = json.dumps({"job_id": job_id if valid_job_id(job_id) else job,
                          "profile": profile, "applied": False, "fallback_reason": why},
                         indent=1) + "\n"
-    return {"report": text, "record": record}
+    return {"report": text, "report_json": record}
 
 
 def _as_job_user(uid: int | None, gid: int | None) -> dict:

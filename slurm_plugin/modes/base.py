@@ -18,7 +18,7 @@ is given what was read, or None and the reason, and always returns a :class:`Job
 a fallback one (no files, a report saying why) when anything stops it.
 
 The modes: :mod:`~slurm_plugin.modes.graph_job` (a communication graph mapped onto the
-job's machine; its rank reordering files, :mod:`~slurm_plugin.modes.reorder_job`, are
+job's machine; its rank reordering files, :mod:`~slurm_plugin.outputs.reorder_files`, are
 one more output of it), :mod:`~slurm_plugin.modes.mesh_job` (a mesh partitioned onto the
 job's slots), :mod:`~slurm_plugin.modes.summa_job` (a SUMMA partition arranged for the
 job's network).
@@ -118,7 +118,7 @@ class JobPlan(Generic[R]):
     (graph mode).  ``objective`` and ``seconds``: the mode's measure of what was applied
     (J, MaxElTime, the SUMMA norm) and the solver's seconds, for the status;
     ``status_notes``: what the prolog logs for the job; ``notes``: the plan's notes (the
-    layout's and the mode's); ``phases``: wall seconds by phase.  ``result``: the mode's
+    layout's and the mode's); ``timings``: wall seconds by part.  ``result``: the mode's
     own outcome, for callers in this process — a :class:`mapper.MappingResult` (graph),
     a :class:`~slurm_plugin.modes.mesh_job.MeshResult` (mesh), a
     :class:`mapper.summa.arrange.Arrangement` (summa); None when nothing was computed.
@@ -135,9 +135,9 @@ class JobPlan(Generic[R]):
     notes: list[str] = field(default_factory=list)
     status_notes: tuple[str, ...] = ()
     #: wall seconds by phase: the graph mode's ``default_placements``, the solver's
-    #: (:data:`mapper.solve.result.PHASES`, its ``other`` as ``solver_other``), ``render``
+    #: (:data:`mapper.solve.result.TIMINGS`, its ``other`` as ``solver_other``), ``render``
     #: (the launcher files), ``report`` (evaluating the placements and writing it)
-    phases: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
     result: R | None = None
 
     @property

@@ -6,7 +6,7 @@ The default mode (a store name, a generator spec or ``file:PATH`` as
 against the job's task count, errors naming file:line), ``machine`` the site's
 ``[network]`` hop matrix (None without one), and ``plan`` is :func:`make_plan` plus, when
 rankmap's placement is applied, the rank reordering files for launchers that place the
-ranks themselves (:mod:`slurm_plugin.modes.reorder_job`).
+ranks themselves (:mod:`slurm_plugin.outputs.reorder_files`).
 
 ``make_plan`` is the computation itself: it maps the ranks with the solver inside a time
 budget, decides whether the result can be used, and renders the launcher files and the
@@ -27,7 +27,7 @@ from mapper.objectives.congestion import LinkCapacities
 from mapper.objectives.link_load import RoutedNetwork
 from mapper.objectives.qap import evaluate
 from mapper.solve.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
-from mapper.solve.result import PHASES
+from mapper.solve.result import TIMINGS
 
 from ..common.job_conventions import GRAPH_MODE
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
@@ -41,11 +41,11 @@ from ..machine.network_source import (
 )
 from ..machine.speeds import layout_link_weights, layout_uplink_capacities, slow_switches
 from ..outputs import report
+from ..outputs.reorder_files import reorder_files
 from ..profiles.samples import SampledGraph, SampleVerdict, check_samples
 from ..profiles.store import GeneratedProfile, ProfileError, ProfileStore, resolve_profile
 from ..slurm.topology import SwitchTree
 from .base import RENDERERS, SOLVER_SHARE, Job, JobPlan
-from .reorder_job import reorder_files
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,8 +167,8 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     result = None
     clock = time.perf_counter()
     defaults = default_placements(layout, distribution)
-    phases = {"default_placements": time.perf_counter() - clock,
-              **{_solver_phase(k): 0.0 for k in PHASES}}
+    timings = {"default_placements": time.perf_counter() - clock,
+              **{_solver_timing(k): 0.0 for k in TIMINGS}}
     default_name = dist_label(distribution)
     machine, congestion_levels, notes = layout.hierarchy, layout.network_levels, []
     routed: RoutedNetwork | None = None
@@ -228,7 +228,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                                objective="congestion" if aimed else "J", routed=routed,
                                link_capacities=link_capacities,
                                capacity_scenarios=scenarios)
-        phases.update({_solver_phase(k): v for k, v in result.phases.items()})
+        timings.update({_solver_timing(k): v for k, v in result.timings.items()})
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
                                f"{time_limit:g} s")
@@ -246,7 +246,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
         for name in files:
             rendered[name] = RENDERERS[name](layout, result.mapping, templates_dir=templates_dir,
                                              algorithm=algorithm, job_id=job_id)
-    phases["render"] = time.perf_counter() - clock
+    timings["render"] = time.perf_counter() - clock
     clock = time.perf_counter()
     usable_graph = graph if graph is not None and graph.n == layout.n else None
     rep = report.build_report(layout, usable_graph, result, defaults, default_name,
@@ -257,13 +257,13 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                               extra_notes=notes + list(result.notes if result else ()))
     text, record = report.render_report_text(rep, templates_dir=templates_dir), \
         report.report_json(rep)
-    phases["report"] = time.perf_counter() - clock
+    timings["report"] = time.perf_counter() - clock
     return JobPlan(files=rendered, report_text=text, report_json=record,
                    fallback_reason=fallback_reason, kept_default=kept_default,
                    summary=rep.summary, objective=result.objective if result else None,
                    seconds=result.seconds if result else None,
                    notes=list(layout.notes) + notes, status_notes=tuple(layout.notes),
-                   phases=phases, result=result)
+                   timings=timings, result=result)
 
 
 def _objective_note(objective: str, aimed: bool, checked: bool, network: bool,
@@ -337,8 +337,8 @@ def _phase_note(graph: PhasedGraph, checked: bool,
     return f"{what}, not checked (no switch tree)"
 
 
-def _solver_phase(name: str) -> str:
-    """A solver phase's name among the plan's (its ``other`` is not the plan's)."""
+def _solver_timing(name: str) -> str:
+    """A solver timing's name among the plan's (its ``other`` is not the plan's)."""
     return "solver_other" if name == "other" else name
 
 
@@ -368,12 +368,12 @@ def _under_samples(graph: SampledGraph, machine, result: MappingResult,
 def _kept_default(result: MappingResult, baseline: np.ndarray, base_eval,
                   why: str) -> MappingResult:
     """The default placement as the result, ``result``'s algorithm refused with ``why``
-    (its candidates, notes and phases kept for the report)."""
+    (its candidates, notes and timings kept for the report)."""
     return MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
                          result.seconds, result.algorithm, result.seed,
                          result.hit_time_limit, "baseline", dict(result.candidates),
                          {**result.rejected, result.algorithm: why}, result.notes,
-                         result.phases)
+                         result.timings)
 
 
 def _verdict(v: SampleVerdict) -> str:

@@ -96,7 +96,7 @@ def test_job_user_runs_the_task_prolog(site):
     nobody = pwd.getpwnam("nobody")
     with create_job_dir(site["run"], "42", nobody.pw_uid, nobody.pw_gid) as jd:  # the prolog's
         jd.write({"rankfile": "rank 0=n1 slot=0:0\n",
-                  "record": json.dumps({"job_id": "42", "applied": True})})
+                  "report_json": json.dumps({"job_id": "42", "applied": True})})
     env = {"RANKMAP_CONFIG": str(site["etc"] / "rankmap.toml"), "SLURM_JOB_ID": "42"}
     proc = _as_nobody(str(site["prefix"] / "bin/rankmap-task-prolog"), env=env)
     assert proc.returncode == 0, proc.stderr

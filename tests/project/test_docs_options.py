@@ -236,7 +236,7 @@ def run_job(tmp_path: Path, store: Path, spank: dict[str, str], job: int, monkey
 
 def worker_record(child: dict[str, str], request: WorkerRequest) -> dict:
     """The report.json of the worker's computation (the files it sends the prolog)."""
-    return json.loads(job_worker.compute(request, child).files["record"])
+    return json.loads(job_worker.compute(request, child).files["report_json"])
 
 
 @pytest.mark.parametrize("job", JOBS, ids=[job_id(j) for j in JOBS])

@@ -19,7 +19,7 @@ from tests.helpers.paths import REPO
 ROOT = REPO
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 PACKAGES = ("common", "site", "slurm", "machine", "profiles", "outputs", "modes",
-            "simulate", "lifecycle", "commands")
+            "simulate", "lifecycle", "commands", "userlib")
 MAPPER_LAYERS = ("io", "mesh", "summa", "solve", "construction", "partitioners", "search",
                  "objectives", "model")
 
@@ -59,9 +59,10 @@ def test_job_lifecycle_imports_no_cli_module():
 
 def test_every_module_sits_in_a_layer():
     """A newcomer finds every module in a package that names its place: nothing but the
-    package marker and the mpi4py helper programs import (rankmap_mpi) at the top."""
+    package marker at the top (the libraries users' programs link or import are in
+    userlib)."""
     top = sorted(p.name for p in (ROOT / "slurm_plugin").glob("*.py"))
-    assert top == ["__init__.py", "rankmap_mpi.py"]
+    assert top == ["__init__.py"]
     dirs = {p.name for p in (ROOT / "slurm_plugin").iterdir()
             if p.is_dir() and (p / "__init__.py").exists()}
     assert dirs == set(PACKAGES)

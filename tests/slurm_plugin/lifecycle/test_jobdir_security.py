@@ -453,7 +453,7 @@ def test_output_dir_is_not_created_in_a_users_directory(tmp_path):
 
 def test_report_record_is_json_with_escaped_strings(tmp_path):
     files = prolog.fallback_report("55", None, "bad\nthing")
-    assert json.loads(files["record"])["fallback_reason"] == "bad\\nthing"
+    assert json.loads(files["report_json"])["fallback_reason"] == "bad\\nthing"
     assert files["report"].count("\n") == files["report"].count("\n") and \
         "NOT applied: bad\\nthing\n" in files["report"]
     assert logging.getLogger("rankmap") is prolog.log

@@ -76,7 +76,7 @@ def job(tmp_path):
         with create_job_dir(out, "600", USER, USER) as jd:
             jd.write({"rankfile": "rank 0=n1 slot=0:0\nrank 1=n1 slot=0:1\n",
                       "bindings": "rankmap-bind 1 2 20\n", "hydra_hostfile": hydra,
-                      "record": json.dumps({"job_id": "600", "applied": True, "n": 2})})
+                      "report_json": json.dumps({"job_id": "600", "applied": True, "n": 2})})
         return {"SLURM_JOB_ID": "600", "RANKMAP_CONFIG": str(cfg),
                 "LD_PRELOAD": "/usr/lib/libmine.so"}
 

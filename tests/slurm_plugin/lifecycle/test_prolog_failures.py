@@ -114,7 +114,7 @@ def test_the_fallback_report_escapes_what_the_user_chose():
     assert files["report"].count("\n") == 6
     assert "profile    x\\ny\n" in files["report"]
     assert "NOT applied: profile 'x\\ny' \\x1b[31mnot found\n" in files["report"]
-    record = json.loads(files["record"])
+    record = json.loads(files["report_json"])
     assert record["profile"] == "x\\ny" and "\x1b" not in record["fallback_reason"]
 
 

@@ -42,7 +42,7 @@ def test_fallback_report_record():
     files = fallback_report("3", MappingRequest("x", "graph", "topdown", 1.0, "user"),
                             "broken")
     assert "rankmap was NOT applied: broken" in files["report"]
-    assert json.loads(files["record"]) == {"job_id": "3", "profile": "x", "applied": False,
+    assert json.loads(files["report_json"]) == {"job_id": "3", "profile": "x", "applied": False,
                                            "fallback_reason": "broken"}
 
 

@@ -93,7 +93,7 @@ def test_a_symlink_to_the_users_own_old_job_dir_is_not_followed(shared):
     out = shared / "out"
     out.mkdir(mode=0o755)
     with create_job_dir(out, "510", USER_A, USER_A) as jd:  # A's own earlier job
-        jd.write({"record": json.dumps({"job_id": "510", "applied": True, "n": 2}),
+        jd.write({"report_json": json.dumps({"job_id": "510", "applied": True, "n": 2}),
                   "rankfile": "rank 0=n1 slot=0:0\n"})
     os.chmod(out, 0o1777)  # a site that ignored config check
     as_user(USER_B, lambda: os.symlink(out / "job.510", out / "job.511"))
@@ -111,7 +111,7 @@ def test_the_prologs_own_directory_is_trusted_and_a_stale_record_is_not(shared):
     cfg = config_for(shared, out)
     with create_job_dir(out, "520", USER_A, USER_A) as jd:
         jd.write({"rankfile": "rank 0=n1 slot=0:0\n",
-                  "record": json.dumps({"job_id": "520", "applied": True, "n": 2})})
+                  "report_json": json.dumps({"job_id": "520", "applied": True, "n": 2})})
     st = (out / "job.520").stat()
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, USER_A, 0o750)
     env = {"SLURM_JOB_ID": "520", "RANKMAP_CONFIG": str(cfg)}
@@ -139,7 +139,7 @@ def test_open_job_dir_for_task_checks(tmp_path):
     assert open_job_dir_for_task(tmp_path / "missing", "1", uid, gid) is None
     assert open_job_dir_for_task(tmp_path, "1", uid, gid) is None
     with create_job_dir(tmp_path, "2") as jd:
-        jd.write({"record": '{"job_id": "2", "applied": false}'})
+        jd.write({"report_json": '{"job_id": "2", "applied": false}'})
     path, record = open_job_dir_for_task(tmp_path, "2", uid, gid)
     assert path == tmp_path / "job.2" and record["applied"] is False
     os.chmod(tmp_path / "job.2", 0o770)

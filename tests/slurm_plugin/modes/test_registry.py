@@ -102,10 +102,10 @@ def test_the_worker_routes_each_mode_to_its_files(site, profile, algorithm, mode
     assert own_files <= set(out.files), sorted(out.files)
     others = {PARTITION_FILE, ARRANGEMENT_FILE, "reorder.block"} - own_files
     assert not others & set(out.files), sorted(out.files)
-    assert list(out.files)[-2:] == ["report", "record"]  # the report last
+    assert list(out.files)[-2:] == ["report", "report_json"]  # the report last
     assert isinstance(out.plan, JobPlan) and isinstance(out.plan.result, result_type)
     assert out.status.n == 16 and out.status.objective == out.plan.objective
-    assert set(out.phases) >= {"profile"}
+    assert set(out.timings) >= {"profile"}
 
 
 class Recorder:

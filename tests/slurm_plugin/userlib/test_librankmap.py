@@ -1,5 +1,5 @@
-"""deploy/librankmap: rankmap_comm() under a real mpirun (4 ranks, oversubscribed);
-slurm_plugin.rankmap_mpi, its mpi4py twin, on a stand-in communicator.
+"""slurm_plugin/userlib/librankmap: rankmap_comm() under a real mpirun (4 ranks, oversubscribed);
+slurm_plugin.userlib.rankmap_mpi, its mpi4py twin, on a stand-in communicator.
 
 Builds the library with its Makefile, links a small program against it and checks the
 new rank of every process against the reorder file, and the no-op cases: variable
@@ -7,7 +7,7 @@ unset, file unreadable, not a permutation, wrong size, different files per proce
 
 rankmap_dist_graph() likewise: a second program prints every process's neighbours and
 weights in the distributed-graph communicator (MPI_Dist_graph_neighbors), checked
-against the group graph file the job gets (slurm_plugin.modes.reorder_job) and a hand-written
+against the group graph file the job gets (slurm_plugin.outputs.reorder_files) and a hand-written
 one, whatever renumbering the MPI chose; damaged files (a rank out of range, truncated
 files, another size, one-sided edges) give RANKMAP_ERR_FILE and MPI_COMM_NULL on every
 process with one warning, and an unset variable RANKMAP_ERR_UNSET, silently.
@@ -103,7 +103,8 @@ int main(int argc, char **argv)
 @pytest.fixture(scope="module")
 def build_dir(tmp_path_factory):
     build = tmp_path_factory.mktemp("librankmap")
-    subprocess.run(["make", "-s", "-C", str(ROOT / "deploy/librankmap"), f"OUT={build}",
+    subprocess.run(["make", "-s", "-C", str(ROOT / "slurm_plugin/userlib/librankmap"),
+                    f"OUT={build}",
                     f"INCDIR={build}/include"], check=True, capture_output=True)
     assert (build / "librankmap.so").is_file() and (build / "include/rankmap.h").is_file()
     return build
@@ -281,7 +282,7 @@ def test_dist_graph_neighbours_follow_the_jobs_file(dg_program, tmp_path):
     from mapper.model.graph import CommGraph
     from slurm_plugin.common.job_conventions import GROUP_GRAPH_FILE
     from slurm_plugin.machine.layout import build_layout
-    from slurm_plugin.modes.reorder_job import reorder_files
+    from slurm_plugin.outputs.reorder_files import reorder_files
     from slurm_plugin.slurm.allocation import Allocation
     from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
     from tests.mapper.construction.test_matching import TABLE_I
@@ -379,7 +380,7 @@ class FakeComm:
 
 
 def test_python_twin_splits_with_the_new_rank(tmp_path, capsys):
-    from slurm_plugin.rankmap_mpi import reordered_comm
+    from slurm_plugin.userlib.rankmap_mpi import reordered_comm
 
     path = tmp_path / "reorder"
     path.write_text("2\n0\n3\n1\n")
@@ -391,7 +392,7 @@ def test_python_twin_splits_with_the_new_rank(tmp_path, capsys):
 
 
 def test_python_twin_falls_back_with_one_warning(tmp_path, capsys):
-    from slurm_plugin.rankmap_mpi import reordered_comm
+    from slurm_plugin.userlib.rankmap_mpi import reordered_comm
 
     path = tmp_path / "reorder"
     path.write_text("0\n0\n1\n2\n")
@@ -416,7 +417,7 @@ def test_python_twin_under_mpirun(tmp_path):
     import sys
 
     script = tmp_path / "demo.py"
-    script.write_text("from slurm_plugin.rankmap_mpi import reordered_comm\n"
+    script.write_text("from slurm_plugin.userlib.rankmap_mpi import reordered_comm\n"
                       "from mpi4py import MPI\n"
                       "c = reordered_comm()\n"
                       "print('old', MPI.COMM_WORLD.Get_rank(), 'new', c.Get_rank(), 'size', "
@@ -429,7 +430,7 @@ def test_python_twin_under_mpirun(tmp_path):
 
 
 def test_python_dist_graph_rank_0_gives_the_whole_graph(tmp_path, capsys):
-    from slurm_plugin.rankmap_mpi import _weights_empty, dist_graph_comm
+    from slurm_plugin.userlib.rankmap_mpi import _weights_empty, dist_graph_comm
 
     path = tmp_path / "groups"
     path.write_text(PATH4)
@@ -445,7 +446,7 @@ def test_python_dist_graph_rank_0_gives_the_whole_graph(tmp_path, capsys):
 
 
 def test_python_dist_graph_unset_or_damaged_is_none(tmp_path, capsys):
-    from slurm_plugin.rankmap_mpi import dist_graph_comm
+    from slurm_plugin.userlib.rankmap_mpi import dist_graph_comm
 
     assert dist_graph_comm(FakeComm(0, 4), {}) is None
     assert dist_graph_comm(FakeComm(1, 4, root_says="unset"), {}) is None
@@ -478,7 +479,7 @@ def test_python_dist_graph_under_mpirun(tmp_path):
     script.write_text(
         "import os\n"
         "from mpi4py import MPI\n"
-        "from slurm_plugin.rankmap_mpi import dist_graph_comm\n"
+        "from slurm_plugin.userlib.rankmap_mpi import dist_graph_comm\n"
         "old = MPI.COMM_WORLD.Get_rank()\n"
         "g = dist_graph_comm()\n"
         "if g is None:\n"

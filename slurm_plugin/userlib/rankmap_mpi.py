@@ -3,7 +3,7 @@
 
 ::
 
-    from slurm_plugin.rankmap_mpi import dist_graph_comm, reordered_comm
+    from slurm_plugin.userlib.rankmap_mpi import dist_graph_comm, reordered_comm
     comm = reordered_comm()          # instead of MPI.COMM_WORLD
     graph = dist_graph_comm(comm)    # optional: the group graph's topology, or None
 

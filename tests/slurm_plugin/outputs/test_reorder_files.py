@@ -1,4 +1,4 @@
-"""The job's reorder files (slurm_plugin.modes.reorder_job): for generated allocations, the
+"""The job's reorder files (slurm_plugin.outputs.reorder_files): for generated allocations, the
 process Slurm starts as rank r — placed by a step-by-step replay of Slurm's block/cyclic
 distributions written here, not by slurm_plugin.machine.distribution — runs on the slot the
 rendered rankfile gives rank reorder[r]; the group graph file; the TaskProlog's choice of
@@ -29,8 +29,8 @@ from slurm_plugin.common.reorder_steps import (
 )
 from slurm_plugin.machine.distribution import Distribution, DistributionError, parse_distribution
 from slurm_plugin.machine.layout import build_layout
-from slurm_plugin.modes.reorder_job import reorder_files, write_reorder_files
 from slurm_plugin.outputs.render import render_rankfile
+from slurm_plugin.outputs.reorder_files import reorder_files, write_reorder_files
 from slurm_plugin.slurm.allocation import Allocation
 from slurm_plugin.slurm.topology import NodeShape, parse_topology_conf
 from tests.helpers import independent_eval as ie

@@ -2,7 +2,7 @@
 
 ``srun`` starts rank r where Slurm's ``--distribution`` puts it.  The placement rankmap chose is
 still honoured when the application renumbers its ranks with librankmap's
-``rankmap_comm`` (or :func:`slurm_plugin.rankmap_mpi.reordered_comm`): the process that
+``rankmap_comm`` (or :func:`slurm_plugin.userlib.rankmap_mpi.reordered_comm`): the process that
 the launcher started as rank r takes rank ``reorder[r]``, so that new rank k runs on the
 PE the mapping gave rank k (:mod:`mapper.io.reorder`, the seed's rank reordering method:
 Sudhakar, Adhikari, Ramesh, ICACC 2015, §III.C).
@@ -16,7 +16,7 @@ every task on the same socket) or ``block``: ``reorder.block``, ``reorder.cyclic
 (``dist_graph.groups``, numbered by new rank: within every group of the machine tree,
 the groups one level down joined by the heaviest edge between them, with weights;
 :func:`mapper.io.reorder.group_tree`), which librankmap's ``rankmap_dist_graph`` (and
-:func:`slurm_plugin.rankmap_mpi.dist_graph_comm`) hand to
+:func:`slurm_plugin.userlib.rankmap_mpi.dist_graph_comm`) hand to
 ``MPI_Dist_graph_create(..., reorder=1)`` as the seed's Fig. 6 does; the TaskProlog
 exports its path as ``RANKMAP_DIST_GRAPH`` to every task of a job whose placement was
 applied.  The TaskProlog, which sees the step's own ``SLURM_DISTRIBUTION``, exports the
