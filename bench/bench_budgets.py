@@ -62,6 +62,7 @@ def _rss_mb() -> float:
 def run_one(profile: str, n: int, algorithm: str, budget: float, baseline: bool,
             objective: str = "J") -> dict:
     """One run in this process; the dictionary the parent prints."""
+    from mapper import LinkModel
     from mapper.solve.api import map_processes
 
     graph = profile_graph(profile, n)
@@ -71,7 +72,8 @@ def run_one(profile: str, n: int, algorithm: str, budget: float, baseline: bool,
     aimed = objective == "congestion"
     result = map_processes(graph, machine, algorithm, 0, budget,
                            baseline=np.arange(n) if baseline or aimed else None,
-                           congestion_levels=[0, 1] if aimed else None, objective=objective)
+                           objective=objective,
+                           links=LinkModel(congestion_levels=[0, 1] if aimed else ()))
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "rss_graph": rss_graph, "rss_peak": _rss_mb(),
             "objective": result.objective, "origin": result.origin,

@@ -27,6 +27,7 @@ import importlib
 _EXPORTS = {
     "ALGORITHMS": "solve.algorithm_names", "NEIGHBORHOODS": "solve.algorithm_names",
     "map_processes": "solve.api", "MappingResult": "solve.result",
+    "LinkModel": "solve.link_model",
     "CommGraph": "model.graph", "GraphError": "model.graph",
     "DistanceMatrix": "model.machine", "Hierarchy": "model.machine", "Machine": "model.machine",
     "MachineError": "model.machine",

@@ -6,12 +6,8 @@
 * ``ohtma_greedy``, ``ohtma_exchange`` -- :mod:`mapper.construction.ohtma` (Li et al.'s
   greedy and its locked best-pair exchange pass).
 
-The Python modules that call these functions hold the documentation, the complexities
-and the references; this file only makes their inner loops fast.  Graphs come as CSR
-arrays; distances as one oracle ``(gid, dist, mat)`` (``mapper/model/_oracle.pxd``: a
-hierarchy's per-PE group ids and level distances, an explicit matrix, or nodes on a
-non-tree network with a between-node table), shared as inline functions with every
-compiled search.
+The construction modules hold the documentation, complexities and references; the
+distance oracle is ``mapper/model/_oracle.pxd``'s.
 """
 
 import numpy as np

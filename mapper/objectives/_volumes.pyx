@@ -6,12 +6,8 @@
 * ``node_hop_bytes`` -- :func:`mapper.objectives.congestion.node_hop_bytes`;
 * ``between_groups`` -- :func:`mapper.construction.regroup.quotient_graph`.
 
-The Python modules that call these functions hold the documentation, the complexities
-and the references; this file only makes their inner loops fast.  Graphs come as CSR
-arrays; distances as one oracle ``(gid, dist, mat)`` (``mapper/model/_oracle.pxd``: a
-hierarchy's per-PE group ids and level distances, an explicit matrix, or nodes on a
-non-tree network with a between-node table), shared as inline functions with every
-compiled search.
+Each works on the graph's CSR arrays and the per-PE group ids of one level; the
+callers hold the documentation and complexities.
 """
 
 import numpy as np

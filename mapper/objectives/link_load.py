@@ -93,8 +93,8 @@ dragonfly ``local`` and ``global`` apart (different cables and bandwidths); on a
 node level up to the one below the root, as :func:`mapper.objectives.congestion.uplink_loads`
 does.  Intra-node traffic crosses no link.  :func:`level_congestion` gives those
 per-level maxima.
-``map_processes(..., routed=network)`` applies that rule to every candidate (tolerance
-:data:`mapper.search.routed.ROUTED_TOLERANCE`) and, under objective ``congestion``,
+``map_processes(..., links=LinkModel(routed=network))`` applies that rule to every candidate
+(tolerance :data:`mapper.search.routed.ROUTED_TOLERANCE`) and, under objective ``congestion``,
 repairs a refused result under the baseline's per-level maxima
 (:mod:`mapper.search.routed`).
 
@@ -541,8 +541,8 @@ def link_loads(graph: CommGraph, mapping: np.ndarray, network: RoutedNetwork) ->
     (rank → PE).  Compiled; O(n + m·h) for m edges and h links per route."""
     pi = check_mapping(mapping, network.n, graph.n)
     return _link_load.link_loads(graph.indptr, graph.indices, graph.weights, pi,
-                                network.pe_node, network.route_ptr, network.route_links,
-                                network.nodes, network.links, network.symmetric)
+                                 network.pe_node, network.route_ptr, network.route_links,
+                                 network.nodes, network.links, network.symmetric)
 
 
 def swap_delta(graph: CommGraph, mapping: np.ndarray, network: RoutedNetwork,
@@ -557,8 +557,8 @@ def swap_delta(graph: CommGraph, mapping: np.ndarray, network: RoutedNetwork,
     if loads.dtype != np.float64 or not loads.flags.c_contiguous:
         raise ValueError("loads must be a contiguous float64 array (it is updated in place)")
     _link_load.swap_delta(graph.indptr, graph.indices, graph.weights, pi, network.pe_node,
-                         network.route_ptr, network.route_links, network.nodes,
-                         network.symmetric, loads, int(u), int(v))
+                          network.route_ptr, network.route_links, network.nodes,
+                          network.symmetric, loads, int(u), int(v))
 
 
 def _check_ranks(u: int, v: int, n: int) -> None:
@@ -588,9 +588,9 @@ class LinkLoadTracker:
         self.network = network
         self._n = len(pi)
         self._t = _link_load.LoadTracker(graph.indptr, graph.indices, graph.weights, pi,
-                                        network.pe_node, network.route_ptr,
-                                        network.route_links, network.nodes,
-                                        network.capacity, network.symmetric)
+                                         network.pe_node, network.route_ptr,
+                                         network.route_links, network.nodes,
+                                         network.capacity, network.symmetric)
 
     def swap(self, u: int, v: int) -> float:
         """Swap the PEs of ranks u and v; the maximum congestion after it."""

@@ -7,12 +7,8 @@
 * ``repair_proposals`` -- :func:`mapper.partitioners.exact_sizes.repair_sizes`;
 * ``grow_halves``, ``within_blocks`` -- :func:`mapper.partitioners.exact_sizes.split_blocks_in_two`.
 
-The Python modules that call these functions hold the documentation, the complexities
-and the references; this file only makes their inner loops fast.  Graphs come as CSR
-arrays; distances as one oracle ``(gid, dist, mat)`` (``mapper/model/_oracle.pxd``: a
-hierarchy's per-PE group ids and level distances, an explicit matrix, or nodes on a
-non-tree network with a between-node table), shared as inline functions with every
-compiled search.
+On any CSR matrix (int32 or int64 indices); the callers hold the documentation and
+complexities.
 """
 
 import numpy as np

@@ -9,12 +9,8 @@
   order of N_C^d's first pass on a renumbered graph);
 * ``renumbered_csr`` -- the PE-order renumbering of :func:`mapper.search.swap.run`.
 
-The Python modules that call these functions hold the documentation, the complexities
-and the references; this file only makes their inner loops fast.  Graphs come as CSR
-arrays; distances as one oracle ``(gid, dist, mat)`` (``mapper/model/_oracle.pxd``: a
-hierarchy's per-PE group ids and level distances, an explicit matrix, or nodes on a
-non-tree network with a between-node table), shared as inline functions with every
-compiled search.
+Their callers hold the documentation, complexities and references; the distance oracle
+is ``mapper/model/_oracle.pxd``'s.
 """
 
 import numpy as np

@@ -25,6 +25,11 @@ NEIGHBORHOODS = ("n<d>", "nc<d>", "np", "np<block>", "n2")
 PRESETS = ("fast", "eco", "strong")
 #: constructions that need a switch tree (a :class:`mapper.model.machine.Hierarchy`)
 TREE_CONSTRUCTIONS = ("topdown", "bottomup", "matching")
+#: what runs in a tree-only construction's place on a machine without a switch tree (a
+#: hop matrix), keeping the neighbourhood asked for; with N_C^10 it is the presets' and
+#: the site's default there
+NETWORK_CONSTRUCTION = "ohtma"
+NETWORK_DEFAULT = f"{NETWORK_CONSTRUCTION}+n10"
 
 _NEIGHBORHOOD = re.compile(r"^(?:(?P<n2>n2)|nc?(?P<d>\d+)|np(?P<block>\d*))$")
 
@@ -64,6 +69,17 @@ def parse_algorithm(name: str) -> tuple[str, str | None, int | None]:
     if m.group("block") and int(m.group("block")) < 2:
         raise ValueError(f"{name!r}: pruned block size must be at least 2")
     return parts[0], "np", int(m.group("block")) if m.group("block") else None
+
+
+def for_network(name: str) -> str:
+    """``name`` for a machine without a switch tree: a tree-only construction becomes
+    :data:`NETWORK_CONSTRUCTION` with the same neighbourhood (``topdown+n10`` →
+    ``ohtma+n10``); presets (which choose their own) and the other constructions are
+    kept.  ValueError outside the grammar."""
+    if is_preset(name) or parse_algorithm(name)[0] not in TREE_CONSTRUCTIONS:
+        return name
+    rest = name.strip().lower().split("+", 1)[1:]
+    return "+".join([NETWORK_CONSTRUCTION, *rest])
 
 
 def normalize_algorithm(name: str) -> str:

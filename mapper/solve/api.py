@@ -46,6 +46,7 @@ from ..search import routed as routed_search
 from . import aimed, budget, never_worse, presets, runner
 from . import candidates as extra
 from .algorithm_names import is_preset
+from .link_model import LinkModel
 from .result import TIMINGS, MappingResult
 
 
@@ -54,13 +55,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
                   attempts: int = 1,
                   progress: Callable[[str], None] | None = None,
                   baseline: np.ndarray | None = None,
-                  congestion_levels: Sequence[int] | None = None,
                   objective: str = "J",
-                  link_weights: LinkWeights | None = None,
-                  routed: RoutedNetwork | None = None,
-                  link_capacities: LinkCapacities | None = None,
-                  capacity_scenarios: Mapping[str, LinkCapacities] | None = None
-                  ) -> MappingResult:
+                  links: LinkModel | None = None) -> MappingResult:
     """Map the ``graph.n`` ranks onto the ``machine.n`` PEs, minimizing J.
 
     ``time_limit`` (seconds) bounds the greedy constructions and the local search, which
@@ -80,6 +76,8 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     candidates beside the algorithm's result, and the best J wins — the baseline on a
     tie.  ``result.origin`` says which won, ``result.candidates`` their J.
 
+    ``links`` (a :class:`~mapper.solve.link_model.LinkModel`; None: no links, J alone) are
+    the shared links the comparison checks; its fields are described here.
     ``congestion_levels`` (hierarchy level indices whose groups reach the next level
     through a shared link: nodes' host links, switches' uplinks) makes the comparison
     with the baseline refuse a candidate that loads the heaviest link of any of those
@@ -158,11 +156,15 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     trees; it is slower than block under 4:1 in this model (bench/README.md, "NPB by
     phase").
     """
+    links = links or LinkModel()
+    congestion_levels, link_weights, routed = (links.congestion_levels or None,
+                                               links.link_weights, links.routed)
+    link_capacities, capacity_scenarios = links.link_capacities, links.capacity_scenarios
     if objective not in OBJECTIVES:
         raise runner.AlgorithmError(f"objective must be one of {', '.join(OBJECTIVES)}, "
                                     f"got {objective!r}")
-    if objective == "congestion" and (baseline is None or not (
-            (congestion_levels and isinstance(machine, Hierarchy)) or routed is not None)):
+    if objective == "congestion" and (
+            baseline is None or not has_links_to_cap(machine, congestion_levels, routed)):
         raise runner.AlgorithmError("objective 'congestion' needs a baseline, and congestion "
                                     "levels on a hierarchical machine or a routed network")
     if routed is not None:
@@ -270,6 +272,14 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     return MappingResult(best.mapping, best.objective, best.traffic, seconds, algorithm,
                          best.seed, best.hit_time_limit, origin, candidates, rejected,
                          tuple(notes), runner.with_other(timings, seconds))
+
+
+def has_links_to_cap(machine: Machine, congestion_levels: Sequence[int] | None,
+                     routed: RoutedNetwork | None) -> bool:
+    """Whether objective ``"congestion"`` has links to keep at the baseline's: congestion
+    levels on a hierarchy (a switch tree's node links and uplinks), or a routed network.
+    Elsewhere it is objective J (the rule has nothing to cap)."""
+    return bool(congestion_levels) and isinstance(machine, Hierarchy) or routed is not None
 
 
 #: The objectives map_processes accepts (see its docstring).
@@ -454,8 +464,8 @@ def _regrouped(graph: CommGraph, machine: Hierarchy, algorithm: str, seed: int,
 
     def map_coarse(quotient: CommGraph, coarse: Hierarchy, start_from: np.ndarray):
         return map_processes(quotient, coarse, algorithm, seed, time_limit,
-                             baseline=start_from, congestion_levels=above,
-                             link_weights=coarse_weights).mapping
+                             baseline=start_from, links=LinkModel(congestion_levels=above,
+                                                                  link_weights=coarse_weights)).mapping
 
     pe = construction.regroup(graph, machine, baseline, inner, map_coarse, rank_order)
     if pe is None:

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algorithm_names import PRESETS
+from .algorithm_names import NETWORK_DEFAULT, PRESETS
 
 ECO_STARTS = 1
 ECO_PARTITION_TRIES = 3
@@ -154,10 +154,10 @@ class Preset:
 
 
 _TABLE = {
-    "fast": Preset("fast", "topdown+n10", "ohtma+n10", 1, 0, refine_splits=False),
-    "eco": Preset("eco", "topdown+n10", "ohtma+n10", ECO_STARTS, 0,
+    "fast": Preset("fast", "topdown+n10", NETWORK_DEFAULT, 1, 0, refine_splits=False),
+    "eco": Preset("eco", "topdown+n10", NETWORK_DEFAULT, ECO_STARTS, 0,
                   partition_tries=ECO_PARTITION_TRIES),
-    "strong": Preset("strong", "topdown+n10", "ohtma+n10", STRONG_STARTS, STRONG_ROUNDS,
+    "strong": Preset("strong", "topdown+n10", NETWORK_DEFAULT, STRONG_STARTS, STRONG_ROUNDS,
                      cycles=True, partition_tries=STRONG_PARTITION_TRIES,
                      cycle_work=STRONG_CYCLE_WORK),
 }

@@ -196,7 +196,7 @@ def network_check(config: Config) -> tuple[list[str], list[str]]:
              f"named ({net.where}), {low:g} to {high:g} hops between nodes; cost between "
              f"nodes {net.base:g} + {net.per_hop:g} x hops"]
     warnings = []
-    levels = config.get("solver", "level_distances")
+    levels = config.solver.level_distances
     node = levels[1] if len(levels) > 1 else None
     cheapest = net.base + net.per_hop * low
     if node is not None and len(off) and cheapest < node:
@@ -237,10 +237,10 @@ def launcher_warnings(config: Config) -> list[str]:
         prterun_wrapper_path,
     )
 
-    supported = config.get("launchers", "supported")
+    supported = config.launchers.supported
     needed = []
     if supported:
-        needed.append((config.get("launchers", "bind_library") or default_bind_library(),
+        needed.append((config.launchers.bind_library or default_bind_library(),
                        "the rank binder (cores for every launcher; deploy/install.sh builds "
                        "it)", False))
     if "openmpi" in supported:
@@ -262,10 +262,10 @@ def record_warnings(config: Config) -> list[str]:
     under monitoring) usable by the job's users, and a place for the recordings."""
     from ..lifecycle.recording_setup import default_record_library
 
-    if not config.get("record", "enabled"):
+    if not config.record.enabled:
         return []
     warnings = []
-    library = config.get("record", "library") or default_record_library()
+    library = config.record.library or default_record_library()
     problem = world_access_problem(library, executable=False)
     if problem:
         warnings.append(f"[record]: the recorder librankmap_record.so at {library}: "
@@ -285,7 +285,7 @@ def site_warnings(config: Config, executable: str | None = None,
     """Every warning for this configuration on this machine."""
     return (python_warnings(executable)
             + config_file_warnings(config.path)
-            + output_dir_warnings(config.get("general", "output_dir"), tmpfiles_dirs)
+            + output_dir_warnings(config.general.output_dir, tmpfiles_dirs)
             + launcher_warnings(config) + record_warnings(config))
 
 

@@ -166,10 +166,10 @@ def job_machine(args: argparse.Namespace, cfg: Config) -> JobMachine:
     if args.hwloc_xml:
         xml = parse_hwloc_xml(Path(args.hwloc_xml).read_text(), args.hwloc_xml)
         groups = dict.fromkeys(nodes, xml)
-    layout = build_layout(alloc, shape, tree, cfg.get("solver", "level_distances"), groups,
-                          cfg.get("hwloc", "cache_distance"),
+    layout = build_layout(alloc, shape, tree, cfg.solver.level_distances, groups,
+                          cfg.hwloc.cache_distance,
                           oversubscribe=(args.oversubscribe or
-                                         cfg.get("solver", "oversubscribe") == "allow"))
+                                         cfg.solver.oversubscribe == "allow"))
     return JobMachine(alloc, shape, tree, layout, time.perf_counter() - clock)
 
 
@@ -182,7 +182,7 @@ def job_inputs(args: argparse.Namespace, cfg: Config) -> JobInputs:
     clock = time.perf_counter()
     graph = resolve_profile(job_profile(args.profile), machine.layout.n, store_dirs(args),
                             allow_user_files=True,
-                            max_bytes=cfg.get("profiles", "max_file_bytes"))
+                            max_bytes=cfg.profiles.max_file_bytes)
     timings = {"layout": machine.seconds, "profile": time.perf_counter() - clock}
     return JobInputs(machine.alloc, machine.shape, machine.tree, machine.layout, graph, timings)
 
@@ -229,8 +229,8 @@ def _plan(args: argparse.Namespace) -> int:
     machine = job_machine(args, cfg)
     layout = machine.layout
     request = request_for(job_profile(args.profile), args.preset or args.algorithm,
-                          cfg.get("solver", "algorithm"),
-                          args.time_limit or cfg.get("solver", "time_limit"))
+                          cfg.solver.algorithm,
+                          args.time_limit or cfg.solver.time_limit)
     if request.refusal:
         raise CliError(request.refusal)
     job = Job(layout, machine.tree, cfg, request.profile, request.algorithm,
@@ -243,7 +243,7 @@ def _plan(args: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = write_files(out_dir, out.files)
     timings = {"layout": machine.seconds, **out.timings,
-              "write": time.perf_counter() - written_from}
+               "write": time.perf_counter() - written_from}
     total = time.perf_counter() - clock
     # "other": configuration, argument handling, anything no phase names
     timings["other"] = max(0.0, total - sum(timings.values()))

@@ -156,8 +156,8 @@ def _collect(args: argparse.Namespace) -> int:
             status = 2
             continue
         done = collect_recording(base / job, store, uid,
-                                 max_file_bytes=cfg.get("record", "max_file_bytes"),
-                                 max_profile_bytes=cfg.get("profiles", "max_file_bytes"))
+                                 max_file_bytes=cfg.record.max_file_bytes,
+                                 max_profile_bytes=cfg.profiles.max_file_bytes)
         print(done.sentence())
         status = status or (0 if done.stored else 1)
     return status

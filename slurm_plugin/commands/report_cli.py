@@ -225,7 +225,7 @@ def job_matrix(record: Mapping, args: argparse.Namespace
     if not args.profile and looks_like_path(spec):
         return None, USER_PATH_NOTE
     try:
-        max_bytes = load_config(args.config).get("profiles", "max_file_bytes")
+        max_bytes = load_config(args.config).profiles.max_file_bytes
         if args.profile and (spec.startswith("file:") or Path(spec).is_file()):
             graph = read_graph(spec[5:] if spec.startswith("file:") else spec, expected_n=n,
                                max_bytes=max_bytes)

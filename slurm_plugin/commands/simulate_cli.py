@@ -213,7 +213,7 @@ def host_speeds(args: argparse.Namespace) -> dict[str, float]:
 
 
 def build_inputs(args: argparse.Namespace, cfg) -> tuple[Allocation, NodeShape, SwitchTree,
-                                                          Layout, CommGraph]:
+                                                         Layout, CommGraph]:
     """Allocation, node shape, switch tree, layout and graph, as ``rankmap plan`` builds them."""
     inputs = job_inputs(args, cfg)
     if inputs.graph.n != inputs.layout.n:
@@ -310,24 +310,24 @@ def _simulate(args: argparse.Namespace) -> int:
                        "or --replay TRACE")
     if not args.platform_only and shutil.which(args.smpirun) is None:
         raise CliError(f"{args.smpirun} not found: install SimGrid (Debian: simgrid, "
-                         f"libsimgrid-dev) or pass --smpirun")
+                       f"libsimgrid-dev) or pass --smpirun")
     cfg = load_config(args.config)
     alloc, shape, tree, layout, graph = build_inputs(args, cfg)
     if args.replay:
         check_trace_index(args.replay, layout.n)
     net = network_params(args)
-    algorithms = args.algorithm or [cfg.get("solver", "algorithm") or DEFAULT_ALGORITHM]
+    algorithms = args.algorithm or [cfg.solver.algorithm or DEFAULT_ALGORITHM]
     plat = build_platform(tree, alloc.nodes, shape, net, host_speeds(args))
     # the plan knows the simulated machine's uplinks as a site's config makes them known
     # to the prolog: the config's, else the platform's own (unless --uplink-bw sets them)
-    oversubscription = (cfg.get("solver", "uplink_oversubscription")
+    oversubscription = (cfg.solver.uplink_oversubscription
                         or ([] if any(x is not None for x in net.uplink_bw)
                             else [net.oversubscription]))
     places = placements(layout, graph, algorithms,
-                        time_limit=args.time_limit or cfg.get("solver", "time_limit"),
+                        time_limit=args.time_limit or cfg.solver.time_limit,
                         seed=args.seed, distribution=parse_distribution(args.distribution),
                         unguarded=args.unguarded,
-                        objectives=args.objective or [cfg.get("solver", "objective")],
+                        objectives=args.objective or [cfg.solver.objective],
                         tree=tree, uplink_oversubscription=oversubscription)
     tmp = None
     out = Path(args.out) if args.out else Path(tmp := tempfile.mkdtemp(prefix="rankmap-sim-"))
@@ -344,7 +344,7 @@ def _simulate(args: argparse.Namespace) -> int:
                     print(f"simulating {pl.name} ({layout.n} ranks)", file=sys.stderr)
                 app, total = _run(smpirun_command(args, out / "platform.xml", hostfile,
                                                   layout.n, program), args.timeout,
-                                         args.ok_exit)
+                                  args.ok_exit)
             runs.append(Run(pl, app if app is not None else total, total, str(hostfile)))
         record = {"ranks": layout.n, "nodes": list(alloc.nodes), "profile": args.profile,
                   "program": program, "replay": args.replay,

@@ -13,7 +13,6 @@ the time budget from outside by ending this process and everything it started.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -129,19 +128,19 @@ def _compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
     """The request on the job Slurm describes: ``env`` is the job's (its ``SLURM_*``
     variables, ``RANKMAP_CONFIG``), which the configuration and the Slurm readers use."""
     cfg = load_config(env=env)
-    timeout = cfg.get("slurm", "command_timeout")
-    env = with_bin_dir(env, cfg.get("slurm", "bin_dir"))
-    backend = resolve_backend(cfg.get("slurm", "backend"), env)
+    timeout = cfg.slurm.command_timeout
+    env = with_bin_dir(env, cfg.slurm.bin_dir)
+    backend = resolve_backend(cfg.slurm.backend, env)
     alloc = read_allocation(request.job_id, env, backend, timeout)
     shapes = read_node_shapes(alloc.nodes, env, backend, timeout)
-    tree = read_topology(cfg.get("slurm", "topology"), timeout, env, backend)
-    layout = build_layout(alloc, shapes, tree, cfg.get("solver", "level_distances"),
-                          read_core_groups(cfg.get("hwloc", "files"), alloc.nodes),
-                          cfg.get("hwloc", "cache_distance"),
-                          oversubscribe=cfg.get("solver", "oversubscribe") == "allow")
+    tree = read_topology(cfg.slurm.topology, timeout, env, backend)
+    layout = build_layout(alloc, shapes, tree, cfg.solver.level_distances,
+                          read_core_groups(cfg.hwloc.files, alloc.nodes),
+                          cfg.hwloc.cache_distance,
+                          oversubscribe=cfg.solver.oversubscribe == "allow")
     job = Job(layout, tree, cfg, request.profile, request.algorithm, request.time_limit,
               stores=job_stores(cfg, os.getuid()),
-              allow_user_files=cfg.get("profiles", "allow_user_files"),
+              allow_user_files=cfg.profiles.allow_user_files,
               distribution=alloc.distribution, job_id=request.job_id,
               node_features=lambda nodes: read_node_features(nodes, env, timeout))
     out = compute_job(job, request.mode, request.refusal)
@@ -157,7 +156,7 @@ def job_stores(cfg: Config, uid: int) -> tuple[str, ...]:
         own = user_store(cfg, uid)
     except UserPathError:
         own = None
-    return (*([str(own)] if own else []), *cfg.get("profiles", "stores"),
+    return (*([str(own)] if own else []), *cfg.profiles.stores,
             str(bundled_store()))
 
 
@@ -207,20 +206,18 @@ def with_launchers(plan: JobPlan, cfg: Config) -> JobPlan:
     """The plan with its report saying what each launcher family the site supports gets
     (``Launchers:`` in report.txt, ``launchers`` in report.json), by the same rule as
     the batch step's line (:mod:`slurm_plugin.common.launcher_support`)."""
-    supported = cfg.get("launchers", "supported")
+    supported = cfg.launchers.supported
     if not supported:
         return plan
     offer = planned_offer(supported, plan.files,
-                          cfg.get("launchers", "bind_library") or default_bind_library(),
+                          cfg.launchers.bind_library or default_bind_library(),
                           prterun_wrapper_path(), hydra_srun_path(),
-                          cfg.get("render", "export_slurm_hostfile"))
+                          cfg.render.export_slurm_hostfile)
     sentences = launcher_sentences(offer)
-    record = json.loads(plan.report_json)
-    record["launchers"] = sentences
     text = plan.report_text.rstrip("\n") + "\n\nLaunchers:\n" + "".join(
         f"  {line}\n" for line in sentences)
     return replace(plan, report_text=text,
-                   report_json=json.dumps(record, indent=1, sort_keys=True) + "\n")
+                   report_record={**plan.report_record, "launchers": sentences})
 
 
 def status(applied: bool, reason: str | None) -> WorkerStatus:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import sys
 import traceback
@@ -26,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..common.hostlist import expand_hostlist
+from ..common.job_budget import JobBudget
 from ..common.job_conventions import SPANK_PROFILE
 from ..common.jobdir import (
     JobDir,
@@ -95,8 +95,8 @@ def setup_logging(cfg: Config | None) -> None:
     """Log to the configured file (stderr when it cannot be opened).  Without a usable
     configuration (``cfg`` None), to stderr, which slurmd captures, and to the default
     log file."""
-    level = getattr(logging, (cfg.get("general", "log_level") if cfg else "info").upper())
-    path = cfg.get("general", "log_file") if cfg else DEFAULTS["general"]["log_file"][0]
+    level = getattr(logging, (cfg.general.log_level if cfg else "info").upper())
+    path = cfg.general.log_file if cfg else DEFAULTS["general"]["log_file"][0]
     handlers: list[logging.Handler] = []
     stream = _open_log(path) if path else None
     if stream is not None:
@@ -164,7 +164,7 @@ def run_worker(env: dict[str, str], job_dir: JobDir, request: MappingRequest, ui
     })
     try:
         asked = worker_request(env.get("SLURM_JOB_ID"), request, int(memory_bytes),
-                               math.ceil(timeout)).to_bytes()
+                               JobBudget(timeout).cpu_seconds).to_bytes()
     except ProtocolError as exc:
         return WorkerStatus(applied=False, reason=str(exc))
     status, why = run_worker_process([sys.executable, "-m", "slurm_plugin.lifecycle.job_worker"],
@@ -181,7 +181,7 @@ def _computes_here(env: Mapping[str, str], cfg: Config) -> bool:
     """Once per job: on the batch host (the allocation's first node), or in
     PrologSlurmctld with ``compute_on = "slurmctld"``."""
     in_ctld = env.get("SLURM_SCRIPT_CONTEXT", "prolog_slurmd") == "prolog_slurmctld"
-    if in_ctld != (cfg.get("prolog", "compute_on") == "slurmctld"):
+    if in_ctld != (cfg.prolog.compute_on == "slurmctld"):
         return False
     if in_ctld:
         return True
@@ -206,7 +206,7 @@ def handle_job(env: Mapping[str, str], cfg: Config) -> None:
     uid = _int(env.get("SLURM_JOB_UID"))
     gid = _int(env.get("SLURM_JOB_GID"))
     try:
-        job_dir = _open_job_dir(cfg.get("general", "output_dir"), job_id, uid, gid)
+        job_dir = _open_job_dir(cfg.general.output_dir, job_id, uid, gid)
     except OSError as exc:
         reason = f"cannot use output directory: {exc}"
         log.warning("job %s: %s; default placement", job, safe_text(reason, REASON_LIMIT))
@@ -246,18 +246,18 @@ def _compute(env: Mapping[str, str], cfg: Config, job_dir: JobDir, request: Mapp
              uid: int | None, gid: int | None) -> None:
     job_id = env.get("SLURM_JOB_ID")
     job = safe_text(job_id)
-    timeout = request.time_limit + cfg.get("prolog", "grace_seconds")
+    timeout = JobBudget(request.time_limit, cfg.prolog.grace_seconds).watchdog_seconds
     out_fd = open_trusted_dir(job_dir.path.parent)  # where the node's slots are
     try:
-        slots = slot_count(cfg.get("prolog", "max_workers"),
-                           cfg.get("prolog", "worker_memory_bytes"))
+        slots = slot_count(cfg.prolog.max_workers,
+                           cfg.prolog.worker_memory_bytes)
         with worker_slot(out_fd, slots, timeout) as waited:
             if waited >= 1.0:
                 log.info("job %s: waited %.1f s for a worker slot ([prolog] max_workers)",
                          job, waited)
             status = run_worker(dict(env), job_dir, request, uid, gid, timeout,
-                                cfg.get("prolog", "worker_memory_bytes"),
-                                cfg.get("prolog", "max_output_bytes"))
+                                cfg.prolog.worker_memory_bytes,
+                                cfg.prolog.max_output_bytes)
     except NoWorkerSlot as exc:
         status = WorkerStatus(applied=False, reason=str(exc))
     finally:
@@ -299,7 +299,7 @@ def _report_failure(cfg: Config, job_id: str | None, request: MappingRequest | N
             job_dir.remove_launcher_files()
             job_dir.write(fallback_report(job_id, request, reason))
         else:
-            with _open_job_dir(cfg.get("general", "output_dir"), job_id, uid, gid) as jd:
+            with _open_job_dir(cfg.general.output_dir, job_id, uid, gid) as jd:
                 jd.write(fallback_report(job_id, request, reason))
         return
     except Exception as exc:
@@ -313,7 +313,7 @@ def _write_fallback_elsewhere(cfg: Config, job_id: str | None,
                               gid: int | None) -> None:
     job = safe_text(job_id)
     try:
-        with _open_job_dir(cfg.get("prolog", "fallback_dir"), job_id, uid, gid) as job_dir:
+        with _open_job_dir(cfg.prolog.fallback_dir, job_id, uid, gid) as job_dir:
             job_dir.write(fallback_report(job_id, request, reason))
         log.info("job %s: report written to %s", job, safe_text(job_dir.path))
     except Exception as exc:
@@ -330,8 +330,8 @@ def _account_and_name(job_id: str | None, env: Mapping[str, str], cfg: Config
 
     try:
         alloc = parse_scontrol_job(run_slurm(["scontrol", "show", "job", "-o", str(job_id)],
-                                             cfg.get("slurm", "command_timeout"), dict(env),
-                                             bin_dir=cfg.get("slurm", "bin_dir")))
+                                             cfg.slurm.command_timeout, dict(env),
+                                             bin_dir=cfg.slurm.bin_dir))
         return alloc.account, alloc.job_name
     except (SlurmQueryError, ValueError) as exc:
         log.warning("job %s: cannot read account and job name for site rules: %s",
@@ -422,7 +422,7 @@ def epilog_main() -> int:
         if not valid_job_id(job_id):
             log.warning("epilog: job id %s is not a Slurm job id; nothing removed", job)
             return 0
-        for base in (cfg.get("general", "output_dir"), cfg.get("prolog", "fallback_dir")):
+        for base in (cfg.general.output_dir, cfg.prolog.fallback_dir):
             try:
                 if remove_job_dir(base, job_id):
                     log.debug("job %s: removed %s", job, safe_text(job_dir_path(base, job_id)))

@@ -62,12 +62,12 @@ def default_record_library() -> str:
 
 def user_store(cfg: Config, uid: int) -> Path | None:
     """The user's own profile store (``[profiles] user_store``), None when off."""
-    return expand_user_path(cfg.get("profiles", "user_store"), uid)
+    return expand_user_path(cfg.profiles.user_store, uid)
 
 
 def recordings_dir(cfg: Config, uid: int) -> Path | None:
     """Where the user's recording jobs write (``[record] dir``), None when off."""
-    return expand_user_path(cfg.get("record", "dir"), uid)
+    return expand_user_path(cfg.record.dir, uid)
 
 
 def profile_exists(name: str, stores: list[Path]) -> bool:
@@ -80,7 +80,7 @@ def recording_wish(env: Mapping[str, str], cfg: Config, uid: int
                    ) -> tuple[RecordingWish | None, str | None]:
     """Whether this job records, and what to tell the user when it asked but cannot."""
     asked = env.get(f"SLURM_{SPANK_RECORD}", "")
-    if not cfg.get("record", "enabled"):
+    if not cfg.record.enabled:
         return None, ("recording is switched off on this cluster ([record] enabled)"
                       if asked else None)
     if asked:
@@ -94,7 +94,7 @@ def recording_wish(env: Mapping[str, str], cfg: Config, uid: int
     name = env.get(f"SLURM_{SPANK_PROFILE}") or rule.profile or ""
     if not PROFILE_NAME.match(name):
         return None, None
-    stores = [Path(d) for d in cfg.get("profiles", "stores")]
+    stores = [Path(d) for d in cfg.profiles.stores]
     own = user_store(cfg, uid)
     if profile_exists(name, stores + ([own] if own else [])):
         return None, None
@@ -141,13 +141,13 @@ def start_recording(base: Path, job_id: str, wish: RecordingWish, ntasks: int,
 def recording_exports(job: Path, env: Mapping[str, str], cfg: Config) -> list[str]:
     """The variables that make every MPI program of the step record into ``job``."""
     lines = []
-    library = cfg.get("record", "library") or default_record_library()
+    library = cfg.record.library or default_record_library()
     if os.path.isfile(library):
         preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
                    if p != library]
         lines.append(f"export LD_PRELOAD={':'.join([*preload, library])}")
         lines.append(f"export {RECORD_DIR_VAR}={job / RECORDING_INTERPOSER_DIR}")
-    if cfg.get("record", "openmpi") == "monitoring":
+    if cfg.record.openmpi == "monitoring":
         lines.append(f"export {RECORD_OPENMPI_VAR}=monitoring")
         lines += [f"export {k}={v}" for k, v in OMPI_MONITORING_VARS.items()]
         lines.append(f"export {OMPI_MONITORING_FILE_VAR}={job / RECORDING_MONITORING_PREFIX}")

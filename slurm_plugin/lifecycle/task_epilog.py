@@ -36,8 +36,8 @@ def collect_job_recording(env: dict[str, str]) -> str | None:
     if store is None:
         return "not recorded: this cluster has no user stores ([profiles] user_store)"
     done = collect_recording(base / job_id, store, uid,
-                             max_file_bytes=cfg.get("record", "max_file_bytes"),
-                             max_profile_bytes=cfg.get("profiles", "max_file_bytes"))
+                             max_file_bytes=cfg.record.max_file_bytes,
+                             max_profile_bytes=cfg.profiles.max_file_bytes)
     return done.sentence()
 
 

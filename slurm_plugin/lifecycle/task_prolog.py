@@ -55,10 +55,10 @@ def exports(env: dict[str, str]) -> list[str]:
     cfg: Config | None = None
     try:
         cfg = load_config(env=env)
-        bases = (cfg.get("general", "output_dir"), cfg.get("prolog", "fallback_dir"))
-        export_slurm_hostfile = cfg.get("render", "export_slurm_hostfile")
-        supported = cfg.get("launchers", "supported")
-        bind_library = cfg.get("launchers", "bind_library") or default_bind_library()
+        bases = (cfg.general.output_dir, cfg.prolog.fallback_dir)
+        export_slurm_hostfile = cfg.render.export_slurm_hostfile
+        supported = cfg.launchers.supported
+        bind_library = cfg.launchers.bind_library or default_bind_library()
     except ConfigError as exc:  # the prolog then reported into the default directories
         bases = (DEFAULTS["general"]["output_dir"][0], DEFAULTS["prolog"]["fallback_dir"][0])
         export_slurm_hostfile = False

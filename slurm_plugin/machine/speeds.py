@@ -93,7 +93,7 @@ def config_node_speeds(config, nodes: Sequence[str],
     """:func:`node_speeds` with the ``[speeds]`` of a :class:`slurm_plugin.site.config.Config`;
     errors name the config file."""
     where = f"{config.path or 'built-in defaults'}: [speeds]"
-    return node_speeds(nodes, config.get("speeds", "nodes"), config.get("speeds", "features"),
+    return node_speeds(nodes, config.speeds.nodes, config.speeds.features,
                        features, where)
 
 
@@ -339,8 +339,8 @@ def speeds_check(config, features: Mapping[str, Sequence[str]] | None = None
     list and a feature (or two features) both match are found now instead of in a job:
     each is a warning naming both keys, the error every such job would get.
     """
-    by_nodes = config.get("speeds", "nodes")
-    by_features = config.get("speeds", "features")
+    by_nodes = config.speeds.nodes
+    by_features = config.speeds.features
     if not by_nodes and not by_features:
         return [], []
     named = sum(len(expand_hostlist(h)) for h in by_nodes)

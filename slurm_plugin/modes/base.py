@@ -33,6 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from ..machine.distribution import Distribution, parse_distribution
 from ..machine.layout import Layout
 from ..outputs import render
+from ..outputs.report import render_report_json
 from ..site.config import Config
 from ..slurm.topology import SwitchTree
 
@@ -46,9 +47,6 @@ RENDERERS = {
     "hydra_hostfile": render.render_hydra_hostfile,
 }
 
-#: Share of the time budget given to the solver; the rest absorbs the overshoot of its
-#: own stop check, so a result that arrives is within the budget.
-SOLVER_SHARE = 0.9
 
 R = TypeVar("R")
 
@@ -94,15 +92,15 @@ class Job:
     @property
     def render_files(self) -> tuple[str, ...]:
         """The launcher files the site renders (``[render] files``)."""
-        return tuple(self.cfg.get("render", "files"))
+        return tuple(self.cfg.render.files)
 
     @property
     def templates_dir(self) -> str | None:
-        return self.cfg.get("render", "templates_dir") or None
+        return self.cfg.render.templates_dir or None
 
     @property
     def max_file_bytes(self) -> int | None:
-        return self.cfg.get("profiles", "max_file_bytes")
+        return self.cfg.profiles.max_file_bytes
 
 
 @dataclass
@@ -112,7 +110,8 @@ class JobPlan(Generic[R]):
 
     ``files``: the job files by FILE_NAMES key (launcher files, the mode's own —
     ``partition``, ``arrangement``, the reorder files — in the order they are written),
-    without the report; ``report_text`` / ``report_json``: report.txt and report.json.
+    without the report; ``report_text``: report.txt; ``report_record``: what report.json
+    holds (rendered only where it is written: :attr:`report_json`).
     ``fallback_reason``: why rankmap's placement is not applied (no files then);
     ``kept_default``: nothing beat Slurm's default placement, which the job keeps
     (graph mode).  ``objective`` and ``seconds``: the mode's measure of what was applied
@@ -126,7 +125,7 @@ class JobPlan(Generic[R]):
 
     files: dict[str, str]
     report_text: str
-    report_json: str
+    report_record: dict[str, Any]
     fallback_reason: str | None = None
     kept_default: bool = False
     summary: str = ""
@@ -139,6 +138,11 @@ class JobPlan(Generic[R]):
     #: (the launcher files), ``report`` (evaluating the placements and writing it)
     timings: dict[str, float] = field(default_factory=dict)
     result: R | None = None
+
+    @property
+    def report_json(self) -> str:
+        """report.json's text."""
+        return render_report_json(self.report_record)
 
     @property
     def applied(self) -> bool:

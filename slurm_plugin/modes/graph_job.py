@@ -26,9 +26,12 @@ from mapper.model.phased_graph import PIPELINE_PACES, PhasedGraph
 from mapper.objectives.congestion import LinkCapacities
 from mapper.objectives.link_load import RoutedNetwork
 from mapper.objectives.qap import evaluate
-from mapper.solve.algorithm_names import TREE_CONSTRUCTIONS, is_preset, parse_algorithm
+from mapper.solve.algorithm_names import for_network
+from mapper.solve.api import has_links_to_cap
+from mapper.solve.link_model import LinkModel
 from mapper.solve.result import TIMINGS
 
+from ..common.job_budget import JobBudget
 from ..common.job_conventions import GRAPH_MODE
 from ..machine.distribution import DEFAULT, Distribution, default_placements, dist_label
 from ..machine.layout import Layout
@@ -45,7 +48,7 @@ from ..outputs.reorder_files import reorder_files
 from ..profiles.samples import SampledGraph, SampleVerdict, check_samples
 from ..profiles.store import GeneratedProfile, ProfileError, ProfileStore, resolve_profile
 from ..slurm.topology import SwitchTree
-from .base import RENDERERS, SOLVER_SHARE, Job, JobPlan
+from .base import RENDERERS, Job, JobPlan
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,15 +77,14 @@ class GraphMode:
              reason: str | None) -> JobPlan[MappingResult]:
         graph = data.graph if data is not None else None
         plan = make_plan(job.layout, graph, algorithm=job.algorithm,
-                         time_limit=job.time_limit, seed=job.cfg.get("solver", "seed"),
+                         time_limit=job.time_limit, seed=job.cfg.solver.seed,
                          files=job.render_files, job_id=job.job_id, profile=job.profile,
                          fallback_reason=reason, templates_dir=job.templates_dir,
                          progress=job.progress, distribution=job.slurm_distribution,
                          distribution_assumed=job.distribution_assumed,
                          units=data.units if data is not None else "bytes", network=machine,
-                         objective=job.cfg.get("solver", "objective"), tree=job.tree,
-                         uplink_oversubscription=job.cfg.get("solver",
-                                                             "uplink_oversubscription"))
+                         objective=job.cfg.solver.objective, tree=job.tree,
+                         uplink_oversubscription=job.cfg.solver.uplink_oversubscription)
         if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
             plan.files.update(reorder_files(job.layout, plan.result.mapping, graph))
         return plan
@@ -168,7 +170,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     clock = time.perf_counter()
     defaults = default_placements(layout, distribution)
     timings = {"default_placements": time.perf_counter() - clock,
-              **{_solver_timing(k): 0.0 for k in TIMINGS}}
+               **{_solver_timing(k): 0.0 for k in TIMINGS}}
     default_name = dist_label(distribution)
     machine, congestion_levels, notes = layout.hierarchy, layout.network_levels, []
     routed: RoutedNetwork | None = None
@@ -207,8 +209,7 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
     if fallback_reason is None and graph.n != layout.n:
         fallback_reason = (f"profile {profile or graph.source!r} has {graph.n} ranks but the "
                            f"job has {layout.n} tasks")
-    aimed = objective == "congestion" and ((bool(congestion_levels) and network is None)
-                                           or routed is not None)
+    aimed = objective == "congestion" and has_links_to_cap(machine, congestion_levels, routed)
     link_capacities, scenarios = phase_capacities(
         graph, layout, tree, bool(congestion_levels) and network is None,
         uplink_oversubscription)
@@ -222,12 +223,13 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                                  routed.routing if routed is not None else None))
     if fallback_reason is None:
         result = map_processes(graph, machine, algorithm, seed,
-                               time_limit * SOLVER_SHARE, progress=progress,
+                               JobBudget(time_limit).solver_seconds, progress=progress,
                                baseline=defaults[default_name],
-                               congestion_levels=congestion_levels, link_weights=link_weights,
-                               objective="congestion" if aimed else "J", routed=routed,
-                               link_capacities=link_capacities,
-                               capacity_scenarios=scenarios)
+                               objective="congestion" if aimed else "J",
+                               links=LinkModel(congestion_levels=congestion_levels,
+                                               link_weights=link_weights, routed=routed,
+                                               link_capacities=link_capacities,
+                                               capacity_scenarios=scenarios))
         timings.update({_solver_timing(k): v for k, v in result.timings.items()})
         if result.seconds > time_limit:
             fallback_reason = (f"solver took {result.seconds:.3f} s, over its time budget of "
@@ -256,9 +258,9 @@ def make_plan(layout: Layout, graph: CommGraph | None, *, algorithm: str,
                               machine=machine,
                               extra_notes=notes + list(result.notes if result else ()))
     text, record = report.render_report_text(rep, templates_dir=templates_dir), \
-        report.report_json(rep)
+        report.report_record(rep)
     timings["report"] = time.perf_counter() - clock
-    return JobPlan(files=rendered, report_text=text, report_json=record,
+    return JobPlan(files=rendered, report_text=text, report_record=record,
                    fallback_reason=fallback_reason, kept_default=kept_default,
                    summary=rep.summary, objective=result.objective if result else None,
                    seconds=result.seconds if result else None,
@@ -389,12 +391,8 @@ def hop_algorithm(algorithm: str) -> tuple[str, str | None]:
     a tree-only construction becomes ``ohtma`` with the same neighbourhood (the site's
     default for a network is ``ohtma+n10``, :data:`slurm_plugin.site.config.NETWORK_ALGORITHM`;
     this covers rules and users asking for a tree algorithm by name)."""
-    if is_preset(algorithm):
-        return algorithm, None  # a preset picks its own algorithm on a hop matrix
-    construction = parse_algorithm(algorithm)[0]
-    if construction not in TREE_CONSTRUCTIONS:
+    replaced = for_network(algorithm)
+    if replaced == algorithm:
         return algorithm, None
-    rest = algorithm.split("+", 1)[1] if "+" in algorithm else None
-    replaced = f"ohtma+{rest}" if rest else "ohtma"
     return replaced, (f"{algorithm} needs a switch tree: {replaced} used on the [network] "
                       f"hop matrix")

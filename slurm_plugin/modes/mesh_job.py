@@ -47,8 +47,8 @@ runs for a mesh request, calls, in this order:
    every phase.
 
 The time budget (the request's ``time_limit``) bounds the decomposition (it gets
-``SOLVER_SHARE`` of it); the baseline runs only when the rest of the budget can hold it
-(estimated by the decomposition's partition phase), else the report says it was
+``slurm_plugin.common.job_budget.SOLVER_SHARE`` of it); the baseline runs only when the rest of the
+budget can hold it (estimated by the decomposition's partition phase), else the report says it was
 skipped.  A decomposition over the budget is a fallback.  Every failure (spec, store
 entry, mesh file:line, a mesh with fewer vertices than ranks, the budget) is a
 :class:`~mapper.errors.RankmapError` the worker reports: no partition, no launcher file,
@@ -61,7 +61,6 @@ rms); the partition file O(n).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +77,7 @@ from mapper.mesh.mesh import Mesh
 from mapper.mesh.metrics import PartitionMetrics, evaluate_partition
 
 from ..common.hostlist import fold_hostlist
+from ..common.job_budget import JobBudget
 from ..common.job_conventions import MESH_MODE, MESH_PREFIX, PARTITION_FILE
 from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
@@ -85,7 +85,7 @@ from ..machine.layout import Layout
 from ..machine.speeds import config_node_speeds, layout_pe_speeds, layout_uplink_costs
 from ..profiles.store import NAME, ProfileStore
 from ..slurm.topology import SwitchTree
-from .base import RENDERERS, SOLVER_SHARE, Job, JobPlan
+from .base import RENDERERS, Job, JobPlan
 
 #: balance tolerance when the spec does not give ``epsilon=``
 DEFAULT_EPSILON = 0.03
@@ -160,16 +160,16 @@ class MeshMode:
     def machine(self, job: Job) -> Architecture:
         nodes = job.layout.hosts()
         features = (job.node_features(nodes)
-                    if job.node_features and job.cfg.get("speeds", "features") else None)
+                    if job.node_features and job.cfg.speeds.features else None)
         return job_architecture(job.layout, config_node_speeds(job.cfg, nodes, features),
                                 job.tree)
 
     def plan(self, job: Job, data: MeshInput | None, machine: Architecture | None,
              reason: str | None) -> JobPlan[MeshResult]:
         cfg = job.cfg
-        by_config = bool(cfg.get("speeds", "nodes") or cfg.get("speeds", "features"))
+        by_config = bool(cfg.speeds.nodes or cfg.speeds.features)
         return plan_mesh(job.layout, data, machine, map_algorithm=job.algorithm,
-                         time_limit=job.time_limit, seed=cfg.get("solver", "seed"),
+                         time_limit=job.time_limit, seed=cfg.solver.seed,
                          job_id=job.job_id, profile=job.profile, fallback_reason=reason,
                          distribution=job.slurm_distribution,
                          distribution_assumed=job.distribution_assumed,
@@ -339,7 +339,7 @@ def plan_mesh(layout: Layout, data: MeshInput | None, arch: Architecture | None,
             method = data.spec.method or default_method(arch.speeds)
             dec = decompose(data.mesh, layout.hierarchy, arch, method=method,
                             epsilon=data.spec.epsilon, map_algorithm=map_algorithm,
-                            seed=seed, time_limit=time_limit * SOLVER_SHARE)
+                            seed=seed, time_limit=JobBudget(time_limit).solver_seconds)
             used = clock() - start
             if used > time_limit:
                 raise MeshJobError(f"the decomposition took {used:.3f} s, over its time "
@@ -388,7 +388,7 @@ def plan_mesh(layout: Layout, data: MeshInput | None, arch: Architecture | None,
     all_notes = [*layout.notes, *notes]
     applied = fallback_reason is None
     return JobPlan(files=rendered, report_text=_text(record),
-                   report_json=json.dumps(record, indent=1, sort_keys=True) + "\n",
+                   report_record=record,
                    fallback_reason=fallback_reason, summary=summary,
                    objective=chosen.metrics.max_el_time if chosen else None,
                    seconds=dec.seconds.get("total") if dec else None, notes=all_notes,
@@ -447,7 +447,7 @@ def _record(layout: Layout, data: MeshInput | None, arch: Architecture | None,
         "algorithm": map_algorithm, "fallback_reason": reason, "summary": summary,
         "default_placement": placement, "default_assumed": assumed,
         "level_distances": {n: float(d) for n, d in zip(h.level_names, h.distances,
-                                                         strict=True)},
+                                                        strict=True)},
         "notes": [*layout.notes, *notes], "placements": [], "mesh": None,
     }
     if data is None:
@@ -498,7 +498,7 @@ def _text(record: dict) -> str:
     lines += [f"  note       {note}" for note in record["notes"]]
     if m is not None and m["decompositions"]:
         lines += ["", f"  {'decomposition':16s}" + "".join(f" {t:>12s}"
-                                                         for t in COLUMNS.values())]
+                                                           for t in COLUMNS.values())]
         for d in m["decompositions"]:
             mark = "*" if d["applied"] else " "
             cells = "".join(" " + (f"{d[k]:12.6g}" if d[k] is not None else f"{'-':>12s}")

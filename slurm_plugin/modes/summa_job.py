@@ -42,7 +42,6 @@ each (p ranks, g_i groups and r_i rectangles in column i), the rest O(p log p).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +61,6 @@ from ..common.safe_text import escape_strings
 from ..machine.distribution import DEFAULT, Distribution, dist_label, slurm_placement
 from ..machine.layout import Layout
 from ..profiles.store import NAME, _inside
-from ..site.config import Config
 from .base import RENDERERS, Job, JobPlan
 
 #: the matrix size N when the spec does not give ``size=N``
@@ -115,20 +113,10 @@ class SummaMode:
                           fallback_reason=reason, distribution=job.slurm_distribution,
                           distribution_assumed=job.distribution_assumed,
                           files=job.render_files, templates_dir=job.templates_dir,
-                          level=summa_setting(job.cfg, "level", "auto"),
-                          weighted=summa_setting(job.cfg, "weighted", False))
+                          level=job.cfg.summa.level, weighted=job.cfg.summa.weighted)
 
 
 SUMMA = SummaMode()
-
-
-def summa_setting(cfg: Config, key: str, default: object) -> object:
-    """``[summa] KEY`` once the site configuration has that section, else ``default``
-    (the defaults of the module docstring)."""
-    try:
-        return cfg.get("summa", key)
-    except KeyError:
-        return default
 
 
 # -- the spec and the speeds -------------------------------------------------------------
@@ -321,7 +309,7 @@ def plan_summa(layout: Layout, data: SummaInput | None, *, job_id: str | None = 
     text = _text(record, result)
     applied = fallback_reason is None
     return JobPlan(files=rendered, report_text=text,
-                   report_json=json.dumps(record, indent=1, sort_keys=True) + "\n",
+                   report_record=record,
                    fallback_reason=fallback_reason, summary=summary,
                    objective=result.after.norm if result else None,
                    notes=list(layout.notes),
@@ -360,7 +348,7 @@ def _record(layout: Layout, data: SummaInput | None, result: Arrangement | None,
         "algorithm": SUMMA_MODE, "fallback_reason": reason, "summary": summary,
         "default_placement": placement, "default_assumed": assumed,
         "level_distances": {n: float(d) for n, d in zip(h.level_names, h.distances,
-                                                         strict=True)},
+                                                        strict=True)},
         "notes": list(layout.notes), "placements": [], "summa": None,
     }
     if result is not None and data is not None:

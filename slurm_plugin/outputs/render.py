@@ -4,16 +4,21 @@ Templates are looked up with a jinja2 ``ChoiceLoader``: the site directory
 (``[render] templates_dir``) first, the packaged ``rankmap_templates`` second, so a site
 overrides any single file and takes the rest from the package.  A site template can
 still reach the packaged version of its own name as ``packaged/<name>`` (for example
-``{% include "packaged/rankfile.j2" %}`` plus a site line).  Rendering is pure (strings
-out); :mod:`slurm_plugin.common.files` writes them.
+``{% include "packaged/rankfile.j2" %}`` plus a site line).  Every file goes through its
+template, the packaged ones and a site's alike; the per-rank files are given each rank's
+line ready made (``lines``) and, to a template that loops, one row per rank
+(``ranks``).  Rendering is pure (strings out); :mod:`slurm_plugin.common.files` writes
+them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 import numpy as np
 
 from ..machine.layout import Layout
@@ -91,38 +96,59 @@ def _core_texts(layout: Layout) -> list[str]:
     return out
 
 
-def _packaged(name: str, templates_dir: str | None) -> bool:
-    """True when ``name`` resolves to the packaged template (no site override)."""
-    if not templates_dir:
-        return True
-    return not (Path(templates_dir) / name).is_file()
+@lru_cache(maxsize=64)
+def _uses(templates_dir: str | None, name: str) -> frozenset[str]:
+    """The variables template ``name`` reads, and those of the templates it includes or
+    extends (jinja2's own analysis of their sources; a name computed at render time
+    counts as reading everything)."""
+    env = _environment(templates_dir)
+    used: set[str] = set()
+    todo, seen = [name], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        tree = env.parse(env.loader.get_source(env, current)[0])  # type: ignore[union-attr]
+        used |= jinja2.meta.find_undeclared_variables(tree)
+        for ref in jinja2.meta.find_referenced_templates(tree):
+            if ref is None:
+                return frozenset({"lines", "ranks"})
+            todo.append(ref)
+    return frozenset(used)
 
 
-# The packaged rankfile, machinefile and slurm_hostfile templates loop over every rank;
-# jinja2 spends about 3 µs per rank and template on them (10 s for the three files at
-# 2^20 ranks), so when the site does not override them the same text is built here
-# directly.  tests/slurm_plugin/outputs/test_render_report.py checks the two paths
-# give identical files.
-
-def _per_rank(layout: Layout, mapping: np.ndarray, per_pe: list[str]) -> list[str]:
-    return [per_pe[pe] for pe in np.asarray(mapping).tolist()]
+def _render_per_rank(name: str, templates_dir: str | None, layout: Layout,
+                     mapping: np.ndarray, lines: Callable[[], str], **context: object) -> str:
+    """A one-line-per-rank file through its template, given ``lines`` (every rank's line,
+    built by whole-list operations) and, only when the template loops over them,
+    ``ranks`` (a dict per rank: jinja2 spends about 3 µs per rank and template, 10 s for
+    three files at 2^20 ranks, so the packaged templates print ``lines``)."""
+    used = _uses(templates_dir or None, name)
+    if "lines" in used:
+        context["lines"] = lines()
+    if "ranks" in used:
+        context["ranks"] = rank_rows(layout, mapping)
+    return render_template(name, templates_dir, **context)
 
 
 def _host_lines(layout: Layout, mapping: np.ndarray) -> str:
-    return "".join(_per_rank(layout, mapping, layout.pe_host_lines))
+    per_pe = layout.pe_host_lines
+    return "".join([per_pe[pe] for pe in np.asarray(mapping).tolist()])
+
+
+def _rankfile_lines(layout: Layout, mapping: np.ndarray) -> str:
+    cores = _core_texts(layout)
+    slots = [f"{s.host} slot={s.socket}:{c}" for s, c in zip(layout.slots, cores, strict=True)]
+    return "".join([f"rank {r}={slots[pe]}\n"
+                    for r, pe in enumerate(np.asarray(mapping).tolist())])
 
 
 def render_rankfile(layout: Layout, mapping: np.ndarray, templates_dir: str | None = None,
                     algorithm: str = "", job_id: str | None = None) -> str:
-    algorithm, job_id = algorithm or "rankmap", job_id or "-"
-    if not _packaged("rankfile.j2", templates_dir):
-        return render_template("rankfile.j2", templates_dir,
-                               ranks=rank_rows(layout, mapping), algorithm=algorithm,
-                               job_id=job_id)
-    cores = _core_texts(layout)
-    slots = [f"{s.host} slot={s.socket}:{c}" for s, c in zip(layout.slots, cores, strict=True)]
-    lines = [f"rank {r}={slots[pe]}\n" for r, pe in enumerate(np.asarray(mapping).tolist())]
-    return f"# rankmap {algorithm} placement for job {job_id}\n" + "".join(lines)
+    return _render_per_rank("rankfile.j2", templates_dir, layout, mapping,
+                            lambda: _rankfile_lines(layout, mapping),
+                            algorithm=algorithm or "rankmap", job_id=job_id or "-")
 
 
 def render_hostfile(layout: Layout, mapping: np.ndarray, templates_dir: str | None = None,
@@ -132,17 +158,14 @@ def render_hostfile(layout: Layout, mapping: np.ndarray, templates_dir: str | No
 
 def render_machinefile(layout: Layout, mapping: np.ndarray, templates_dir: str | None = None,
                        **_: object) -> str:
-    if _packaged("machinefile.j2", templates_dir):
-        return _host_lines(layout, mapping)
-    return render_template("machinefile.j2", templates_dir, ranks=rank_rows(layout, mapping))
+    return _render_per_rank("machinefile.j2", templates_dir, layout, mapping,
+                            lambda: _host_lines(layout, mapping))
 
 
 def render_slurm_hostfile(layout: Layout, mapping: np.ndarray,
                           templates_dir: str | None = None, **_: object) -> str:
-    if _packaged("slurm_hostfile.j2", templates_dir):
-        return _host_lines(layout, mapping)
-    return render_template("slurm_hostfile.j2", templates_dir,
-                           ranks=rank_rows(layout, mapping))
+    return _render_per_rank("slurm_hostfile.j2", templates_dir, layout, mapping,
+                            lambda: _host_lines(layout, mapping))
 
 
 def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:

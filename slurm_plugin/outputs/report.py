@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -235,7 +236,12 @@ def hop_table(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_json(report: Report) -> str:
+def report_record(report: Report) -> dict[str, Any]:
     """Machine-readable record of the same data (J counts each edge once), its strings
     escaped as in the text: readers (the TaskProlog, ``rankmap report``) print them."""
-    return json.dumps(escape_strings(asdict(report)), indent=1, sort_keys=True) + "\n"
+    return escape_strings(asdict(report))
+
+
+def render_report_json(record: dict[str, Any]) -> str:
+    """report.json's text, in every mode."""
+    return json.dumps(record, indent=1, sort_keys=True) + "\n"

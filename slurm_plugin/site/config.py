@@ -8,18 +8,19 @@ the key; every effective value remembers where it came from, which
 
 from __future__ import annotations
 
+import copy
 import errno
 import fnmatch
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 import tomllib
 
 from mapper.errors import RankmapError
-from mapper.solve.algorithm_names import PRESETS, normalize_algorithm
+from mapper.solve.algorithm_names import NETWORK_DEFAULT, PRESETS, normalize_algorithm
 
 from ..common.job_conventions import (
     LAUNCHER_FAMILIES,
@@ -233,157 +234,267 @@ def _log_level(v: Any) -> str:
     return _choice("debug", "info", "warning", "error")(v)
 
 
-#: Every key: (default, checker, one-line documentation).
-DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
-    "general": {
-        "enabled_partitions": (["*"], _string_list,
-                               "partitions where rankmap may act (glob patterns)"),
-        "output_dir": ("/run/rankmap", _abs_path,
-                       "per-job directories job.<id> are created here on the batch host"),
-        "log_file": ("/var/log/rankmap/rankmap.log", _optional_path,
-                     "prolog log; empty: syslog-free stderr only"),
-        "log_level": ("info", _log_level, "debug, info, warning or error"),
-    },
-    "solver": {
-        "default_preset": ("fast", _choice(*PRESETS),
-                           "fast (topdown+n10), eco (best of several starts) or strong "
-                           "(more starts, then iterated local search): what jobs run "
-                           "unless algorithm is set (README: Presets)"),
-        "algorithm": ("", _algorithm,
-                      "a preset or an algorithm such as topdown+n10; overrides "
-                      "default_preset (unset: the preset)"),
-        "objective": ("congestion", _choice("congestion", "J"),
-                      "congestion: J under Slurm's default's busiest link of each switch "
-                      "level (a result loading one more is repaired under them); J: J "
-                      "alone, such results only refused (docs/solver.md: Objectives)"),
-        "time_limit": (5.0, _positive_number, "seconds the solver may use per job"),
-        "max_time_limit": (30.0, _positive_number, "cap on users' --rankmap-time"),
-        "seed": (0, _non_negative_int, "random seed (reproducible placements)"),
-        "oversubscribe": ("never", _choice("never", "allow"),
-                          "jobs with more tasks than cores (sbatch --overcommit): never = "
-                          "keep Slurm's placement and say why in the report; allow = map "
-                          "them, ranks sharing a core forming an innermost 'core' level"),
-        "uplink_oversubscription": ([], _oversubscription,
-                                    "switch uplinks' oversubscription, leaf switches "
-                                    "first, the last for the levels above (e.g. [4] for "
-                                    "4:1 everywhere); empty: unknown. Known, a profile's "
-                                    "phases are timed over every link level together "
-                                    "(docs/solver.md: Phases)"),
-        "level_distances": ([1.0, 10.0, 100.0, 1000.0], _distances,
-                            "cost per byte: same socket, same node, same leaf switch, "
-                            "each switch level above (the last value x10 per extra level)"),
-    },
-    "slurm": {
-        "backend": ("auto", _choice("auto", "scontrol", "squeue", "pyslurm"),
-                    "how job data is read: pyslurm when it matches the running Slurm, "
-                    "else the CLI"),
-        "topology": ("auto", _topology,
-                     "auto (scontrol show topology), scontrol, none, or a topology.conf path"),
-        "command_timeout": (10.0, _positive_number, "seconds per Slurm command"),
-        "bin_dir": ("", _optional_path,
-                    "directory of Slurm's commands (scontrol, squeue); empty: PATH, then "
-                    "/usr/local/bin, /usr/bin"),
-    },
-    "profiles": {
-        "stores": (["/etc/rankmap/profiles"], _path_list, "profile store directories"),
-        "allow_user_files": (False, _bool,
-                             "accept --comm-profile=file:PATH, read as the job's user"),
-        "max_file_bytes": (64 << 20, _non_negative_int, "size limit of a profile matrix"),
-        "user_store": ("~/.local/share/rankmap/profiles", _user_path,
-                       "each user's own store (~ is the user's home, %u the user name), "
-                       "searched first and read as the user; recordings go there; empty: "
-                       "none"),
-    },
-    "record": {
-        "enabled": (True, _bool,
-                    "jobs may record their communication (--rankmap-record=NAME, rules "
-                    "with record = true)"),
-        "dir": ("~/.local/share/rankmap/recordings", _user_path,
-                "where a recording job's ranks write (per user, on a file system every "
-                "node of the job shares; ~ and %u as for user_store)"),
-        "openmpi": ("monitoring", _choice(*OPENMPI_RECORDERS),
-                    "who records an Open MPI program: monitoring (Open MPI's pml/coll "
-                    "monitoring components) or interposer (librankmap_record)"),
-        "library": ("", _optional_path,
-                    "librankmap_record.so (empty: PREFIX/lib/librankmap_record.so of this "
-                    "installation, as deploy/install.sh puts it)"),
-        "max_file_bytes": (16 << 20, _positive_int,
-                           "size limit of one rank's recording file"),
-    },
-    "render": {
-        "files": (list(RENDERABLE), _render_list, "launcher files to write"),
-        "export_slurm_hostfile": (False, _bool,
-                                  "TaskProlog sets SLURM_HOSTFILE and "
-                                  "SLURM_DISTRIBUTION=arbitrary for srun"),
-        "templates_dir": ("", _optional_path, "site templates (empty: packaged ones)"),
-    },
-    "launchers": {
-        "supported": (list(LAUNCHER_FAMILIES), _launcher_list,
-                      "launcher families whose ranks get the placement: openmpi (mpirun of "
-                      "Open MPI 4 and 5), hydra (mpiexec/mpirun of MPICH and Intel MPI), "
-                      "srun"),
-        "bind_library": ("", _optional_path,
-                         "librankmap_bind.so, preloaded into the job to bind every rank to "
-                         "its cores (empty: PREFIX/lib/librankmap_bind.so of this "
-                         "installation, as deploy/install.sh puts it)"),
-    },
-    "hwloc": {
-        "files": ({}, _hwloc_files,
-                  "hwloc XML (lstopo --of xml) per node type: { \"n[1-64]\" = PATH }; adds a "
-                  "cache level (L3 / die / group) between core and socket"),
-        "cache_distance": (0.5, _positive_number,
-                           "distance between cores sharing a cache group (below the socket "
-                           "distance)"),
-    },
-    "speeds": {
-        "nodes": ({}, _speeds_by_nodes,
-                  "relative compute speed per host list: { \"n[1-16]\" = 2.0 }; nodes not "
-                  "listed (and matching no feature) have speed 1.0; a node in two keys "
-                  "is an error"),
-        "features": ({}, _speeds_by_features,
-                     "relative compute speed per Slurm node feature (ActiveFeatures, else "
-                     "AvailableFeatures): { gpu = 2.0 }; a node matched by two keys (two "
-                     "features, or a feature and a host list) is an error naming both"),
-    },
-    "prolog": {
-        "grace_seconds": (20.0, _positive_number,
-                          "start-up and I/O time allowed beyond the solver budget before "
-                          "the watchdog stops the computation"),
-        "compute_on": ("batch_host", _choice("batch_host", "slurmctld"),
-                       "batch_host: the Prolog on the job's first node computes (no shared "
-                       "file system needed); slurmctld: PrologSlurmctld computes into a "
-                       "shared output_dir"),
-        "fallback_dir": ("/run/rankmap-fallback", _abs_path,
-                         "where reports go when output_dir cannot be used"),
-        "worker_memory_bytes": (4 << 30, _non_negative_int,
-                                "address-space limit (RLIMIT_AS) of the worker that reads "
-                                "the profile and solves, in bytes; 0: no limit"),
-        "max_workers": (0, _non_negative_int,
-                        "computations at once on one node; 0: as many as half the node's "
-                        "memory holds at worker_memory_bytes each (at least 1); a job that "
-                        "finds them all busy waits up to its time budget plus "
-                        "grace_seconds for one, then keeps Slurm's placement"),
-        "max_output_bytes": (1 << 30, _positive_int,
-                             "most bytes of files one job's computation may write into "
-                             "its job directory (launcher files, report); more: the job "
-                             "keeps Slurm's placement"),
-    },
-    "summa": {
-        "level": ("auto", _choice("auto", "switch", "node", "socket"),
-                  "--rankmap=summa jobs: the level whose groups are the clusters of the "
-                  "SUMMA cost model (auto: leaf switches when the job spans several, else "
-                  "nodes, else sockets)"),
-        "weighted": (False, _bool,
-                     "--rankmap=summa jobs: weight each transfer by the level distances "
-                     "instead of counting inter-group transfers"),
-    },
+def setting(default: Any, check: Callable[[Any], Any], doc: str) -> Any:
+    """One key of a settings section: its default (a list or table copied for each
+    instance), the checker that validates the file's value (raising ValueError with the
+    reason; the parser adds the file and key), and its one-line documentation."""
+    meta = {"check": check, "doc": doc}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class GeneralSettings:
+    """[general]: where rankmap acts and logs."""
+
+    enabled_partitions: list[str] = setting(
+        ["*"], _string_list,
+        "partitions where rankmap may act (glob patterns)")
+    output_dir: str = setting(
+        "/run/rankmap", _abs_path,
+        "per-job directories job.<id> are created here on the batch host")
+    log_file: str = setting(
+        "/var/log/rankmap/rankmap.log", _optional_path,
+        "prolog log; empty: syslog-free stderr only")
+    log_level: str = setting("info", _log_level, "debug, info, warning or error")
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """[solver]: the solver every job runs."""
+
+    default_preset: str = setting(
+        "fast", _choice(*PRESETS),
+        "fast (topdown+n10), eco (best of several starts) or strong "
+        "(more starts, then iterated local search): what jobs run "
+        "unless algorithm is set (README: Presets)")
+    algorithm: str = setting(
+        "", _algorithm,
+        "a preset or an algorithm such as topdown+n10; overrides "
+        "default_preset (unset: the preset)")
+    objective: str = setting(
+        "congestion", _choice("congestion", "J"),
+        "congestion: J under Slurm's default's busiest link of each switch "
+        "level (a result loading one more is repaired under them); J: J "
+        "alone, such results only refused (docs/solver.md: Objectives)")
+    time_limit: float = setting(5.0, _positive_number, "seconds the solver may use per job")
+    max_time_limit: float = setting(30.0, _positive_number, "cap on users' --rankmap-time")
+    seed: int = setting(0, _non_negative_int, "random seed (reproducible placements)")
+    oversubscribe: str = setting(
+        "never", _choice("never", "allow"),
+        "jobs with more tasks than cores (sbatch --overcommit): never = "
+        "keep Slurm's placement and say why in the report; allow = map "
+        "them, ranks sharing a core forming an innermost 'core' level")
+    uplink_oversubscription: list[float] = setting(
+        [], _oversubscription,
+        "switch uplinks' oversubscription, leaf switches "
+        "first, the last for the levels above (e.g. [4] for "
+        "4:1 everywhere); empty: unknown. Known, a profile's "
+        "phases are timed over every link level together "
+        "(docs/solver.md: Phases)")
+    level_distances: list[float] = setting(
+        [1.0, 10.0, 100.0, 1000.0], _distances,
+        "cost per byte: same socket, same node, same leaf switch, "
+        "each switch level above (the last value x10 per extra level)")
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """[slurm]: how Slurm is asked."""
+
+    backend: str = setting(
+        "auto", _choice("auto", "scontrol", "squeue", "pyslurm"),
+        "how job data is read: pyslurm when it matches the running Slurm, "
+        "else the CLI")
+    topology: str = setting(
+        "auto", _topology,
+        "auto (scontrol show topology), scontrol, none, or a topology.conf path")
+    command_timeout: float = setting(10.0, _positive_number, "seconds per Slurm command")
+    bin_dir: str = setting(
+        "", _optional_path,
+        "directory of Slurm's commands (scontrol, squeue); empty: PATH, then "
+        "/usr/local/bin, /usr/bin")
+
+
+@dataclass(frozen=True)
+class ProfilesSettings:
+    """[profiles]: where communication profiles are found."""
+
+    stores: list[str] = setting(["/etc/rankmap/profiles"], _path_list, "profile store directories")
+    allow_user_files: bool = setting(
+        False, _bool,
+        "accept --comm-profile=file:PATH, read as the job's user")
+    max_file_bytes: int = setting(64 << 20, _non_negative_int, "size limit of a profile matrix")
+    user_store: str = setting(
+        "~/.local/share/rankmap/profiles", _user_path,
+        "each user's own store (~ is the user's home, %u the user name), "
+        "searched first and read as the user; recordings go there; empty: "
+        "none")
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """[record]: jobs that record their own profile."""
+
+    enabled: bool = setting(
+        True, _bool,
+        "jobs may record their communication (--rankmap-record=NAME, rules "
+        "with record = true)")
+    dir: str = setting(
+        "~/.local/share/rankmap/recordings", _user_path,
+        "where a recording job's ranks write (per user, on a file system every "
+        "node of the job shares; ~ and %u as for user_store)")
+    openmpi: str = setting(
+        "monitoring", _choice(*OPENMPI_RECORDERS),
+        "who records an Open MPI program: monitoring (Open MPI's pml/coll "
+        "monitoring components) or interposer (librankmap_record)")
+    library: str = setting(
+        "", _optional_path,
+        "librankmap_record.so (empty: PREFIX/lib/librankmap_record.so of this "
+        "installation, as deploy/install.sh puts it)")
+    max_file_bytes: int = setting(
+        16 << 20, _positive_int,
+        "size limit of one rank's recording file")
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """[render]: the launcher files written."""
+
+    files: list[str] = setting(list(RENDERABLE), _render_list, "launcher files to write")
+    export_slurm_hostfile: bool = setting(
+        False, _bool,
+        "TaskProlog sets SLURM_HOSTFILE and "
+        "SLURM_DISTRIBUTION=arbitrary for srun")
+    templates_dir: str = setting("", _optional_path, "site templates (empty: packaged ones)")
+
+
+@dataclass(frozen=True)
+class LaunchersSettings:
+    """[launchers]: which launcher families get the placement."""
+
+    supported: list[str] = setting(
+        list(LAUNCHER_FAMILIES), _launcher_list,
+        "launcher families whose ranks get the placement: openmpi (mpirun of "
+        "Open MPI 4 and 5), hydra (mpiexec/mpirun of MPICH and Intel MPI), "
+        "srun")
+    bind_library: str = setting(
+        "", _optional_path,
+        "librankmap_bind.so, preloaded into the job to bind every rank to "
+        "its cores (empty: PREFIX/lib/librankmap_bind.so of this "
+        "installation, as deploy/install.sh puts it)")
+
+
+@dataclass(frozen=True)
+class HwlocSettings:
+    """[hwloc]: cache levels from hwloc XML."""
+
+    files: dict[str, str] = setting(
+        {}, _hwloc_files,
+        "hwloc XML (lstopo --of xml) per node type: { \"n[1-64]\" = PATH }; adds a "
+        "cache level (L3 / die / group) between core and socket")
+    cache_distance: float = setting(
+        0.5, _positive_number,
+        "distance between cores sharing a cache group (below the socket "
+        "distance)")
+
+
+@dataclass(frozen=True)
+class SpeedsSettings:
+    """[speeds]: nodes' relative compute speeds."""
+
+    nodes: dict[str, float] = setting(
+        {}, _speeds_by_nodes,
+        "relative compute speed per host list: { \"n[1-16]\" = 2.0 }; nodes not "
+        "listed (and matching no feature) have speed 1.0; a node in two keys "
+        "is an error")
+    features: dict[str, float] = setting(
+        {}, _speeds_by_features,
+        "relative compute speed per Slurm node feature (ActiveFeatures, else "
+        "AvailableFeatures): { gpu = 2.0 }; a node matched by two keys (two "
+        "features, or a feature and a host list) is an error naming both")
+
+
+@dataclass(frozen=True)
+class PrologSettings:
+    """[prolog]: the prolog's worker and its limits."""
+
+    grace_seconds: float = setting(
+        20.0, _positive_number,
+        "start-up and I/O time allowed beyond the solver budget before "
+        "the watchdog stops the computation")
+    compute_on: str = setting(
+        "batch_host", _choice("batch_host", "slurmctld"),
+        "batch_host: the Prolog on the job's first node computes (no shared "
+        "file system needed); slurmctld: PrologSlurmctld computes into a "
+        "shared output_dir")
+    fallback_dir: str = setting(
+        "/run/rankmap-fallback", _abs_path,
+        "where reports go when output_dir cannot be used")
+    worker_memory_bytes: int = setting(
+        4 << 30, _non_negative_int,
+        "address-space limit (RLIMIT_AS) of the worker that reads "
+        "the profile and solves, in bytes; 0: no limit")
+    max_workers: int = setting(
+        0, _non_negative_int,
+        "computations at once on one node; 0: as many as half the node's "
+        "memory holds at worker_memory_bytes each (at least 1); a job that "
+        "finds them all busy waits up to its time budget plus "
+        "grace_seconds for one, then keeps Slurm's placement")
+    max_output_bytes: int = setting(
+        1 << 30, _positive_int,
+        "most bytes of files one job's computation may write into "
+        "its job directory (launcher files, report); more: the job "
+        "keeps Slurm's placement")
+
+
+@dataclass(frozen=True)
+class SummaSettings:
+    """[summa]: --rankmap=summa jobs."""
+
+    level: str = setting(
+        "auto", _choice("auto", "switch", "node", "socket"),
+        "--rankmap=summa jobs: the level whose groups are the clusters of the "
+        "SUMMA cost model (auto: leaf switches when the job spans several, else "
+        "nodes, else sockets)")
+    weighted: bool = setting(
+        False, _bool,
+        "--rankmap=summa jobs: weight each transfer by the level distances "
+        "instead of counting inter-group transfers")
+
+
+#: The sections by name, each a typed, frozen settings class.
+SECTIONS: dict[str, type] = {
+    "general": GeneralSettings,
+    "solver": SolverSettings,
+    "slurm": SlurmSettings,
+    "profiles": ProfilesSettings,
+    "record": RecordSettings,
+    "render": RenderSettings,
+    "launchers": LaunchersSettings,
+    "hwloc": HwlocSettings,
+    "speeds": SpeedsSettings,
+    "prolog": PrologSettings,
+    "summa": SummaSettings,
 }
+
+
+def _default_of(f: Any) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+#: Every key: (default, checker, one-line documentation), derived from :data:`SECTIONS`.
+DEFAULTS: dict[str, dict[str, tuple[Any, Callable[[Any], Any], str]]] = {
+    name: {f.name: (_default_of(f), f.metadata["check"], f.metadata["doc"])
+           for f in fields(cls)}
+    for name, cls in SECTIONS.items()}
 
 # -- [network]: a node-level hop matrix for non-tree interconnects ---------------------
 
 #: Default algorithm for a hop-matrix machine when the site sets no ``[solver] algorithm``
 #: (Top-Down and Bottom-Up need a switch tree).
-NETWORK_ALGORITHM = "ohtma+n10"
+NETWORK_ALGORITHM = NETWORK_DEFAULT
 
 #: The generators' hop matrices are built for the whole network (N² entries, several
 #: N² temporaries inside the generators) in the prolog's worker, which has
@@ -615,11 +726,68 @@ class Config:
     network: NetworkConfig | None = None  # [network]; None: the switch tree as before
 
     def get(self, section: str, key: str) -> Any:
+        """One value by name, for code that walks every key (``rankmap config check``);
+        code that uses a setting reads it typed: ``config.solver.time_limit``."""
         return self.values[section][key]
+
+    @property
+    def general(self) -> GeneralSettings:
+        """The checked [general] section."""
+        return GeneralSettings(**self.values["general"])
+
+    @property
+    def solver(self) -> SolverSettings:
+        """The checked [solver] section."""
+        return SolverSettings(**self.values["solver"])
+
+    @property
+    def slurm(self) -> SlurmSettings:
+        """The checked [slurm] section."""
+        return SlurmSettings(**self.values["slurm"])
+
+    @property
+    def profiles(self) -> ProfilesSettings:
+        """The checked [profiles] section."""
+        return ProfilesSettings(**self.values["profiles"])
+
+    @property
+    def record(self) -> RecordSettings:
+        """The checked [record] section."""
+        return RecordSettings(**self.values["record"])
+
+    @property
+    def render(self) -> RenderSettings:
+        """The checked [render] section."""
+        return RenderSettings(**self.values["render"])
+
+    @property
+    def launchers(self) -> LaunchersSettings:
+        """The checked [launchers] section."""
+        return LaunchersSettings(**self.values["launchers"])
+
+    @property
+    def hwloc(self) -> HwlocSettings:
+        """The checked [hwloc] section."""
+        return HwlocSettings(**self.values["hwloc"])
+
+    @property
+    def speeds(self) -> SpeedsSettings:
+        """The checked [speeds] section."""
+        return SpeedsSettings(**self.values["speeds"])
+
+    @property
+    def prolog(self) -> PrologSettings:
+        """The checked [prolog] section."""
+        return PrologSettings(**self.values["prolog"])
+
+    @property
+    def summa(self) -> SummaSettings:
+        """The checked [summa] section."""
+        return SummaSettings(**self.values["summa"])
 
     def partition_enabled(self, partition: str | None) -> bool:
         return any(fnmatch.fnmatchcase(partition or "", p)
-                   for p in self.get("general", "enabled_partitions"))
+                   for p in self.general.enabled_partitions)
 
     def rule_for(self, partition: str | None, account: str | None,
                  job_name: str | None) -> Rule | None:
@@ -636,7 +804,9 @@ def parse_config(text: str, path: str) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: TOML syntax error: {exc}") from None
-    values = {s: {k: d[0] for k, d in keys.items()} for s, keys in DEFAULTS.items()}
+    # each file its own copy of the default lists and tables (not DEFAULTS' objects)
+    values = {s: {k: copy.deepcopy(d[0]) for k, d in keys.items()}
+              for s, keys in DEFAULTS.items()}
     sources = {s: dict.fromkeys(keys, "default") for s, keys in DEFAULTS.items()}
     rules: list[Rule] = []
     network = None

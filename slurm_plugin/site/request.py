@@ -165,10 +165,10 @@ def decide(config: Config, env: Mapping[str, str], partition: str | None,
         profile, origin = rule.profile, "rule"
     if profile is None:
         return None
-    algorithm = config.get("solver", "algorithm")
+    algorithm = config.solver.algorithm
     if rule is not None and rule.algorithm:
         algorithm = rule.algorithm
-    time_limit = config.get("solver", "time_limit")
+    time_limit = config.solver.time_limit
     if rule is not None and rule.time_limit:
         time_limit = rule.time_limit
     time_refusal = None
@@ -179,8 +179,8 @@ def decide(config: Config, env: Mapping[str, str], partition: str | None,
                 raise ValueError
         except ValueError:
             time_refusal = f"--rankmap-time={time_text!r} is not a positive number"
-            time_limit = config.get("solver", "time_limit")
-    time_limit = min(time_limit, config.get("solver", "max_time_limit"))
+            time_limit = config.solver.time_limit
+    time_limit = min(time_limit, config.solver.max_time_limit)
     request = request_for(profile, rankmap, algorithm, time_limit, origin)
     refusal = request.refusal or time_refusal
     if not config.partition_enabled(partition):

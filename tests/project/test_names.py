@@ -26,7 +26,7 @@ def test_the_c_plugin_knows_the_same_constructions():
 def test_mapper_and_config_accept_the_same_names(name):
     AlgorithmSpec.parse(name)
     cfg = parse_config(f'[solver]\nalgorithm = "{name}"\n', "t.toml")
-    assert cfg.get("solver", "algorithm") == normalize_algorithm(name) == name.lower()
+    assert cfg.solver.algorithm == normalize_algorithm(name) == name.lower()
 
 
 @pytest.mark.parametrize("name", ["topdwn", "topdown+n0", "topdown+np1", "topdown+x",

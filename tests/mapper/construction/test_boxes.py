@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from mapper import Hierarchy
+from mapper import Hierarchy, LinkModel
 from mapper.construction.boxes import coordinate_bisection
 from mapper.model.cartesian import cartesian_grid
 from tests.mapper.model.test_cartesian import _stencil
@@ -139,8 +139,8 @@ def test_the_comparison_applies_the_boxes_when_they_are_best():
     graph = _stencil((32, 32), (True, True))
     machine = Hierarchy.homogeneous([4, 2, 4, 4, 8], [1, 2, 10, 20, 40])
     block = np.arange(graph.n)
-    r = map_processes(graph, machine, "topdown+n10", baseline=block,
-                      congestion_levels=[1, 2, 3], objective="congestion")
+    r = map_processes(graph, machine, "topdown+n10", baseline=block, objective="congestion",
+                      links=LinkModel(congestion_levels=[1, 2, 3]))
     assert r.origin == BOXES
     assert r.candidates[BOXES] < r.candidates["topdown+n10"]
     assert r.objective == pytest.approx(evaluate(graph, machine, r.mapping).objective)
@@ -154,8 +154,8 @@ def test_the_comparison_applies_the_boxes_when_they_are_best():
     from mapper import CommGraph
 
     scrambled = CommGraph.from_edges(perm[u], perm[v], w, n=graph.n)
-    r = map_processes(scrambled, machine, "topdown+n10", baseline=block,
-                      congestion_levels=[1, 2, 3], objective="congestion")
+    r = map_processes(scrambled, machine, "topdown+n10", baseline=block, objective="congestion",
+                      links=LinkModel(congestion_levels=[1, 2, 3]))
     assert BOXES not in r.candidates
 
 

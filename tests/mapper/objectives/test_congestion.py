@@ -4,7 +4,7 @@ them."""
 import numpy as np
 import pytest
 
-from mapper import Hierarchy, evaluate, map_processes
+from mapper import Hierarchy, LinkModel, evaluate, map_processes
 from mapper.model.machine import MachineError
 from mapper.objectives.congestion import UplinkLoad, raised_uplink, uplink_loads
 from mapper.solve.never_worse import LINK_TOLERANCE
@@ -70,7 +70,7 @@ def test_a_lower_j_that_loads_a_link_more_is_refused():
     assert raised_uplink(uplink_loads(graph, machine, raw.mapping, [1, 2]),
                          uplink_loads(graph, machine, block, [1, 2])) is not None
     r = map_processes(graph, machine, "topdown+n10", 0, baseline=block,
-                      congestion_levels=[1, 2])
+                      links=LinkModel(congestion_levels=[1, 2]))
     assert r.origin == "baseline" and list(r.mapping) == list(block)
     assert "busiest" in r.rejected["topdown+n10"]
     # without the levels, J alone decides
@@ -83,7 +83,7 @@ def test_the_result_never_loads_a_link_more_than_the_baseline(seed):
     graph = random_graph(16, 0.25, seed)
     baseline = np.random.default_rng(seed).permutation(16)
     r = map_processes(graph, machine, "topdown+n10", seed, baseline=baseline,
-                      congestion_levels=[1, 2])
+                      links=LinkModel(congestion_levels=[1, 2]))
     assert r.objective <= evaluate(graph, machine, baseline).objective + 1e-9
     assert raised_uplink(uplink_loads(graph, machine, r.mapping, [1, 2]),
                          uplink_loads(graph, machine, baseline, [1, 2]),
@@ -106,4 +106,4 @@ def test_congestion_levels_need_a_hierarchy():
     graph = random_graph(2, 1.0, 0)
     with pytest.raises(MachineError):
         map_processes(graph, machine, "random+n2", baseline=np.array([1, 0]),
-                      congestion_levels=[0])
+                      links=LinkModel(congestion_levels=[0]))

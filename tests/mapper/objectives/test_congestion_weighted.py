@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper import Hierarchy, evaluate, map_processes
+from mapper import Hierarchy, LinkModel, evaluate, map_processes
 from mapper.model.graph import CommGraph
 from mapper.model.machine import MachineError
 from mapper.objectives.congestion import raised_uplink, uplink_loads
@@ -145,9 +145,9 @@ def test_the_rule_refuses_a_candidate_for_a_slow_switch_and_says_load_capacity()
     for _ in range(200):
         base = rng.permutation(8)
         free = map_processes(graph, machine, "topdown+n10", 0, baseline=base,
-                             congestion_levels=[0])
+                             links=LinkModel(congestion_levels=[0]))
         weighted = map_processes(graph, machine, "topdown+n10", 0, baseline=base,
-                                 congestion_levels=[0], link_weights=weights)
+                                 links=LinkModel(congestion_levels=[0], link_weights=weights))
         mine = uplink_loads(graph, machine, weighted.mapping, [0], weights)
         theirs = uplink_loads(graph, machine, base, [0], weights)
         assert raised_uplink(mine, theirs, LINK_TOLERANCE) is None
@@ -170,11 +170,10 @@ def test_all_ones_weights_equal_no_weights_exactly(seed):
     ones = [np.ones(len(machine.bounds[lv]) - 1) for lv in range(machine.levels)]
     levels = [0, 1, 2]
     for objective in ("J", "congestion"):
-        a = map_processes(graph, machine, "topdown+n10", seed, baseline=base,
-                          congestion_levels=levels, objective=objective)
-        b = map_processes(graph, machine, "topdown+n10", seed, baseline=base,
-                          congestion_levels=levels, objective=objective,
-                          link_weights=ones)
+        a = map_processes(graph, machine, "topdown+n10", seed, baseline=base, objective=objective,
+                          links=LinkModel(congestion_levels=levels))
+        b = map_processes(graph, machine, "topdown+n10", seed, baseline=base, objective=objective,
+                          links=LinkModel(congestion_levels=levels, link_weights=ones))
         assert a.mapping.tolist() == b.mapping.tolist() and a.objective == b.objective
         assert a.origin == b.origin and a.candidates == b.candidates
     plain = uplink_loads(graph, machine, base, levels)
@@ -248,8 +247,8 @@ def test_the_result_never_raises_a_weighted_load(seed, objective):
     graph = random_graph(machine.n, 0.3, seed)
     base = rng.permutation(machine.n)
     levels = list(range(machine.levels - 1))
-    r = map_processes(graph, machine, "topdown+n10", seed, baseline=base,
-                      congestion_levels=levels, objective=objective, link_weights=weights)
+    r = map_processes(graph, machine, "topdown+n10", seed, baseline=base, objective=objective,
+                      links=LinkModel(congestion_levels=levels, link_weights=weights))
     assert r.objective <= evaluate(graph, machine, base).objective + 1e-9
     for lv in levels:
         mine = max(_brute_loads(graph, machine, r.mapping, lv, weights)[1])
@@ -262,9 +261,10 @@ def test_bad_link_weights_are_refused():
     graph = random_graph(8, 0.5, 0)
     with pytest.raises(MachineError, match="2 levels, the machine has 3"):
         map_processes(graph, machine, "identity+n10", baseline=np.arange(8),
-                      congestion_levels=[0], link_weights=[None, None])
+                      links=LinkModel(congestion_levels=[0], link_weights=[None, None]))
     with pytest.raises(MachineError, match="3 values for 4 groups"):
         map_processes(graph, machine, "identity+n10", baseline=np.arange(8),
-                      congestion_levels=[0], link_weights=[[1, 1, 1], None, None])
+                      links=LinkModel(congestion_levels=[0],
+                                      link_weights=[[1, 1, 1], None, None]))
     with pytest.raises(ValueError, match=">= 0"):
         uplink_loads(graph, machine, np.arange(8), [0], [[1, -1, 1, 1], None, None])

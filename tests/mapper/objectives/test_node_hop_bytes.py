@@ -5,7 +5,7 @@ makes."""
 import numpy as np
 import pytest
 
-from mapper import Hierarchy, evaluate, map_processes
+from mapper import Hierarchy, LinkModel, evaluate, map_processes
 from mapper.model.graph import CommGraph
 from mapper.model.phased_graph import make_phase, phases_sum, with_phases
 from mapper.objectives.congestion import node_hop_bytes, uplink_loads
@@ -79,7 +79,7 @@ def test_between_candidates_with_the_same_links_the_far_traffic_per_node_decides
     levels = [1, 2, 3]
     block = np.arange(256)
     r = map_processes(graph, machine, "topdown+n10", 0, baseline=block,
-                      congestion_levels=levels)
+                      links=LinkModel(congestion_levels=levels))
     own = map_processes(graph, machine, "topdown+n10", 0)
     assert r.origin == "baseline regrouped"
     assert r.objective >= own.objective  # not J's choice

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper import Hierarchy, evaluate, map_processes
+from mapper import Hierarchy, LinkModel, evaluate, map_processes
 from mapper.objectives import _volumes
 from mapper.objectives.congestion import uplink_loads
 from mapper.search import congested
@@ -180,8 +180,8 @@ def test_cg_block_is_kept_and_the_repair_reports_failure_honestly():
                                     ["socket", "node", "leaf", "mid", "top"])
     graph = generate("npb-cg:bytes=262144", 128)
     base = np.arange(128)
-    res = map_processes(graph, machine, "topdown+n10", 0, 30, baseline=base,
-                        congestion_levels=[1, 2, 3], objective="congestion")
+    res = map_processes(graph, machine, "topdown+n10", 0, 30, baseline=base, objective="congestion",
+                        links=LinkModel(congestion_levels=[1, 2, 3]))
     assert res.origin == "baseline"
     for load, ref in zip(uplink_loads(graph, machine, res.mapping, [1, 2, 3]),
                          uplink_loads(graph, machine, base, [1, 2, 3]), strict=True):
@@ -201,7 +201,7 @@ def test_default_objective_is_unchanged():
     machine = Hierarchy.parse("2:2:2:2", "1:10:100:1000")
     graph = random_graph(16, 0.3, 3)
     a = map_processes(graph, machine, "topdown+n10", 0, baseline=np.arange(16),
-                      congestion_levels=[0, 1])
-    b = map_processes(graph, machine, "topdown+n10", 0, baseline=np.arange(16),
-                      congestion_levels=[0, 1], objective="J")
+                      links=LinkModel(congestion_levels=[0, 1]))
+    b = map_processes(graph, machine, "topdown+n10", 0, baseline=np.arange(16), objective="J",
+                      links=LinkModel(congestion_levels=[0, 1]))
     assert np.array_equal(a.mapping, b.mapping)

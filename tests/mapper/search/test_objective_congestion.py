@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper import CommGraph, Hierarchy, map_processes
+from mapper import CommGraph, Hierarchy, LinkModel, map_processes
 from mapper.objectives.qap import evaluate
 from mapper.solve.aimed import aim_at_congestion
 from mapper.solve.never_worse import LINK_TOLERANCE
@@ -62,9 +62,9 @@ def test_congestion_never_loses_to_J_and_keeps_the_caps():
         graph, machine = instance(seed)
         base = np.arange(machine.n)
         rj = map_processes(graph, machine, "topdown+n10", seed, None, baseline=base,
-                           congestion_levels=LEVELS)
+                           links=LinkModel(congestion_levels=LEVELS))
         rc = map_processes(graph, machine, "topdown+n10", seed, None, baseline=base,
-                           congestion_levels=LEVELS, objective="congestion")
+                           objective="congestion", links=LinkModel(congestion_levels=LEVELS))
         # the same candidates and one more: never a higher J than objective J applies
         assert rc.objective <= rj.objective * (1 + 1e-12), seed
         assert rc.objective == pytest.approx(evaluate(graph, machine, rc.mapping).objective)

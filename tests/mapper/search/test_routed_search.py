@@ -1,5 +1,5 @@
 """J under the baseline's busiest routed links (mapper.search.routed, objective
-"congestion" with map_processes(..., routed=...)) on tori, meshes, dragonflies and
+"congestion" with map_processes(..., links=LinkModel(routed=...))) on tori, meshes, dragonflies and
 Tianhe-3 chip grids.
 
 Loads are recomputed by the independent route walks of tests/mapper/objectives/test_link_load.py
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapper import CommGraph, map_processes
+from mapper import CommGraph, LinkModel, map_processes
 from mapper.model.machine import Hierarchy
 from mapper.model.networks import (
     NodeHopMachine,
@@ -241,7 +241,7 @@ def test_congestion_never_loses_to_J_and_keeps_the_defaults_busiest_routed_links
         case, graph, default = _instance(seed)
         if case.machine.n < 2:
             continue
-        kw = dict(baseline=default, routed=case.net)
+        kw = dict(baseline=default, links=LinkModel(routed=case.net))
         rj = map_processes(graph, case.machine, "ohtma+n10", seed, None, **kw)
         rc = map_processes(graph, case.machine, "ohtma+n10", seed, None, objective="congestion",
                            **kw)
@@ -268,12 +268,13 @@ def test_congestion_never_loses_to_J_and_keeps_the_defaults_busiest_routed_links
 def test_the_routed_objective_refuses_tree_levels_beside_it_and_a_wrong_size():
     case, graph, default = _instance(0)
     with pytest.raises(ValueError, match="not both"):
-        map_processes(graph, case.machine, "ohtma", baseline=default, routed=case.net,
-                      congestion_levels=[0])
+        map_processes(graph, case.machine, "ohtma", baseline=default,
+                      links=LinkModel(routed=case.net, congestion_levels=[0]))
     other = torus_network((2,), node_sizes=[1, 1])
     if other.n != case.machine.n:
         with pytest.raises(ValueError, match="PEs"):
-            map_processes(graph, case.machine, "ohtma", baseline=default, routed=other)
+            map_processes(graph, case.machine, "ohtma", baseline=default,
+                          links=LinkModel(routed=other))
     with pytest.raises(ValueError, match="routed network"):
         map_processes(graph, case.machine, "ohtma", objective="congestion", baseline=default)
 

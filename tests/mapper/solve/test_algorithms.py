@@ -76,7 +76,7 @@ def test_constructions_solve_clustered_small_cases_exactly(algorithm):
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), swaps=st.lists(st.tuples(st.integers(0, 63),
-                                                            st.integers(0, 63)), max_size=40))
+                                                             st.integers(0, 63)), max_size=40))
 def test_incremental_gains_equal_full_recomputation(seed, swaps):
     machine = [Hierarchy.parse("4:4:4", "1:10:100"), UNEVEN.__class__.from_tree(
         [[[6, 6]] * 3, [[4, 4]] * 2, [[4]]], [1, 3, 7, 20])][seed % 2]
@@ -206,4 +206,19 @@ def test_search_mode_names_match_the_kernel():
     pe = np.arange(16, dtype=np.int64)
     with pytest.raises(ValueError, match="unknown local search mode 7"):
         _swap.local_search(g.indptr, g.indices, g.weights, pe, None, None,
-                              np.ones((16, 16)), 7, 1, 0, 0.0, 0.0)
+                           np.ones((16, 16)), 7, 1, 0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("asked, on_network", [
+    ("topdown+n10", "ohtma+n10"), ("bottomup", "ohtma"), ("Matching+NP8", "ohtma+np8"),
+    ("greedyallc+n10", "greedyallc+n10"), ("ohtma+n2", "ohtma+n2"), ("strong", "strong")])
+def test_a_tree_only_construction_becomes_the_network_one(asked, on_network):
+    """One rule for machines without a switch tree (the presets, the site's default and
+    the graph mode's substitution all read it): the construction changes, the
+    neighbourhood stays."""
+    from mapper.solve.algorithm_names import NETWORK_DEFAULT, for_network
+    from mapper.solve.presets import preset
+    from slurm_plugin.site.config import NETWORK_ALGORITHM
+
+    assert for_network(asked) == on_network
+    assert NETWORK_ALGORITHM == NETWORK_DEFAULT == preset("fast").algorithm_for(False)

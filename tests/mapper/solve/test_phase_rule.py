@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapper import CommGraph, Hierarchy, map_processes
+from mapper import CommGraph, Hierarchy, LinkModel, map_processes
 from mapper.model.phased_graph import make_phase, phased_from_graphs, with_phases
 from mapper.solve.never_worse import LINK_TOLERANCE, phase_refusal
 from slurm_plugin.profiles.generators import generate
@@ -93,7 +93,7 @@ def test_applied_placements_keep_every_levels_phase_time():
         # in how their load falls into phases more than in their total load
         base = map_processes(graph, machine, "greedyallc", seed + 7, None).mapping
         res = map_processes(graph, machine, "topdown+n10", seed, None, baseline=base,
-                            congestion_levels=levels)
+                            links=LinkModel(congestion_levels=levels))
         phase_refused += any("phase time" in why for why in res.rejected.values())
         if res.origin == "baseline":
             continue

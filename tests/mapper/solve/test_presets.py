@@ -59,9 +59,9 @@ def test_the_c_plugin_knows_the_same_presets():
 @pytest.mark.parametrize("name", ["fast", "Eco", "STRONG"])
 def test_config_and_solver_accept_preset_names(name):
     cfg = parse_config(f'[solver]\nalgorithm = "{name}"\n', "t.toml")
-    assert cfg.get("solver", "algorithm") == normalize_algorithm(name) == name.lower()
+    assert cfg.solver.algorithm == normalize_algorithm(name) == name.lower()
     cfg = parse_config(f'[solver]\ndefault_preset = "{name.lower()}"\n', "t.toml")
-    assert cfg.get("solver", "algorithm") == name.lower()
+    assert cfg.solver.algorithm == name.lower()
     g = generate("stencil3d:4x4x2", 32)
     r = map_processes(g, Hierarchy.parse("4:2:4", "1:10:100"), name)
     assert sorted(r.mapping.tolist()) == list(range(32))
@@ -69,10 +69,10 @@ def test_config_and_solver_accept_preset_names(name):
 
 
 def test_default_preset_is_fast_and_algorithm_overrides_it():
-    assert parse_config("", "t.toml").get("solver", "algorithm") == "fast"
+    assert parse_config("", "t.toml").solver.algorithm == "fast"
     cfg = parse_config('[solver]\ndefault_preset = "strong"\nalgorithm = "greedy+n10"\n',
                        "t.toml")
-    assert cfg.get("solver", "algorithm") == "greedy+n10"
+    assert cfg.solver.algorithm == "greedy+n10"
     with pytest.raises(ConfigError, match=r"t.toml: \[solver\] default_preset: must be one of "
                                           r"fast, eco, strong, got 'topdown\+n10'"):
         parse_config('[solver]\ndefault_preset = "topdown+n10"\n', "t.toml")
@@ -80,9 +80,9 @@ def test_default_preset_is_fast_and_algorithm_overrides_it():
 
 def test_a_preset_on_a_network_site():
     net = '[network]\nkind = "torus"\ndims = [2, 2]\nnodes = "n[1-4]"\n'
-    assert parse_config(net, "x.toml").get("solver", "algorithm") == "ohtma+n10"
+    assert parse_config(net, "x.toml").solver.algorithm == "ohtma+n10"
     cfg = parse_config(net + '[solver]\ndefault_preset = "eco"\n', "x.toml")
-    assert cfg.get("solver", "algorithm") == "eco"
+    assert cfg.solver.algorithm == "eco"
 
 
 def _rugged(n: int = 256, seed: int = 3, radius: float = 0.12) -> CommGraph:

@@ -221,7 +221,7 @@ def test_the_report_says_what_each_supported_launcher_gets(tmp_path):
     lib.write_bytes(b"\x7fELF")
     plan = JobPlan(files={"rankfile": "rank 0=n1 slot=0:0\n", "bindings": "x",
                           "hydra_hostfile": "n1:1\nn2:1\nn1:1\n", "slurm_hostfile": "n1\n"},
-                   report_text="rankmap * topdown\n", report_json='{"applied": true}\n')
+                   report_text="rankmap * topdown\n", report_record={"applied": True})
     cfg = parse_config(f'[launchers]\nbind_library = "{lib}"\n', "rankmap.toml")
     out = with_launchers(plan, cfg)
     said = json.loads(out.report_json)["launchers"]

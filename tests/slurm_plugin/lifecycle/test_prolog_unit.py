@@ -43,7 +43,7 @@ def test_fallback_report_record():
                             "broken")
     assert "rankmap was NOT applied: broken" in files["report"]
     assert json.loads(files["report_json"]) == {"job_id": "3", "profile": "x", "applied": False,
-                                           "fallback_reason": "broken"}
+                                                "fallback_reason": "broken"}
 
 
 def test_batch_host_writes_the_workers_report(tmp_path):
@@ -86,3 +86,15 @@ def test_worker_gets_memory_and_cpu_limits_and_runs_as_the_user(tmp_path, monkey
         ("5", "ring", "graph", "topdown", 5.0)
     assert not any(k.startswith("RANKMAP_") for k in seen["env"])  # on stdin, not in env
     assert (seen["user"], seen["group"], seen["extra_groups"]) == (1234, 99, [])
+
+
+def test_one_budget_split_for_the_solver_the_watchdog_and_the_cpu_limit():
+    """The job's budget and the prolog's grace give every part its time in one place
+    (slurm_plugin.common.job_budget): 90 % to the solver, budget + grace to the slot
+    wait and the worker's watchdog, that rounded up as its CPU limit."""
+    from slurm_plugin.common.job_budget import SOLVER_SHARE, JobBudget
+
+    budget = JobBudget(5.0, 20.5)
+    assert budget.solver_seconds == 5.0 * SOLVER_SHARE < 5.0
+    assert budget.watchdog_seconds == 25.5 and budget.cpu_seconds == 26
+    assert JobBudget(5.0).watchdog_seconds == 5.0

@@ -31,7 +31,7 @@ TORUS = '[network]\nkind = "torus"\ndims = [4]\nnodes = "n[0-3]"\n'
 def test_absent_network_changes_nothing():
     cfg = parse_config("", "x.toml")
     assert cfg.network is None
-    assert cfg.get("solver", "algorithm") == "fast"  # the default preset: topdown+n10
+    assert cfg.solver.algorithm == "fast"  # the default preset: topdown+n10
     assert "[network]" not in format_effective(cfg)
 
 
@@ -41,7 +41,7 @@ def test_torus_table_and_the_hop_default_algorithm():
     assert (net.kind, net.params, net.nodes, net.slots) == (
         "torus", {"dims": [4]}, ("n0", "n1", "n2", "n3"), 4)
     assert (net.per_hop, net.base) == (100.0, 0.0)
-    assert cfg.get("solver", "algorithm") == "ohtma+n10"
+    assert cfg.solver.algorithm == "ohtma+n10"
     assert cfg.sources["solver"]["algorithm"] == "default for [network]"
     text = format_effective(cfg)
     assert '[network]\nkind = "torus"    # x.toml\ndims = [4]    # x.toml\n' in text
@@ -50,7 +50,7 @@ def test_torus_table_and_the_hop_default_algorithm():
 
 def test_site_algorithm_is_kept_with_a_network():
     cfg = parse_config(TORUS + '[solver]\nalgorithm = "greedy+n10"\n', "x.toml")
-    assert cfg.get("solver", "algorithm") == "greedy+n10"
+    assert cfg.solver.algorithm == "greedy+n10"
     assert cfg.sources["solver"]["algorithm"] == "x.toml"
 
 

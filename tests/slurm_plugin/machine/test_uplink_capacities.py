@@ -90,8 +90,7 @@ def test_oversubscription_per_switch_level():
 
 def test_the_config_key():
     cfg = parse_config('[solver]\nuplink_oversubscription = [4, 2]\n', "/etc/rankmap.toml")
-    assert cfg.get("solver", "uplink_oversubscription") == [4.0, 2.0]
-    assert parse_config("", "/etc/rankmap.toml").get("solver",
-                                                     "uplink_oversubscription") == []
+    assert cfg.solver.uplink_oversubscription == [4.0, 2.0]
+    assert parse_config("", "/etc/rankmap.toml").solver.uplink_oversubscription == []
     with pytest.raises(ConfigError, match="uplink_oversubscription"):
         parse_config('[solver]\nuplink_oversubscription = [0.5]\n', "/etc/rankmap.toml")

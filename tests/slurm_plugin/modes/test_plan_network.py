@@ -62,7 +62,7 @@ def test_plan_on_a_generated_network_is_a_bijection_with_hop_bytes(kind):
     net = load_network(cfg)
     layout = _layout(JOB_NODES, (8,) * 8)
     graph = _scrambled("stencil3d", 64)
-    plan = make_plan(layout, graph, algorithm=cfg.get("solver", "algorithm"), time_limit=10,
+    plan = make_plan(layout, graph, algorithm=cfg.solver.algorithm, time_limit=10,
                      network=net, job_id="7")
     assert plan.applied, plan.report_text
     mapping = plan.result.mapping

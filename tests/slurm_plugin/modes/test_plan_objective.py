@@ -59,9 +59,8 @@ def test_congestion_is_the_default_and_aims_where_J_is_refused():
 
 
 def test_the_site_config_names_the_objective():
-    assert parse_config("", "site.toml").get("solver", "objective") == "congestion"
-    assert parse_config('[solver]\nobjective = "J"\n', "s.toml").get("solver",
-                                                                     "objective") == "J"
+    assert parse_config("", "site.toml").solver.objective == "congestion"
+    assert parse_config('[solver]\nobjective = "J"\n', "s.toml").solver.objective == "J"
     with pytest.raises(ConfigError, match=r"s\.toml.*objective"):
         parse_config('[solver]\nobjective = "time"\n', "s.toml")
 

@@ -132,7 +132,7 @@ class Recorder:
     def plan(self, job, data, machine, reason):
         self.calls.append(f"plan {data} {machine} {reason}")
         return JobPlan(files={"rankfile": "r"} if reason is None else {},
-                       report_text="text", report_json="{}", fallback_reason=reason,
+                       report_text="text", report_record={}, fallback_reason=reason,
                        status_notes=("note",))
 
 

@@ -21,7 +21,7 @@ from slurm_plugin.outputs.render import (
     render_rankfile,
     render_slurm_hostfile,
 )
-from slurm_plugin.outputs.report import build_report, render_report_text, report_json
+from slurm_plugin.outputs.report import build_report, render_report_text, report_record
 from slurm_plugin.profiles.generators import generate
 
 
@@ -71,26 +71,41 @@ def test_hostfile_machinefile_and_slurm_hostfile():
     assert render_slurm_hostfile(layout, mapping).split() == expected
 
 
+#: site templates that loop over ``ranks`` (the packaged ones print the ready-made ``lines``)
+LOOPING = {
+    "rankfile.j2": "# rankmap {{ algorithm }} placement for job {{ job_id }}\n"
+                   "{% for r in ranks %}\nrank {{ r.rank }}={{ r.host }} slot={{ r.socket }}:"
+                   "{{ r.cores }}\n{% endfor %}\n",
+    "machinefile.j2": "{% for r in ranks %}\n{{ r.host }}\n{% endfor %}\n",
+    "slurm_hostfile.j2": "{% for r in ranks %}\n{{ r.host }}\n{% endfor %}\n",
+}
+
+
 @pytest.mark.parametrize("cpt", [1, 2, 3])
-def test_the_direct_launcher_files_equal_the_packaged_templates_rendered(tmp_path, cpt):
-    """Without a site override the rank-per-line files are built without jinja2
-    (slurm_plugin.outputs.render); a site directory holding copies of the packaged templates
-    goes through jinja2, and both must give the same bytes."""
+def test_the_packaged_templates_equal_site_templates_that_loop_over_ranks(tmp_path, cpt):
+    """Every launcher file goes through its template: the packaged per-rank ones print
+    the lines built in Python, a site's may loop over ``ranks``; both give the same
+    bytes (and a copy of the packaged templates in a site directory, too)."""
     from slurm_plugin.outputs.render import packaged_templates_dir
 
     layout = small_layout(cpt) if cpt < 3 else Layout(
         Hierarchy.from_tree([2, 1], [1, 10], ["socket", "node"]),
         (Slot("x", 0, (0, 2), (0, 2)), Slot("x", 0, (1,), (1,)), Slot("y", 1, (5, 6, 7), (5,))))
+    looping, copied = tmp_path / "looping", tmp_path / "copied"
+    looping.mkdir()
+    copied.mkdir()
+    for name, text in LOOPING.items():
+        (looping / name).write_text(text)
     for name in ("rankfile.j2", "machinefile.j2", "slurm_hostfile.j2", "hostfile.j2"):
-        shutil.copy(packaged_templates_dir() / name, tmp_path / name)
+        shutil.copy(packaged_templates_dir() / name, copied / name)
     mapping = np.random.default_rng(cpt).permutation(layout.n)
     for render in (render_rankfile, render_machinefile, render_slurm_hostfile,
                    render_hostfile):
-        direct = render(layout, mapping, algorithm="topdown+n10", job_id="17")
-        assert direct == render(layout, mapping, templates_dir=str(tmp_path),
-                                algorithm="topdown+n10", job_id="17"), render.__name__
-    assert render_rankfile(layout, mapping) == render_rankfile(
-        layout, mapping, templates_dir=str(tmp_path))
+        packaged = render(layout, mapping, algorithm="topdown+n10", job_id="17")
+        for site in (looping, copied):
+            assert packaged == render(layout, mapping, templates_dir=str(site),
+                                      algorithm="topdown+n10", job_id="17"), render.__name__
+    assert render_rankfile(layout, mapping).count("\n") == layout.n + 1
 
 
 def test_site_templates_override_single_files(tmp_path):
@@ -166,7 +181,7 @@ def test_fallback_report_names_the_reason_and_renders_no_launcher_files():
     assert "has 4 ranks but the job has 8 tasks" in plan.report_text
     rep = build_report(layout, None, None, job_id="1", profile="x", fallback_reason="broken")
     assert "rankmap was NOT applied: broken" in render_report_text(rep)
-    assert json.loads(report_json(rep))["applied"] is False
+    assert report_record(rep)["applied"] is False
 
 
 def test_time_budget_overrun_is_a_fallback():

@@ -89,8 +89,41 @@ def test_requests_from_flags_and_rules():
 
 def test_hwloc_files_are_checked():
     cfg = parse_config('[hwloc]\nfiles = { "n[1-4]" = "/etc/rankmap/a.xml" }\n', "h.toml")
-    assert cfg.get("hwloc", "files") == {"n[1-4]": "/etc/rankmap/a.xml"}
+    assert cfg.hwloc.files == {"n[1-4]": "/etc/rankmap/a.xml"}
     with pytest.raises(ConfigError, match=r"\[hwloc\] files: .*absolute path"):
         parse_config('[hwloc]\nfiles = { "n1" = "a.xml" }\n', "h.toml")
     with pytest.raises(ConfigError, match=r"\[hwloc\] files: 'n\[1-'"):
         parse_config('[hwloc]\nfiles = { "n[1-" = "/a.xml" }\n', "h.toml")
+
+
+def test_every_section_is_read_typed_and_frozen():
+    """One typed settings class per section: its fields are exactly the section's keys,
+    each value read from a file comes back with its annotated type (list/table/number/
+    text/flag), and a setting cannot be changed after the file was checked."""
+    import dataclasses
+    import typing
+
+    from slurm_plugin.site import config as config_module
+
+    text = ('[solver]\ntime_limit = 3\nlevel_distances = [1, 2, 3, 4]\n'
+            '[speeds]\nnodes = { "n[1-2]" = 2 }\n[prolog]\nmax_workers = 2\n')
+    cfg = parse_config(text, "site.toml")
+    assert list(config_module.SECTIONS) == list(config_module.DEFAULTS)
+    for name, cls in config_module.SECTIONS.items():
+        settings = getattr(cfg, name)
+        assert isinstance(settings, cls)
+        hints = typing.get_type_hints(cls)
+        assert [f.name for f in dataclasses.fields(cls)] == list(config_module.DEFAULTS[name])
+        for f in dataclasses.fields(cls):
+            value, kind = getattr(settings, f.name), typing.get_origin(hints[f.name])
+            assert isinstance(value, kind or hints[f.name]), (name, f.name, value)
+            assert value == cfg.get(name, f.name)
+    assert cfg.solver.time_limit == 3.0 and isinstance(cfg.solver.time_limit, float)
+    assert cfg.solver.level_distances == [1.0, 2.0, 3.0, 4.0]
+    assert cfg.speeds.nodes == {"n[1-2]": 2.0} and cfg.prolog.max_workers == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.solver.time_limit = 1.0  # type: ignore[misc]
+    # a default list is each instance's own: changing one changes no other
+    first, second = parse_config("", "a.toml"), parse_config("", "b.toml")
+    first.general.enabled_partitions.append("x")
+    assert second.general.enabled_partitions == ["*"]

@@ -69,9 +69,9 @@ def test_failures_name_the_command(tmp_path):
 
 
 def test_bin_dir_config_key():
-    assert parse_config("", "x.toml").get("slurm", "bin_dir") == ""
+    assert parse_config("", "x.toml").slurm.bin_dir == ""
     cfg = parse_config('[slurm]\nbin_dir = "/opt/slurm/bin"\n', "x.toml")
-    assert cfg.get("slurm", "bin_dir") == "/opt/slurm/bin"
+    assert cfg.slurm.bin_dir == "/opt/slurm/bin"
     assert cfg.sources["slurm"]["bin_dir"] == "x.toml"
     with pytest.raises(ConfigError, match=r"x.toml: \[slurm\] bin_dir: must be an absolute"):
         parse_config('[slurm]\nbin_dir = "opt/slurm/bin"\n', "x.toml")
@@ -97,7 +97,7 @@ def test_the_prolog_reads_account_and_name_from_bin_dir(tmp_path):
 
     job = (TEST_DATA / "slurm" / "scontrol_job_4x4.txt").read_text()
     job = job.replace("JobName=wrap", "JobName=lammps").replace("Account=(null)",
-                                                               "Account=proj7")
+                                                                "Account=proj7")
     site = tmp_path / "site"
     site.mkdir()
     (site / "job.txt").write_text(job)
