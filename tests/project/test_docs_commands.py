@@ -97,6 +97,7 @@ PLACEHOLDERS = {
     ("report", None, "JOBDIR"): "{jobdir}",
     ("profile", "--store", "DIR"): "{w}/store",
     ("profile", "--name", "NAME"): "myapp",             # imported by the line before
+    ("profile", None, "NAME"): "lammps-3d",            # rankmap profile show NAME: bundled
     ("profile", None, "PREFIX"): "{w}/prof",
     ("profile", "--ntasks", "N"): "32",
     ("profile", "smpi-ti", "T"): "{w}/trace",
