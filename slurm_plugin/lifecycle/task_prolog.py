@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the config reader is imported when a task runs, in exports()
+    from ..common.launcher_support import LauncherOffer
     from ..site.config import Config
 
 
@@ -81,11 +82,9 @@ def exports(env: dict[str, str]) -> list[str]:
             for name, var in EXPORTS.items():
                 if _is_file(job_dir / FILE_NAMES[name]):
                     lines.append(f"export {var}={job_dir / FILE_NAMES[name]}")
-            lines += launcher_exports(job_dir, env, script_step, supported, bind_library)
+            offer = job_offer(job_dir, supported, bind_library, export_slurm_hostfile)
+            lines += launcher_exports(job_dir, env, script_step, offer, bind_library)
             lines += reorder_exports(job_dir, env, record.get("n"))
-            if export_slurm_hostfile and _is_file(job_dir / "slurm_hostfile"):
-                lines.append(f"export SLURM_HOSTFILE={job_dir / 'slurm_hostfile'}")
-                lines.append("export SLURM_DISTRIBUTION=arbitrary")
         if script_step:  # the batch step: tell the user once
             if record.get("summary"):  # the report's own sentence: applied, kept, or why not
                 state = safe_text(record["summary"], 2000)
@@ -95,8 +94,10 @@ def exports(env: dict[str, str]) -> list[str]:
                 state = f"placement NOT applied ({safe_text(record.get('fallback_reason'), 2000)})"
             lines.append(f"print rankmap: {state}; report: {job_dir / 'report.txt'}")
             if record.get("applied") is True and supported:
+                from ..common.launcher_support import launcher_sentences
+
                 lines.append("print rankmap: launchers: "
-                             + "; ".join(_offer_sentences(lines, supported)))
+                             + "; ".join(launcher_sentences(offer)))
         break
     if cfg is not None:
         lines += recording_lines(env, cfg, job_id, script_step)
@@ -165,13 +166,32 @@ def merge_preloads(lines: list[str]) -> list[str]:
     return [key + ":".join(libs), *out]
 
 
+def job_offer(job_dir: Path, supported: list[str], bind_library: str,
+              export_slurm_hostfile: bool) -> LauncherOffer:
+    """What each launcher family gets in this job: the worker's own rule
+    (:func:`slurm_plugin.common.launcher_support.planned_offer`) on the files the prolog
+    left in the job directory (regular files only; the Hydra host file read for its
+    hosts), so that what the report promised, what is exported and what the batch step
+    says are one computation."""
+    from ..common.job_conventions import FILE_NAMES
+    from ..common.launcher_support import hydra_srun_path, planned_offer, prterun_wrapper_path
+
+    present = {name: "" for name in ("rankfile", "bindings", "slurm_hostfile")
+               if _is_file(job_dir / FILE_NAMES[name])}
+    if _is_file(job_dir / FILE_NAMES["hydra_hostfile"]):
+        present["hydra_hostfile"] = _head(job_dir / FILE_NAMES["hydra_hostfile"])
+    return planned_offer(supported, present, bind_library, prterun_wrapper_path(),
+                         hydra_srun_path(), export_slurm_hostfile)
+
+
 def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
-                     supported: list[str], bind_library: str) -> list[str]:
-    """What hands the placement to each supported launcher family (docs/users.md has
-    the table): Open MPI's rankfile variables and the Hydra host file variables in the
-    batch step (where mpirun runs; its daemons' step inherits them from mpirun, so a
-    script that unsets them leaves no rankfile anywhere in the job), and in every step
-    the binder (LD_PRELOAD, after the user's own preloads) with its bind file."""
+                     offer: LauncherOffer, bind_library: str) -> list[str]:
+    """The variables that hand the placement to each family ``offer`` says gets it
+    (docs/users.md has the table): Open MPI's rankfile variables and the Hydra host file
+    variables in the batch step (where mpirun runs; its daemons' step inherits them from
+    mpirun, so a script that unsets them leaves no rankfile anywhere in the job), with
+    the site's export ``SLURM_HOSTFILE`` in every step, and in every step the binder
+    (LD_PRELOAD, after the user's own preloads) with its bind file."""
     from ..common.job_conventions import (
         BIND_FILE_VAR,
         BIND_LAUNCHERS_VAR,
@@ -184,55 +204,35 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         OMPI_PRTERUN_VAR,
         OMPI_RANKFILE_VARS,
     )
-    from ..common.launcher_support import (
-        hydra_hosts,
-        hydra_srun_path,
-        one_line_per_host,
-        prterun_wrapper_path,
-    )
+    from ..common.launcher_support import hydra_srun_path, prterun_wrapper_path
 
     lines = []
-    rankfile = job_dir / FILE_NAMES["rankfile"]
-    if script_step and "openmpi" in supported and _is_file(rankfile):
+    supported = offer.supported
+    if script_step and "openmpi" in supported and offer.rankfile:
         for var in OMPI_RANKFILE_VARS:
-            lines.append(f"export {var}={rankfile}")
-        wrapper = Path(prterun_wrapper_path())
-        if _is_file(wrapper):
-            lines.append(f"export {OMPI_PRTERUN_VAR}={wrapper}")
-    hydra = job_dir / FILE_NAMES["hydra_hostfile"]
-    launcher = Path(hydra_srun_path())
-    if script_step and "hydra" in supported and _is_file(launcher):
-        hosts = hydra_hosts(_head(hydra))
-        # a host on several lines (an interleaved placement) starts several proxies per
-        # node: MPICH ran that under Slurm 22.05 but hung under 24.11, and Intel MPI
-        # launched too many ranks; so both get the file only with one line per host
-        if one_line_per_host(hosts):
-            for var in (*MPICH_HOSTFILE_VARS, *INTEL_HOSTFILE_VARS):
-                lines.append(f"export {var}={hydra}")
-            lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
-            lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
-            lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
-    bindings = job_dir / FILE_NAMES["bindings"]
-    if supported and _is_file(bindings) and bind_library and _is_file(Path(bind_library)):
+            lines.append(f"export {var}={job_dir / FILE_NAMES['rankfile']}")
+        if offer.prterun_wrapper:
+            lines.append(f"export {OMPI_PRTERUN_VAR}={prterun_wrapper_path()}")
+    # a host on several lines (an interleaved placement) starts several proxies per node:
+    # MPICH ran that under Slurm 22.05 but hung under 24.11, and Intel MPI launched too
+    # many ranks; so the offer gives both the file only with one line per host
+    if script_step and "hydra" in supported and offer.hydra_hostfile:
+        hydra, launcher = job_dir / FILE_NAMES["hydra_hostfile"], hydra_srun_path()
+        for var in (*MPICH_HOSTFILE_VARS, *INTEL_HOSTFILE_VARS):
+            lines.append(f"export {var}={hydra}")
+        lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
+        lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
+        lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
+    if offer.slurm_hostfile_exported:
+        lines.append(f"export SLURM_HOSTFILE={job_dir / FILE_NAMES['slurm_hostfile']}")
+        lines.append("export SLURM_DISTRIBUTION=arbitrary")
+    if supported and offer.binder:
         preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
                    if p != bind_library]
         lines.append(f"export LD_PRELOAD={':'.join([*preload, bind_library])}")
-        lines.append(f"export {BIND_FILE_VAR}={bindings}")
+        lines.append(f"export {BIND_FILE_VAR}={job_dir / FILE_NAMES['bindings']}")
         lines.append(f"export {BIND_LAUNCHERS_VAR}={','.join(supported)}")
     return lines
-
-
-def _offer_sentences(handed: list[str], supported: list[str]) -> list[str]:
-    """What each supported launcher gets, read off the exports made (not the config)."""
-    from ..common.launcher_support import LauncherOffer, launcher_sentences
-
-    def exported(name: str) -> bool:
-        return any(line.startswith(f"export {name}=") for line in handed)
-
-    return launcher_sentences(LauncherOffer(
-        supported=tuple(supported), rankfile=exported("OMPI_MCA_rmaps_rank_file_path"),
-        prterun_wrapper=exported("OMPI_PRTERUN"), hydra_hostfile=exported("HYDRA_HOST_FILE"),
-        binder=exported("LD_PRELOAD"), slurm_hostfile_exported=exported("SLURM_HOSTFILE")))
 
 
 def _head(path: Path, limit: int = 1 << 20) -> str:

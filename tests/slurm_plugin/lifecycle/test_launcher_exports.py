@@ -280,3 +280,38 @@ def test_config_check_warns_about_a_missing_binder_only_for_supported_launchers(
     assert any(str(missing) in w and "the rank binder" in w for w in said), said
     cfg = parse_config('[launchers]\nsupported = []\n', "rankmap.toml")
     assert launcher_warnings(cfg) == []
+
+
+@pytest.mark.parametrize("hydra_lines, export_hostfile", [
+    ("n1:1\nn2:1\n", False), ("n1:1\nn2:1\nn1:1\n", True)])
+def test_the_report_the_exports_and_the_batch_line_come_from_one_offer(
+        tmp_path, hydra_lines, export_hostfile):
+    """What the worker promised in the report (planned_offer on the files it wrote),
+    what the TaskProlog exports, and what it tells the batch step are one computation:
+    each family is exported exactly when its sentence says it gets the placement."""
+    from slurm_plugin.common.launcher_support import (
+        hydra_srun_path,
+        launcher_sentences,
+        planned_offer,
+        prterun_wrapper_path,
+    )
+    from slurm_plugin.lifecycle.task_prolog import job_offer, launcher_exports
+
+    lib = tmp_path / "librankmap_bind.so"
+    lib.write_bytes(b"\x7fELF")
+    files = {"rankfile": "rank 0=n1 slot=0:0\n", "bindings": "x",
+             "hydra_hostfile": hydra_lines, "slurm_hostfile": "n1\n"}
+    supported = ["openmpi", "hydra", "srun"]
+    with create_job_dir(tmp_path, "700") as jd:
+        jd.write(files)
+        offer = job_offer(jd.path, supported, str(lib), export_hostfile)
+        lines = launcher_exports(jd.path, {}, True, offer, str(lib))
+    promised = planned_offer(supported, files, str(lib), prterun_wrapper_path(),
+                             hydra_srun_path(), export_hostfile)
+    assert launcher_sentences(offer) == launcher_sentences(promised)
+    exported = {line.split("=", 1)[0].removeprefix("export ") for line in lines}
+    assert ("HYDRA_HOST_FILE" in exported) == offer.hydra_hostfile == (hydra_lines.count(
+        "n1") == 1 and os.path.isfile(hydra_srun_path()))
+    assert ("SLURM_HOSTFILE" in exported) == offer.slurm_hostfile_exported == export_hostfile
+    assert ("OMPI_MCA_rmaps_rank_file_path" in exported) == offer.rankfile
+    assert ("LD_PRELOAD" in exported) == offer.binder
