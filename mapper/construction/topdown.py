@@ -149,20 +149,13 @@ def _node_halves(machine: Hierarchy, level: int, lo: int, hi: int, k: int,
     :func:`mapper.partitioners.exact_sizes.split_blocks_in_two`, one call for all k nodes.
 
     Why: METIS's recursive bisection has a fixed cost per bisection that dominates
-    on small blocks: at 2^20 ranks (256 leaf switches of 32 two-socket nodes of 128
-    cores) its 256 leaf calls take 2.1 s into the 32 nodes and 2.8 s into their 64
-    sockets (the last level's 8192 bisections of 128 vertices, folded into those calls
-    until 2026-11-26, or made one call per node before); the greedy growing with swap
-    refinement for a switch's 32 nodes takes about 1.2 ms, 0.3 s in all (min of 5
-    runs each, CPU).  Its cut at that level is up to 1.4x METIS's (random geometric
-    graphs; 1.05x on 3D stencils), but the level is the cheapest of the tree: J
-    after ``fast`` moved by -0.07 to +0.05 % on 3D and 2D stencils, a 3D torus, rgg
-    and Delaunay graphs and NPB-BT of 2^18 and 2^20 ranks, level distances 1:10:...
-    and 1:2:10:... (bench/README.md).  Small jobs get several METIS bisections per
-    node split, whose quality matters there, and keep them.  Batching all nodes of
-    the job into one call at the end was slower (1.3-1.7 s at 2^20: the whole graph
-    read in random order).  "Node" and "socket" are levels 1 and 0, whatever they
-    stand for on the machine.
+    on small blocks (the many leaf calls of a job of 2^20 ranks); the greedy growing
+    with swap refinement costs a fraction of it.  Its cut at that level is larger, but
+    the level is the cheapest of the tree, and J after ``fast`` is within a tenth of a
+    percent either way (bench/README.md).  Small jobs get several METIS bisections per
+    node split, whose quality matters there, and keep them.  Batching all nodes of the
+    job into one call at the end was slower (the whole graph read in random order).
+    "Node" and "socket" are levels 1 and 0, whatever they stand for on the machine.
     """
     if level != 2:
         return None

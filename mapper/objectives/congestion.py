@@ -161,13 +161,10 @@ def node_hop_bytes(graph: CommGraph, machine: Hierarchy, mapping: np.ndarray,
     differ, 0 for a message inside a node.  It is Hoefler & Snir's dilation (hop-bytes),
     summed per node instead of over the job: where every shared link of a level carries
     the same busiest load, it tells placements that spread the far traffic evenly over
-    the nodes from those that give some nodes much of it.  Measured (SimGrid SMPI,
-    bench/README.md, "Far traffic per node"): periodic 3D halos on a 3-level 4:1 tree,
-    at 256 ranks three placements with the same J, the same load on every node link
-    and uplink and the same fluid-model time ran 0.748 / 0.757 / 0.765 of block's time
-    in the order of this measure (80 / 88 / 96 messages × links on the busiest node),
-    and at 128 ranks 0.995 against 1.000 (72 against 80); a node whose messages cross more
-    switches lags in each iteration, and its neighbours wait for it.
+    the nodes from those that give some nodes much of it: a node whose messages cross
+    more switches lags in each iteration, and its neighbours wait for it (periodic 3D
+    halos whose placements tie in J and every link's load run in the order of this
+    measure: bench/README.md, "Far traffic per node").
     ``levels`` sorted innermost first; 0.0 without levels.  O(n + m·L), compiled."""
     pi = check_mapping(mapping, machine.n, graph.n)
     if not levels:

@@ -17,22 +17,20 @@ members' groups that their edges cross, so S *sees*
 For groups whose edges stay inside them (CG's rows, FT's rows and columns, every phase
 that synchronises all ranks) that is the busiest uplink any of their edges cross, both
 ends included.  Where a phase's edges leave its groups (each rank waiting only for its
-own messages: ``sync = arange(n)``) the far end's uplink is not charged: measured on a
-halo exchanged one dimension after the other (bench/README.md, "A halo exchanged by
-dimension"), a rank whose neighbour's leaf is busy in one dimension and idle in the
-others is not slowed by it the way charging both ends predicts (that variant ranked
-the 1024-rank cases wrong), while charging its own path ranked all four cases right.
+own messages: ``sync = arange(n)``) the far end's uplink is not charged: a rank whose
+neighbour's leaf is busy in one dimension and idle in the others is not slowed by it
+the way charging both ends predicts (the evidence, on a halo exchanged one dimension
+after the other: bench/README.md, "A halo exchanged by dimension").
 
 The model (:func:`phase_time`) is ``T = Σ_p repeat_p · max_S t_p(S)`` (Hoefler &
 Snir's congestion, taken per phase and per synchronising group), or by default its
 "runs" variant, in which consecutive phases with the same groups are summed per group
 before the maximum (a group that waits for nobody else does not wait at each phase's
 end either).  A machine-wide maximum per phase (every phase synchronising all ranks)
-is the special case of one group; it mispredicted NPB-CG on tree2 (1.67 for a
-placement that simulates at 1.000), and so does the per-group maximum per phase
-(bench/README.md, "Phases"): under that placement each process row is slow in a
-different one of the row steps, so every step's maximum is high, but summed per row
-it waits as long as under block -- only "runs" sees that.  The cut counts both
+is the special case of one group; it, and the per-group maximum per phase, mispredict
+a placement under which each process row is slow in a different one of NPB-CG's row
+steps: every step's maximum is high, but summed per row it waits as long as under
+block -- only "runs" sees that (bench/README.md, "Phases").  The cut counts both
 directions, so a one-way pattern (a transpose listing each sender once) weighs twice
 its busier direction against pairwise exchanges.  Link capacities (``capacities``: per
 level one value or one per group, e.g. a switch's uplink as the host links below it
@@ -44,18 +42,16 @@ modelled.
 **Latency-bound phases** (:attr:`Phase.pace`, :func:`latency_pace`).  A pipeline of
 small messages -- NPB LU's SSOR wavefront, NPB BT's line solves -- is not slowed by
 its links' loads but by their latencies, on the critical path one message after the
-other: it goes at the pace of the rank whose messages cross the most links.  Measured
-with the real codes (NPB 3.3, class A, 64 and 256 ranks, SMPI): placements with a lower
-J and lighter links than block ran 1.07-1.34x slower, and this pace, not the phase time
-above, tells them apart (bench/README.md, "NPB by phase").
+other: it goes at the pace of the rank whose messages cross the most links.  With the
+real NPB codes this pace, not the phase time above, tells apart placements with a lower
+J and lighter links than block that run slower (bench/README.md, "NPB by phase").
 
 **Exchange rounds** (:attr:`Phase.pace` ``"rounds"``, :func:`round_latency`).  A code
 whose messages are all small and that exchanges them in rounds -- every rank sends to
 its neighbours, waits for theirs, then sends the next round's (NPB MG's borders, one
 dimension after the other) -- waits, round after round, for the round's farthest
 message: its time follows Σ over rounds of the round's most links crossed, not its
-links' loads (measured with NPB MG's trace at 512 ranks: a placement with 28 % less
-volume on every link ran 1.04x block's time; bench/README.md, "Traced NAS codes").
+links' loads (NPB MG's trace: bench/README.md, "Traced NAS codes").
 
 Reference: T. Hoefler, M. Snir, "Generic topology mapping strategies for large-scale
 parallel architectures", ICS 2011, doi:10.1145/1995896.1995909 (maximum congestion
@@ -194,14 +190,12 @@ def phase_time(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
 
     and a change of groups (e.g. CG's row steps, then the transpose and the global
     allreduce) is taken as a barrier.  "runs" ≤ "phases", equal when every phase
-    synchronises all ranks.  Measured on NPB-CG's pattern (bench/README.md, "Phases"):
-    on tree2 the solver's placement slows a different row in each row step, and it
-    simulates as fast as block, as "runs" predicts and "phases" does not.
+    synchronises all ranks ("runs" is the one that orders NPB-CG's placements as they
+    simulate: bench/README.md, "Phases").
 
     Latency-bound phases (:attr:`Phase.pace`) are left out: their busiest link does
-    not set their time (:func:`latency_pace` does).  Counted here, NPB BT's line
-    solves made the J-optimal placement of the real code 1.08x block's phase time at
-    64 ranks where it ran 0.73-0.75x block's time (bench/README.md, "NPB by phase").
+    not set their time (:func:`latency_pace` does; counted here, NPB BT's line solves
+    ranked its placements backwards: bench/README.md, "NPB by phase").
     """
     if model not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
@@ -256,11 +250,9 @@ def raised_phase_time(phased: PhasedGraph, machine: Hierarchy, candidate: np.nda
     compares busiest links, so no capacities between levels are assumed -- unless
     ``capacities`` (one entry per level of ``levels``: a value or one per group, in one
     unit for all levels) are given: then one phase time over all ``levels`` is
-    compared (level None, name "every level").  Measured on
-    NPB-CG's pattern (bench/README.md, "Phases"): the solver's J-optimal placements that
-    simulate 1.7–2.3× slower than block on a 3-level tree rise at the node and leaf
-    levels (1.33–1.67×), those that simulate as fast as block on a 2-level tree rise at
-    none.  O(L · Σ_p (n + m_p·L))."""
+    compared (level None, name "every level").  On NPB-CG's pattern the placements that
+    simulate slower than block rise at some level and those as fast rise at none
+    (bench/README.md, "Phases").  O(L · Σ_p (n + m_p·L))."""
     if capacities is not None:
         ratio = raised_ratio(phase_time(phased, machine, candidate, levels, capacities),
                              phase_time(phased, machine, reference, levels, capacities), rtol)
@@ -295,11 +287,10 @@ def latency_pace(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     summed over those phases.  A sweep's forward pass waits, at each rank, for the
     messages it sends to its higher-numbered partners, the backward pass for those to
     its lower-numbered ones, and the rank slowest at either sets the pipeline's pace;
-    in stages each rank's messages of the phase follow one another.  Measured with
-    NPB 3.3 LU, BT and SP (class A, 64 and 256 ranks, SMPI; bench/README.md, "NPB by
-    phase"): placements with a lower J and lighter links than block ran 1.07-1.34x
-    its time, and each raises this pace above block's; those that ran faster do not
-    raise it.
+    in stages each rank's messages of the phase follow one another.  With NPB LU, BT and
+    SP the placements that run slower than block, lower J and lighter links
+    notwithstanding, raise this pace above block's, and those that run faster do not
+    (bench/README.md, "NPB by phase").
     Hop counts stand for latencies (Hoefler & Snir's dilation; a link's bandwidth
     plays no part).  0 without such phases.  O(Σ_p m_p·L)."""
     pi = check_mapping(mapping, machine.n, phased.n)
@@ -329,12 +320,9 @@ def phase_node_hop_bytes(graph: CommGraph, machine: Hierarchy, mapping: np.ndarr
     some ranks synchronise with others; for any other graph, its own
     :func:`~mapper.objectives.congestion.node_hop_bytes`.  A phase
     ends when its slowest node is done, so the busiest node is taken per phase, not
-    over the sum.  Measured (SimGrid SMPI, bench/README.md, "Far traffic per node"):
-    NPB-CG's pattern at 256 ranks on the interleaved wiring, two placements with the
-    same J and the same busiest links over the whole profile: 128 against 80
-    (messages × links: far traffic in every row step against in the last only) ran
-    0.629 and 0.625 of block's time; NPB MG (each level's borders by dimension, each
-    rank its own group) at 64 ranks on both 4:1 trees 1.06-1.08 against 0.99-1.00.
+    over the sum: it tells apart placements of NPB CG and MG with the same J and the
+    same busiest links that run at different speeds (bench/README.md, "Far traffic per
+    node").
     The choice leaves phases in which every rank is its own group out
     (``own_groups=False``) where :func:`phase_time` over every level weighs them (the
     uplinks' ratio known): a halo exchanged one dimension after the other
@@ -370,12 +358,9 @@ def round_latency(phased: PhasedGraph, machine: Hierarchy, mapping: np.ndarray,
     volumes: each rank waits for its neighbours' messages before it sends the next
     round's, so a late message delays its receiver's next round, and through it, round
     after round, everyone's (the maximum is taken over the round, not per rank).
-    Measured with NPB 3.3 MG at 512 ranks (class A, every message at most 9 KiB; SMPI,
-    bench/README.md, "Traced NAS codes"): a placement with 28 % less volume on every
-    link ran 1.04x block's time, all of it in the point-to-point messages' latency
-    (1.30 ms under block, 2.11 ms under it; with latencies set to 0 it ran 0.76x),
-    because block keeps one of the three dimensions' rounds inside the nodes; this
-    latency is 10-15 % above block's there.  Volumes play no part (see
+    NPB MG's trace is the case: a placement with less volume on every link is slower
+    than block in its messages' latency alone, which this measure sees
+    (bench/README.md, "Traced NAS codes").  Volumes play no part (see
     :func:`latency_pace` for pipelines).  0 without such phases.  O(Σ_p m_p·L)."""
     pi = check_mapping(mapping, machine.n, phased.n)
     total = 0.0

@@ -6,12 +6,9 @@ reaches another group.  Where every rank is its own group (a halo or NPB MG's bo
 exchanged one dimension after the other) that is the time of the busiest rank alone.
 But a rank cannot finish exchanging with a partner before that partner has started
 the phase: a rank slowed in the x-exchange starts its y-exchange late, and its
-y-partners wait for it.  Measured (SimGrid SMPI, bench/README.md, "Waits passed on"):
-the real NPB MG (class A, 64 ranks, 4 iterations, 4:1 trees) with Top-Down's placement
-ran 1.06-1.07x block's time while the phase time tied the two; each rank of either is
-as slow over the whole sequence, but Top-Down's nodes are slow in different
-dimensions, so their partners wait for them in turn.  Most of it is start-up: with 16
-iterations the same placements ran 1.033x, 1.009x per iteration after the fourth.
+y-partners wait for it.  So two placements whose ranks are each as slow over the
+whole sequence differ when one's nodes are slow in different dimensions: their
+partners wait for them in turn (the real NPB MG: bench/README.md, "Waits passed on").
 
 **Its use**: the never-worse rule (:func:`mapper.solve.never_worse.phase_refusal`) refuses a
 candidate whose waiting time exceeds the baseline's by more than the links'

@@ -13,16 +13,13 @@
   bisection (``METIS_PartGraphRecursive``), otherwise multilevel k-way.
 
 In :func:`balanced_partition`, METIS runs in recursive-bisection mode: with exact target
-weights its k-way mode cut 20-100 % more on the paper's instance types (measured on rgg
-quotient graphs and 3D grids).  Large blocks are the exception: where the smallest block
-has at least ``KWAY_MIN_BLOCK`` vertices (the top splits of jobs of 10^5-10^6 ranks),
-k-way coarsens the graph once where recursive bisection re-coarsens it at every
-bisection level.  At 2^20 ranks its top split into 5-16 blocks cut 1-12 % less on 2D and
-3D grids and rgg and took 0.6 of the time, and the bench's 2^20 plan got 2.9 % lower
-J.  At 4-6 · 10^4 ranks into 3-6 blocks of 10^4 vertices, though, it cut 5-12 % more on
-3D grids.  So such a split runs both modes (one METIS run more, and the lower cut wins)
-while the graph has at most ``_BOTH_MODES_WORK`` vertices + arcs, and k-way alone on
-larger ones (bench/README.md has the tables).
+weights its k-way mode cuts more on the paper's instance types.  Large blocks are the
+exception: where the smallest block has at least ``KWAY_MIN_BLOCK`` vertices (the top
+splits of jobs of 10^5-10^6 ranks), k-way coarsens the graph once where recursive
+bisection re-coarsens it at every bisection level, and cuts less at 2^20 ranks, but
+more at a few 10^4.  So such a split runs both modes (one METIS run more, and the lower
+cut wins) while the graph has at most ``_BOTH_MODES_WORK`` vertices + arcs, and k-way
+alone on larger ones (bench/README.md has the tables).
 
 Each bisection is the best of up to ``_MAX_NCUTS`` (METIS's ``ncuts``), as many as
 about ``_EFFORT_WORK`` arcs of work allow: on periodic grids (tori) many

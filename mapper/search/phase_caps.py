@@ -33,10 +33,9 @@ O(Σ_p (deg_p u + deg_p v) · L) per swap.  This module only builds the arrays (
 recomputes the loads and the violation from scratch, O(Σ_p m_p · L)); the search is
 compiled (``mapper/search/_congested.pyx``).
 
-Measured (bench/README.md, "NPB by phase"): the solver's result brought under the
-total graph's caps alone kept NPB LU's, BT's and SP's J-optimal placements, which ran
-1.07-1.34x block's time on 4:1 trees for their latency-bound phases, and MG's
-(1.04-1.16x at 512-1024 ranks) for its per-level phases.
+Why: under the total graph's caps alone the solver's result kept the J-optimal
+placements of NPB LU, BT and SP, slower than block for their latency-bound phases, and
+of MG for its per-level phases (bench/README.md, "NPB by phase").
 """
 
 from __future__ import annotations

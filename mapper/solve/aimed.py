@@ -123,10 +123,9 @@ def aim_at_congestion_and_phases(graph: CommGraph, machine: Hierarchy, best: Map
 
     Why two steps: the phases' caps are sufficient, not necessary -- the first result
     may trade one phase against another and still pass -- so they are added only where
-    the first fails.  Measured (bench/README.md, "NPB by phase"): under the total
-    graph's caps alone NPB LU's, BT's and SP's J-optimal placements kept their raised
-    pace (1.07-1.34x block's simulated time on 4:1 trees) and MG's its raised per-level
-    phase time (1.04-1.16x at 512-1024 ranks)."""
+    the first fails: under the total graph's caps alone the J-optimal placements of
+    NPB LU, BT and SP kept their raised pace, and MG's its raised per-level phase time
+    (bench/README.md, "NPB by phase")."""
     phased = (isinstance(graph, PhasedGraph) and bool(graph.phases) and bool(levels))
     start = time.perf_counter()
     first = (time_limit / 2 if phased and time_limit is not None else time_limit)

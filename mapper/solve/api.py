@@ -145,16 +145,14 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     below it over its oversubscription; None for a level without them) replace that
     by one phase time over all congestion levels, and then the candidate with the
     least phase time is applied (J decides among those within
-    :data:`~mapper.solve.never_worse.LINK_TOLERANCE` of it): measured on a halo exchanged one
-    dimension after the other, two placements of equal J and equal busiest links differ by 10-16 %
-    in simulated time, and only that model orders them right (bench/README.md, "A halo
-    exchanged by dimension").  Where they are not known, ``capacity_scenarios``
-    (label → capacities, e.g. the uplinks at 1:1, 2:1, 4:1 and 8:1) make the rule
-    refuse a candidate whose phase time over all levels exceeds the baseline's under
-    any of them (J still chooses among the others): NPB MG's J-optimal placement at
-    512 ranks passed every per-level check and ran 1.08-1.16x block's time on 4:1
-    trees; it is slower than block under 4:1 in this model (bench/README.md, "NPB by
-    phase").
+    :data:`~mapper.solve.never_worse.LINK_TOLERANCE` of it): on a halo exchanged one
+    dimension after the other only that model orders placements of equal J and equal
+    busiest links as they run (bench/README.md, "A halo exchanged by dimension").  Where they are
+    not known, ``capacity_scenarios`` (label → capacities, e.g. the uplinks at 1:1, 2:1, 4:1 and
+    8:1) make the rule refuse a candidate whose phase time over all levels exceeds the baseline's
+    under any of them (J still chooses among the others): NPB MG's J-optimal placement passes
+    every per-level check and runs slower than block on 4:1 trees, as this model says
+    under 4:1 (bench/README.md, "NPB by phase").
     """
     links = links or LinkModel()
     congestion_levels, link_weights, routed = (links.congestion_levels or None,

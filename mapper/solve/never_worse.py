@@ -73,9 +73,9 @@ def j_gap(lower: MappingResult, than: MappingResult, tol: float) -> str:
 
 #: Relative J gap within which admitted candidates are told apart by the far traffic
 #: of their busiest node (:func:`mapper.objectives.phase_time.phase_node_hop_bytes`) before J: a tie
-#: break, measured where J and the links do not separate placements (bench/README.md,
-#: "Far traffic per node"); beyond it J decides.  On LULESH's trace at 512 ranks a
-#: candidate 5.6 % above the least J ran 0.893 of block's time against its 0.781.
+#: break where J and the links do not separate placements (bench/README.md, "Far
+#: traffic per node"); beyond it J decides (a candidate a few percent above the least J
+#: ran slower on LULESH's trace).
 NEAR_J = 0.02
 
 

@@ -53,14 +53,9 @@ rounds are not counted) and at most W (1 + STEP_OVERRUN) + n + 2m + d_max (1 + k
 for the iterated local search (W = WORK_PER_ELEMENT × (n + m), k levels): O(W + m +
 k d_max²) whatever the degrees, because a round, or a hub's 3-cycle candidates, that
 would run past the bound is cut at (1 + STEP_OVERRUN) times it
-(:mod:`mapper.search.iterated`, :mod:`mapper.search.cycles`).  Before that cut
-(issue 29) one round on a graph with hubs was a whole N_C^10 search, checked against
-the bound only when it ended: on bench_presets' 512-rank Barabási–Albert graph of mean
-degree 161 the search spent 1.84 W in its one round (now 1.25 W, the cut round still
-kept), and ``strong`` took 13.5 s against ``eco``'s 8.0 s and SharedMap eco's 6.0 s
-(after: 8.7, 6.8 and 5.3 s; ``eco``'s two N_C^10 starts, which run to their local
-optimum, are most of it).  The other 21 instances have the same J as before
-(``bench/README.md``).
+(:mod:`mapper.search.iterated`, :mod:`mapper.search.cycles`): without that cut one
+round on a graph with hubs was a whole N_C^10 search, checked against the bound only
+when it ended (bench_presets' Barabási–Albert graph: ``bench/README.md``).
 
 References
 ----------

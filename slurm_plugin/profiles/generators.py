@@ -519,12 +519,11 @@ def npb_mg_class_phases(spec: Spec, n: int) -> PhasedGraph:
     often as MG calls ``comm3`` there in an iteration (``resid``, ``psinv`` and
     ``rprj3``: three times, twice on the coarsest level).  When every message is at
     most :data:`mapper.model.phased_graph.PIPELINE_BYTES` the phases are exchange rounds (pace
-    ``"rounds"``, :func:`mapper.objectives.phase_time.round_latency`): NPB MG class A at 512 ranks
-    (≤ 9 KiB) ran 1.04× block's time under a placement with 28 % less volume on every
-    link, all of it latency.  All or none, as the trace importer splits rounds: at 256
-    ranks (finest borders 16-18 KiB) marking only the coarser levels' rounds made the
-    plan keep block, where the unmarked profile's placements ran 0.74-0.89 of its time
-    (bench/README.md, "NPB MG by class").  With rounds, MG's allreduces are rounds too
+    ``"rounds"``, :func:`mapper.objectives.phase_time.round_latency`): NPB MG class A at 512
+    ranks runs slower than block under a placement with less volume on every link, all
+    of it latency.  All or none, as the trace importer splits rounds: marking only the
+    coarser levels' rounds at 256 ranks made the plan keep block where faster placements
+    exist (bench/README.md, "NPB MG by class").  With rounds, MG's allreduces are rounds too
     (:func:`_mg_allreduce_rounds`); without, their few bytes are left out, as are
     ``comm3_ex``'s expansion messages (to the finer level's partners), MG's broadcasts,
     reduces and barriers, and messages a rank sends itself.  O(n log size)."""

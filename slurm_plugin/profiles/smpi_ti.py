@@ -448,13 +448,11 @@ def import_ti_phases(paths: Sequence[str | Path],
     at least :data:`SWEEP_SHARE` of them from a lower-numbered rank to a higher or from
     a higher to a lower: NPB LU's SSOR wavefront, forward then back) they are a
     wavefront: they go to phase "p2p k sweep" with :attr:`~mapper.model.phased_graph.Phase.pace`
-    ``"sweep"``.  Measured (bench/README.md, "Traced NAS codes"): NPB LU's imported
-    trace got placements 1.09-1.34x block's simulated time on 4:1 trees before its
-    wavefront was found here, block's 1.000 after.  Chains in another order (BT's and
-    SP's line solves round the multi-partition's cells) stay ordinary messages: marked
-    ``"stages"``, BT's trace at 256 ranks got a placement that kept every link, its
-    J and the stages' pace at or below block's and ran 1.03-1.18x block's time, where
-    without the mark it gets the grid's boxes, 0.96-0.97.  Codes that post their
+    ``"sweep"`` (without it NPB LU's imported trace got placements slower than block:
+    bench/README.md, "Traced NAS codes").  Chains in another order (BT's and SP's line
+    solves round the multi-partition's cells) stay ordinary messages: marked
+    ``"stages"``, BT's trace got a slower placement that kept every link, its J and the
+    stages' pace, where without the mark it gets the faster grid's boxes.  Codes that post their
     receives, send, then wait (halo exchanges: HPCG, LULESH) have no pipelines.
 
     **Exchange rounds.**  When every point-to-point message of the trace is at most
