@@ -186,7 +186,7 @@ def network_check(config: Config) -> tuple[list[str], list[str]]:
     from ..machine.network_source import load_network
 
     try:
-        net = load_network(config)
+        net = load_network(config.network)
     except RankmapError as exc:
         return [], [f"[network] cannot be used, every job keeps Slurm's placement: {exc}"]
     assert net is not None

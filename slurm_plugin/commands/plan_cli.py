@@ -19,7 +19,7 @@ from ..common.job_conventions import GRAPH_MODE
 from ..lifecycle.job_worker import compute_job
 from ..machine.hwloc import parse_hwloc_xml
 from ..machine.layout import Layout, build_layout
-from ..modes.base import Job
+from ..modes.base import Job, ModeSettings
 from ..profiles.store import resolve_profile
 from ..site.config import Config, load_config
 from ..site.request import profile_mode, request_for
@@ -233,10 +233,10 @@ def _plan(args: argparse.Namespace) -> int:
                           args.time_limit or cfg.solver.time_limit)
     if request.refusal:
         raise CliError(request.refusal)
-    job = Job(layout, machine.tree, cfg, request.profile, request.algorithm,
+    job = Job(layout, machine.tree, ModeSettings.of(cfg), request.profile, request.algorithm,
               request.time_limit, stores=tuple(store_dirs(args)), allow_user_files=True,
               distribution=args.distribution, progress=terminal_progress())
-    out = compute_job(job, request.mode, strict=True)
+    out = compute_job(job, request.mode, strict=True, launchers=cfg.launchers)
     plan = out.plan
     written_from = time.perf_counter()
     out_dir = Path(args.out)

@@ -36,10 +36,10 @@ from ..common.launcher_support import (
 from ..common.user_paths import UserPathError
 from ..machine.hwloc import CoreGroups, parse_hwloc_xml
 from ..machine.layout import build_layout
-from ..modes.base import Job, JobPlan
+from ..modes.base import Job, JobPlan, ModeSettings
 from ..modes.registry import job_mode
 from ..profiles.store import bundled_store
-from ..site.config import Config, load_config
+from ..site.config import Config, LaunchersSettings, load_config
 from ..slurm.backends import (
     read_allocation,
     read_node_features,
@@ -138,12 +138,13 @@ def _compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
                           read_core_groups(cfg.hwloc.files, alloc.nodes),
                           cfg.hwloc.cache_distance,
                           oversubscribe=cfg.solver.oversubscribe == "allow")
-    job = Job(layout, tree, cfg, request.profile, request.algorithm, request.time_limit,
+    job = Job(layout, tree, ModeSettings.of(cfg), request.profile, request.algorithm,
+              request.time_limit,
               stores=job_stores(cfg, os.getuid()),
               allow_user_files=cfg.profiles.allow_user_files,
               distribution=alloc.distribution, job_id=request.job_id,
               node_features=lambda nodes: read_node_features(nodes, env, timeout))
-    out = compute_job(job, request.mode, request.refusal)
+    out = compute_job(job, request.mode, request.refusal, launchers=cfg.launchers)
     out.status = replace(out.status, notes=(f"Slurm backend: {backend}", *out.status.notes))
     return out
 
@@ -161,7 +162,8 @@ def job_stores(cfg: Config, uid: int) -> tuple[str, ...]:
 
 
 def compute_job(job: Job, mode: str, refusal: str | None = None, *,
-                strict: bool = False) -> WorkerOutput:
+                strict: bool = False, launchers: LaunchersSettings | None = None
+                ) -> WorkerOutput:
     """The job's files and status from inputs already read: the prolog's worker calls it
     after reading Slurm, ``rankmap plan`` after building the layout from its options,
     so both read the profile the same way and write the same files.
@@ -191,7 +193,8 @@ def compute_job(job: Job, mode: str, refusal: str | None = None, *,
     read = time.perf_counter() - clock
     plan = handler.plan(job, data, machine, reason)
     if plan.applied:
-        plan = with_launchers(plan, job.cfg)
+        plan = with_launchers(plan, launchers or LaunchersSettings(),
+                              job.settings.render.export_slurm_hostfile)
     result = WorkerStatus(applied=plan.applied,
                           reason=plan.fallback_reason or (plan.summary if plan.kept_default
                                                           else None),
@@ -202,17 +205,17 @@ def compute_job(job: Job, mode: str, refusal: str | None = None, *,
                         plan, {"profile": read, **plan.timings})
 
 
-def with_launchers(plan: JobPlan, cfg: Config) -> JobPlan:
+def with_launchers(plan: JobPlan, launchers: LaunchersSettings,
+                   export_slurm_hostfile: bool) -> JobPlan:
     """The plan with its report saying what each launcher family the site supports gets
     (``Launchers:`` in report.txt, ``launchers`` in report.json), by the same rule as
     the batch step's line (:mod:`slurm_plugin.common.launcher_support`)."""
-    supported = cfg.launchers.supported
+    supported = launchers.supported
     if not supported:
         return plan
     offer = planned_offer(supported, plan.files,
-                          cfg.launchers.bind_library or default_bind_library(),
-                          prterun_wrapper_path(), hydra_srun_path(),
-                          cfg.render.export_slurm_hostfile)
+                          launchers.bind_library or default_bind_library(),
+                          prterun_wrapper_path(), hydra_srun_path(), export_slurm_hostfile)
     sentences = launcher_sentences(offer)
     text = plan.report_text.rstrip("\n") + "\n\nLaunchers:\n" + "".join(
         f"  {line}\n" for line in sentences)

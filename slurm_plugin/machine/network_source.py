@@ -50,7 +50,7 @@ from mapper.objectives.link_load import (
 )
 
 from ..common.hostlist import HostlistError, expand_hostlist, fold_hostlist
-from ..site.config import Config, NetworkConfig
+from ..site.config import NetworkConfig
 from .layout import Layout
 
 
@@ -205,13 +205,13 @@ def generate_hops(net: NetworkConfig) -> np.ndarray:
     raise NetworkError(f"{net.path}: [network] kind: {net.kind!r} is not a generator")
 
 
-def load_network(config: Config) -> HopNetwork | None:
-    """The configured network with its files read; None without ``[network]``.
+def load_network(net: NetworkConfig | None) -> HopNetwork | None:
+    """The configured network (a config's ``network``) with its files read; None without
+    ``[network]``.
 
     Reads the hop file or the node-order file (the I/O edge of this module); errors
     name the file and line, or the config file and key.
     """
-    net = config.network
     if net is None:
         return None
     if net.kind == "file":

@@ -32,6 +32,7 @@ Pure functions: text in, values out; the callers read files and run Slurm comman
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,6 +42,9 @@ from mapper.io.text_lines import content_lines
 from ..common.hostlist import HostlistError, expand_hostlist
 from ..slurm.topology import SwitchTree, switch_cost_factors
 from .layout import Layout
+
+if TYPE_CHECKING:
+    from ..site.config import SpeedsSettings
 
 
 class SpeedsError(RankmapError, ValueError):
@@ -87,14 +91,13 @@ def node_speeds(nodes: Sequence[str], by_nodes: Mapping[str, float],
     return {node: match[node][1] if node in match else 1.0 for node in nodes}
 
 
-def config_node_speeds(config, nodes: Sequence[str],
+def config_node_speeds(speeds: SpeedsSettings, path: str | None, nodes: Sequence[str],
                        features: Mapping[str, Sequence[str]] | None = None
                        ) -> dict[str, float]:
-    """:func:`node_speeds` with the ``[speeds]`` of a :class:`slurm_plugin.site.config.Config`;
-    errors name the config file."""
-    where = f"{config.path or 'built-in defaults'}: [speeds]"
-    return node_speeds(nodes, config.speeds.nodes, config.speeds.features,
-                       features, where)
+    """:func:`node_speeds` with a config's ``[speeds]`` (read from ``path``); errors name
+    the config file."""
+    where = f"{path or 'built-in defaults'}: [speeds]"
+    return node_speeds(nodes, speeds.nodes, speeds.features, features, where)
 
 
 def layout_pe_speeds(layout: Layout, speeds: Mapping[str, float]) -> np.ndarray:

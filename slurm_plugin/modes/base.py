@@ -34,7 +34,15 @@ from ..machine.distribution import Distribution, parse_distribution
 from ..machine.layout import Layout
 from ..outputs import render
 from ..outputs.report import render_report_json
-from ..site.config import Config
+from ..site.config import (
+    Config,
+    NetworkConfig,
+    ProfilesSettings,
+    RenderSettings,
+    SolverSettings,
+    SpeedsSettings,
+    SummaSettings,
+)
 from ..slurm.topology import SwitchTree
 
 #: Launcher files by name, with the renderer that produces each.
@@ -52,8 +60,29 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True)
+class ModeSettings:
+    """The site's settings a mode reads, and no others: the solver's, the files to
+    render, the profile limits, the node speeds and SUMMA's sections, the ``[network]``
+    table, and the file they came from (for messages)."""
+
+    solver: SolverSettings
+    render: RenderSettings
+    profiles: ProfilesSettings
+    speeds: SpeedsSettings
+    summa: SummaSettings
+    network: NetworkConfig | None = None
+    path: str | None = None
+
+    @classmethod
+    def of(cls, config: Config) -> ModeSettings:
+        return cls(config.solver, config.render, config.profiles, config.speeds,
+                   config.summa, config.network, config.path)
+
+
+@dataclass(frozen=True)
 class Job:
-    """One job as every mode sees it: its machine, what it asked for, the site's rules.
+    """One job as every mode sees it: its machine, what it asked for, the site's settings
+    for modes (``settings``).
 
     ``layout`` (the job's slots in the machine's hierarchy) and ``tree`` (the switch tree
     it came from; None without one) are read by the caller: the worker from Slurm,
@@ -68,7 +97,7 @@ class Job:
 
     layout: Layout
     tree: SwitchTree | None
-    cfg: Config
+    settings: ModeSettings
     profile: str
     algorithm: str
     time_limit: float
@@ -92,15 +121,15 @@ class Job:
     @property
     def render_files(self) -> tuple[str, ...]:
         """The launcher files the site renders (``[render] files``)."""
-        return tuple(self.cfg.render.files)
+        return tuple(self.settings.render.files)
 
     @property
     def templates_dir(self) -> str | None:
-        return self.cfg.render.templates_dir or None
+        return self.settings.render.templates_dir or None
 
     @property
     def max_file_bytes(self) -> int | None:
-        return self.cfg.profiles.max_file_bytes
+        return self.settings.profiles.max_file_bytes
 
 
 @dataclass

@@ -71,20 +71,20 @@ class GraphMode:
         return GraphInput(graph, profile_units(job.profile, job.stores, job.max_file_bytes))
 
     def machine(self, job: Job) -> HopNetwork | None:
-        return load_network(job.cfg)
+        return load_network(job.settings.network)
 
     def plan(self, job: Job, data: GraphInput | None, machine: HopNetwork | None,
              reason: str | None) -> JobPlan[MappingResult]:
         graph = data.graph if data is not None else None
         plan = make_plan(job.layout, graph, algorithm=job.algorithm,
-                         time_limit=job.time_limit, seed=job.cfg.solver.seed,
+                         time_limit=job.time_limit, seed=job.settings.solver.seed,
                          files=job.render_files, job_id=job.job_id, profile=job.profile,
                          fallback_reason=reason, templates_dir=job.templates_dir,
                          progress=job.progress, distribution=job.slurm_distribution,
                          distribution_assumed=job.distribution_assumed,
                          units=data.units if data is not None else "bytes", network=machine,
-                         objective=job.cfg.solver.objective, tree=job.tree,
-                         uplink_oversubscription=job.cfg.solver.uplink_oversubscription)
+                         objective=job.settings.solver.objective, tree=job.tree,
+                         uplink_oversubscription=job.settings.solver.uplink_oversubscription)
         if plan.applied and plan.result is not None:  # srun, mpirun without the rankfile
             plan.files.update(reorder_files(job.layout, plan.result.mapping, graph))
         return plan

@@ -160,21 +160,21 @@ class MeshMode:
     def machine(self, job: Job) -> Architecture:
         nodes = job.layout.hosts()
         features = (job.node_features(nodes)
-                    if job.node_features and job.cfg.speeds.features else None)
-        return job_architecture(job.layout, config_node_speeds(job.cfg, nodes, features),
-                                job.tree)
+                    if job.node_features and job.settings.speeds.features else None)
+        speeds = config_node_speeds(job.settings.speeds, job.settings.path, nodes, features)
+        return job_architecture(job.layout, speeds, job.tree)
 
     def plan(self, job: Job, data: MeshInput | None, machine: Architecture | None,
              reason: str | None) -> JobPlan[MeshResult]:
-        cfg = job.cfg
-        by_config = bool(cfg.speeds.nodes or cfg.speeds.features)
+        settings = job.settings
+        by_config = bool(settings.speeds.nodes or settings.speeds.features)
         return plan_mesh(job.layout, data, machine, map_algorithm=job.algorithm,
-                         time_limit=job.time_limit, seed=cfg.solver.seed,
+                         time_limit=job.time_limit, seed=settings.solver.seed,
                          job_id=job.job_id, profile=job.profile, fallback_reason=reason,
                          distribution=job.slurm_distribution,
                          distribution_assumed=job.distribution_assumed,
                          files=job.render_files, templates_dir=job.templates_dir,
-                         speeds_source=(f"[speeds] of {cfg.path}" if by_config
+                         speeds_source=(f"[speeds] of {settings.path}" if by_config
                                         else "equal speeds (no [speeds])"))
 
 

@@ -113,7 +113,8 @@ class SummaMode:
                           fallback_reason=reason, distribution=job.slurm_distribution,
                           distribution_assumed=job.distribution_assumed,
                           files=job.render_files, templates_dir=job.templates_dir,
-                          level=job.cfg.summa.level, weighted=job.cfg.summa.weighted)
+                          level=job.settings.summa.level,
+                          weighted=job.settings.summa.weighted)
 
 
 SUMMA = SummaMode()

@@ -223,7 +223,7 @@ def test_the_report_says_what_each_supported_launcher_gets(tmp_path):
                           "hydra_hostfile": "n1:1\nn2:1\nn1:1\n", "slurm_hostfile": "n1\n"},
                    report_text="rankmap * topdown\n", report_record={"applied": True})
     cfg = parse_config(f'[launchers]\nbind_library = "{lib}"\n', "rankmap.toml")
-    out = with_launchers(plan, cfg)
+    out = with_launchers(plan, cfg.launchers, cfg.render.export_slurm_hostfile)
     said = json.loads(out.report_json)["launchers"]
     assert said[2] == ("Intel MPI mpirun: nothing (the placement interleaves hosts, which "
                        "Intel MPI cannot launch)")
@@ -231,7 +231,8 @@ def test_the_report_says_what_each_supported_launcher_gets(tmp_path):
     assert said[0].startswith("Open MPI mpirun")
     assert out.report_text.startswith("rankmap * topdown\n\nLaunchers:\n")
     assert all(f"  {line}\n" in out.report_text for line in said)
-    none = with_launchers(plan, parse_config("[launchers]\nsupported = []\n", "r.toml"))
+    none = with_launchers(plan, parse_config("[launchers]\nsupported = []\n",
+                                             "r.toml").launchers, False)
     assert none == plan
 
 

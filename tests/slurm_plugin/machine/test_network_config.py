@@ -170,7 +170,7 @@ def test_node_order_file():
 def _load(tmp_path, body: str):
     cfg_path = tmp_path / "rankmap.toml"
     cfg_path.write_text("[network]\n" + body)
-    return load_network(load_config(str(cfg_path)))
+    return load_network(load_config(str(cfg_path)).network)
 
 
 def test_load_hop_file_and_restrict_to_a_job(tmp_path):

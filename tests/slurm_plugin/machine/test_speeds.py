@@ -174,7 +174,7 @@ def test_node_speeds_by_host_list_and_feature():
     cfg = parse_config('[speeds]\nnodes = { "n[1-2]" = 2.0 }\nfeatures = { gpu = 3 }\n',
                        "s.toml")
     feats = {"n1": ("ib",), "n3": ("gpu",), "n4": ()}
-    got = config_node_speeds(cfg, ["n1", "n2", "n3", "n4"], feats)
+    got = config_node_speeds(cfg.speeds, cfg.path, ["n1", "n2", "n3", "n4"], feats)
     assert got == {"n1": 2.0, "n2": 2.0, "n3": 3.0, "n4": 1.0}
     layout = _layout(parse_topology_conf(SPEEDS_CONF))
     assert layout_pe_speeds(layout, got).tolist() == [2, 2, 2, 2, 3, 3, 1, 1]

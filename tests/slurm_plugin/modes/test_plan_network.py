@@ -59,7 +59,7 @@ def _hop_bytes_by_name(graph, layout, mapping, net):
 @pytest.mark.parametrize("kind", sorted(NETWORKS))
 def test_plan_on_a_generated_network_is_a_bijection_with_hop_bytes(kind):
     cfg = _config(NETWORKS[kind])
-    net = load_network(cfg)
+    net = load_network(cfg.network)
     layout = _layout(JOB_NODES, (8,) * 8)
     graph = _scrambled("stencil3d", 64)
     plan = make_plan(layout, graph, algorithm=cfg.solver.algorithm, time_limit=10,
@@ -94,7 +94,7 @@ def test_hop_bytes_of_a_hand_counted_job():
     """Mesh n0 - n1 - n2, one core per node; the job runs on n0 and n2 (2 hops); one
     edge of 5 bytes between its two ranks: hop-bytes 10, max 2, mean 2 hops per byte;
     J = 5 x (0 + 100 x 2)."""
-    net = load_network(_config('kind = "mesh"\ndims = [3]\nnodes = "n[0-2]"\n'))
+    net = load_network(_config('kind = "mesh"\ndims = [3]\nnodes = "n[0-2]"\n').network)
     layout = _layout(("n0", "n2"), (1, 1), NodeShape(1, 1))
     graph = CommGraph.from_edges(np.array([0]), np.array([1]), np.array([5.0]), n=2)
     plan = make_plan(layout, graph, algorithm="ohtma+n10", time_limit=5, network=net)
@@ -106,7 +106,7 @@ def test_hop_bytes_of_a_hand_counted_job():
 
 
 def test_unknown_node_falls_back_with_a_message():
-    net = load_network(_config('kind = "torus"\ndims = [2, 2]\nnodes = "n[0-3]"\n'))
+    net = load_network(_config('kind = "torus"\ndims = [2, 2]\nnodes = "n[0-3]"\n').network)
     layout = _layout(("n0", "n7", "n2"), (8, 8, 8))
     plan = make_plan(layout, generate("stencil3d", 24), algorithm="ohtma+n10", time_limit=5,
                      network=net)
@@ -124,7 +124,7 @@ def test_tree_algorithm_is_replaced_by_ohtma_with_its_neighbourhood():
                                             "ohtma+n10 used on the [network] hop matrix")
     assert hop_algorithm("bottomup")[0] == "ohtma"
     assert hop_algorithm("greedy+np") == ("greedy+np", None)
-    net = load_network(_config(NETWORKS["torus"]))
+    net = load_network(_config(NETWORKS["torus"]).network)
     plan = make_plan(_layout(JOB_NODES[:4], (8,) * 4), _scrambled("stencil2d", 32),
                      algorithm="topdown+n10", time_limit=5, network=net)
     assert plan.result.algorithm == "ohtma+n10"
@@ -139,7 +139,7 @@ def test_machine_follows_the_layouts_pe_order_inside_and_between_nodes():
                                "SwitchName=top Switches=a,b\n")
     layout = _layout(("n0", "n3", "n5", "n10"), (3, 8, 5, 2), tree=conf)
     assert layout.hosts() != ["n0", "n3", "n5", "n10"]
-    net = load_network(_config(NETWORKS["torus"], "per_hop = 7\nbase = 20\n"))
+    net = load_network(_config(NETWORKS["torus"], "per_hop = 7\nbase = 20\n").network)
     machine = hop_machine(layout, net)
     n = layout.n
     p, q = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")

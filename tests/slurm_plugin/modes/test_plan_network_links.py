@@ -105,7 +105,7 @@ def _hop_file_network(tmp_path):
     hops = torus_hops((4, 4))
     (tmp_path / "hops.txt").write_text("n[0-15]\n" + "\n".join(
         " ".join(map(str, row)) for row in hops.tolist()) + "\n")
-    return load_network(_config(f'kind = "file"\nhop_file = "{tmp_path}/hops.txt"\n'))
+    return load_network(_config(f'kind = "file"\nhop_file = "{tmp_path}/hops.txt"\n').network)
 
 
 @pytest.mark.parametrize("kind, routing", [
@@ -116,7 +116,7 @@ def _hop_file_network(tmp_path):
     ("file", None)])
 def test_the_report_names_the_link_check(kind, routing, tmp_path):
     net = (_hop_file_network(tmp_path) if kind == "file"
-           else load_network(_config(NETWORKS[kind])))
+           else load_network(_config(NETWORKS[kind]).network))
     layout = _layout(JOB_NODES, (8,) * 8)
     plan = make_plan(layout, _scrambled("stencil3d", 64), algorithm="ohtma+n10",
                      time_limit=10, network=net, job_id="7")
@@ -129,7 +129,7 @@ def test_the_report_names_the_link_check(kind, routing, tmp_path):
 
 def test_an_applied_torus_placement_raises_no_level_walked_independently():
     cfg = _config(NETWORKS["torus"])
-    net = load_network(cfg)
+    net = load_network(cfg.network)
     layout = _layout(JOB_NODES, (8,) * 8)
     graph = _scrambled("stencil3d", 64)
     plan = make_plan(layout, graph, algorithm="ohtma+n10", time_limit=10, network=net,
@@ -144,7 +144,7 @@ def test_a_placement_that_raises_a_link_is_refused_with_the_level_and_routing():
     """Random candidates against block on the torus: whenever the walk says a level's
     busiest link is raised, the solver's rule (mapper.solve.api, given the routed network)
     refuses it and says which level and routing; otherwise the candidate passes."""
-    net = load_network(_config(NETWORKS["torus"]))
+    net = load_network(_config(NETWORKS["torus"]).network)
     layout = _layout(JOB_NODES, (2,) * 8)
     block = default_placements(layout)["block"]
     refused = kept = 0
@@ -182,7 +182,7 @@ def test_objective_congestion_on_a_torus_repairs_what_objective_J_refuses():
     refuses the solver's result and the polished block for a routed link and keeps
     block; under congestion (the default) the refused result is brought under block's
     busiest routed links and wins with a lower J.  Loads walked independently."""
-    net = load_network(_config(NETWORKS["torus"]))
+    net = load_network(_config(NETWORKS["torus"]).network)
     layout = _layout(JOB_NODES, (8,) * 8)
     graph = generate("stencil3d", 64)
     block = default_placements(layout)["block"]
@@ -209,7 +209,7 @@ def test_a_tianhe3_placement_that_raises_a_chip_link_is_refused_with_the_routing
     """As on the torus: random candidates against block on 3x3 chips; whenever the
     row-then-column walk says a level's busiest link is raised, the rule refuses it
     naming the level and the routing; otherwise it passes."""
-    net = load_network(_config(TIANHE3_3X3))
+    net = load_network(_config(TIANHE3_3X3).network)
     layout = _layout(JOB_NODES, (2,) * 8)
     block = default_placements(layout)["block"]
     refused = {"node": 0, "network": 0}
@@ -235,7 +235,7 @@ def test_objective_congestion_on_tianhe3_repairs_what_objective_J_refuses():
     refuses the solver's result for a chip link; under congestion the
     refused result is brought under block's busiest links (walked here) and wins with a
     lower J; the reports name the row-then-column routing."""
-    net = load_network(_config(TIANHE3_4X4))
+    net = load_network(_config(TIANHE3_4X4).network)
     layout = _layout(JOB_NODES, (2,) * 8)
     graph = generate("summa", 16)
     block = default_placements(layout)["block"]
@@ -261,8 +261,8 @@ def test_objective_congestion_on_tianhe3_repairs_what_objective_J_refuses():
 
 def test_a_tianhe3_sites_chip_hops_change_J_not_the_links():
     layout = _layout(JOB_NODES, (2,) * 8)
-    plain = load_network(_config(TIANHE3_3X3))
-    hopped = load_network(_config(TIANHE3_3X3 + "chip_hops = [1, 4, 9]\n"))
+    plain = load_network(_config(TIANHE3_3X3).network)
+    hopped = load_network(_config(TIANHE3_3X3 + "chip_hops = [1, 4, 9]\n").network)
     assert not np.array_equal(plain.hops, hopped.hops)
     a = routed_network(layout, plain, hop_machine(layout, plain))
     b = routed_network(layout, hopped, hop_machine(layout, hopped))

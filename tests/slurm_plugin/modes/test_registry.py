@@ -25,7 +25,7 @@ from slurm_plugin.common.job_conventions import (
 )
 from slurm_plugin.lifecycle.job_worker import compute_job
 from slurm_plugin.modes import registry
-from slurm_plugin.modes.base import Job, JobPlan
+from slurm_plugin.modes.base import Job, JobPlan, ModeSettings
 from slurm_plugin.modes.graph_job import GraphMode
 from slurm_plugin.modes.mesh_job import MeshMode, MeshResult
 from slurm_plugin.modes.summa_job import SummaMode
@@ -82,7 +82,8 @@ def job_of(site, profile: str, algorithm: str = "topdown+n10") -> tuple[Job, str
     cfg, stores = site
     request = request_for(profile, algorithm, algorithm, 5.0)
     layout = layout_of()
-    return Job(layout, None, cfg, request.profile, request.algorithm, request.time_limit,
+    return Job(layout, None, ModeSettings.of(cfg), request.profile, request.algorithm,
+               request.time_limit,
                stores=stores, allow_user_files=False, job_id="7"), request.mode
 
 
@@ -161,3 +162,20 @@ def test_rankmap_plan_raises_what_the_worker_refuses_with(site, monkeypatch):
     with pytest.raises(OSError, match=r"no \[network\] file"):
         compute_job(job, GRAPH_MODE, strict=True)
     assert recorder.calls == ["load", "machine"]
+
+
+def test_modes_are_given_only_the_settings_they_read():
+    """A mode's Job carries the sections modes read (solver, render, profiles, speeds,
+    summa, the [network] table) and where they came from, not the whole configuration:
+    the prolog's, Slurm's, the recorder's and the launchers' settings stay outside."""
+    import dataclasses
+
+    from slurm_plugin.site.config import parse_config
+
+    cfg = parse_config('[solver]\nseed = 3\n[render]\nfiles = ["rankfile"]\n', "site.toml")
+    settings = ModeSettings.of(cfg)
+    names = {f.name for f in dataclasses.fields(settings)}
+    assert names == {"solver", "render", "profiles", "speeds", "summa", "network", "path"}
+    assert "cfg" not in {f.name for f in dataclasses.fields(Job)}
+    assert settings.solver.seed == 3 and settings.render.files == ["rankfile"]
+    assert settings.path == "site.toml" and settings.network is None
