@@ -12,7 +12,7 @@ is no tree.  The default model has no links: J alone decides.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..objectives.congestion import LinkCapacities, LinkWeights
 from ..objectives.link_load import RoutedNetwork
@@ -33,7 +33,7 @@ class LinkModel:
     congestion_levels: tuple[int, ...] = ()
     link_weights: LinkWeights | None = None
     link_capacities: LinkCapacities | None = None
-    capacity_scenarios: Mapping[str, LinkCapacities] | None = field(default=None)
+    capacity_scenarios: Mapping[str, LinkCapacities] | None = None
     routed: RoutedNetwork | None = None
 
     def __post_init__(self) -> None:

@@ -18,6 +18,11 @@ from dataclasses import dataclass
 SOLVER_SHARE = 0.9
 
 
+def cpu_limit(watchdog_seconds: float) -> int:
+    """The worker's CPU limit (``RLIMIT_CPU``) under a watchdog of that many seconds."""
+    return math.ceil(watchdog_seconds)
+
+
 @dataclass(frozen=True)
 class JobBudget:
     """``seconds``: the job's budget; ``grace_seconds``: what the prolog allows beyond it."""
@@ -38,4 +43,4 @@ class JobBudget:
     @property
     def cpu_seconds(self) -> int:
         """The worker's CPU limit (``RLIMIT_CPU``)."""
-        return math.ceil(self.watchdog_seconds)
+        return cpu_limit(self.watchdog_seconds)

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..common.hostlist import expand_hostlist
-from ..common.job_budget import JobBudget
+from ..common.job_budget import JobBudget, cpu_limit
 from ..common.job_conventions import SPANK_PROFILE
 from ..common.jobdir import (
     JobDir,
@@ -164,7 +164,7 @@ def run_worker(env: dict[str, str], job_dir: JobDir, request: MappingRequest, ui
     })
     try:
         asked = worker_request(env.get("SLURM_JOB_ID"), request, int(memory_bytes),
-                               JobBudget(timeout).cpu_seconds).to_bytes()
+                               cpu_limit(timeout)).to_bytes()
     except ProtocolError as exc:
         return WorkerStatus(applied=False, reason=str(exc))
     status, why = run_worker_process([sys.executable, "-m", "slurm_plugin.lifecycle.job_worker"],
