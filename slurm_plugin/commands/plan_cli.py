@@ -209,7 +209,7 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
                                "profile, else the site's [solver] algorithm)")
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--json", action="store_true",
-                   help="print a JSON summary (decision, J, files, phase times) on stdout "
+                   help="print a JSON summary (decision, J, files, timings) on stdout "
                         "instead of the report")
     p.set_defaults(func=_plan)
 

@@ -175,7 +175,7 @@ def compute_job(job: Job, mode: str, refusal: str | None = None, *,
     the prolog's) is set; an input error (the profile, a mesh, a speeds file,
     ``[network]``, ``[speeds]``) is the reason to refuse, unless ``strict`` (``rankmap
     plan``), when it is raised.  The mode then plans and renders: its files, the report
-    last, and the status.  The result carries the plan and the phase times (``profile``:
+    last, and the status.  The result carries the plan and the timings (``profile``:
     loading, and the plan's) for callers in this process.
     """
     handler = job_mode(mode)
