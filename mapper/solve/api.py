@@ -19,9 +19,9 @@ neighbourhoods
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import cache, partial
+from typing import TypeVar
 
 import numpy as np
 
@@ -29,25 +29,16 @@ from .. import construction
 from ..model.dense import uniform_pattern
 from ..model.graph import CommGraph
 from ..model.machine import Hierarchy, Machine, MachineError
-from ..objectives.congestion import (
-    LinkCapacities,
-    LinkWeights,
-    check_link_weights,
-    raised_uplink,
-    uplink_loads,
-)
+from ..objectives.congestion import LinkWeights, check_link_weights
 from ..objectives.link_load import RoutedNetwork
-from ..objectives.phase_time import (
-    phase_node_hop_bytes,
-)
-from ..objectives.phase_waits import waiting_time
 from ..objectives.qap import check_mapping, evaluate
-from ..search import routed as routed_search
 from . import aimed, budget, never_worse, presets, runner
 from . import candidates as extra
 from .algorithm_names import is_preset
 from .link_model import LinkModel
 from .result import TIMINGS, MappingResult
+
+_T = TypeVar("_T")
 
 
 def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+n10",
@@ -155,59 +146,101 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     under 4:1 (bench/README.md, "NPB by phase").
     """
     links = links or LinkModel()
-    congestion_levels, link_weights, routed = (links.congestion_levels or None,
-                                               links.link_weights, links.routed)
-    link_capacities, capacity_scenarios = links.link_capacities, links.capacity_scenarios
+    _check_request(machine, objective, attempts, baseline, links)
+    recipe = presets.preset(algorithm) if is_preset(algorithm) else None
+    base = algorithm if recipe is None else recipe.algorithm_for(isinstance(machine, Hierarchy))
+    runner.check_inputs(graph, machine, runner.AlgorithmSpec.parse(base))
+    links = _checked_links(machine, links)
+    if baseline is not None:
+        baseline = check_mapping(baseline, machine.n, graph.n)
+    clock = budget.Budget.starting(time_limit, graph.m, 1 if baseline is None else 3)
+    if uniform_pattern(graph):
+        return runner.uniform_result(graph, machine, algorithm, seed, baseline, clock.start)
+    timings = dict.fromkeys(TIMINGS, 0.0)
+    best = _algorithm_result(graph, machine, algorithm, base, recipe, seed, attempts, clock,
+                             progress, baseline is not None, timings)
+    notes = list(best.notes)
+    boxed = _timed(timings, "construction", _grid_boxes, graph, machine, seed, clock)
+    rejected: dict[str, str] = {}
+    if baseline is None:
+        best, origin, candidates = _least_j(best, algorithm, boxed, notes)
+    else:
+        refused_result = best
+        # the comparison's own evaluations of J come out of the reserve
+        best, origin, candidates, rejected = _timed(
+            timings, "baseline", _against_baseline, graph, machine, algorithm, base, seed,
+            best, baseline, clock.keeping(clock.reserve * 2 / 3), progress, links, boxed)
+        notes += [note for note in best.notes if note not in notes]
+        if objective == "congestion" and algorithm in rejected:
+            best, origin = _timed(timings, "search", _aimed, graph, machine, refused_result,
+                                  baseline, seed, clock, best, origin, candidates, notes, links)
+    seconds = clock.elapsed()
+    return MappingResult(best.mapping, best.objective, best.traffic, seconds, algorithm,
+                         best.seed, best.hit_time_limit, origin, candidates, rejected,
+                         tuple(notes), runner.with_other(timings, seconds))
+
+
+def _check_request(machine: Machine, objective: str, attempts: int,
+                   baseline: np.ndarray | None, links: LinkModel) -> None:
+    """The arguments' own consistency, before any algorithm is parsed."""
     if objective not in OBJECTIVES:
         raise runner.AlgorithmError(f"objective must be one of {', '.join(OBJECTIVES)}, "
                                     f"got {objective!r}")
-    if objective == "congestion" and (
-            baseline is None or not has_links_to_cap(machine, congestion_levels, routed)):
+    if objective == "congestion" and (baseline is None or not has_links_to_cap(
+            machine, links.congestion_levels, links.routed)):
         raise runner.AlgorithmError("objective 'congestion' needs a baseline, and congestion "
                                     "levels on a hierarchical machine or a routed network")
-    if routed is not None:
-        if congestion_levels:
+    if links.routed is not None:
+        if links.congestion_levels:
             raise MachineError("give congestion levels (a switch tree) or a routed "
                                "network, not both")
-        if routed.n != machine.n:
-            raise MachineError(f"the routed network has {routed.n} PEs but the machine "
+        if links.routed.n != machine.n:
+            raise MachineError(f"the routed network has {links.routed.n} PEs but the machine "
                                f"{machine.n}")
     if attempts < 1:
         raise runner.AlgorithmError(f"attempts must be at least 1, got {attempts}")
-    start = time.perf_counter()
-    recipe = presets.preset(algorithm) if is_preset(algorithm) else None
-    base = algorithm
-    runs = [(i, 1, True) for i in range(attempts)]
-    if recipe is not None:
-        base = recipe.algorithm_for(isinstance(machine, Hierarchy))
-        runs = recipe.runs()
-    runner.check_inputs(graph, machine, runner.AlgorithmSpec.parse(base))
-    if congestion_levels and not isinstance(machine, Hierarchy):
+
+
+def _checked_links(machine: Machine, links: LinkModel) -> LinkModel:
+    """``links`` with its link weights checked against ``machine``'s levels."""
+    if links.congestion_levels and not isinstance(machine, Hierarchy):
         raise MachineError("congestion levels need a hierarchical machine")
-    if link_weights is not None:
-        if not isinstance(machine, Hierarchy):
-            raise MachineError("link weights need a hierarchical machine")
-        try:
-            link_weights = check_link_weights(machine, link_weights)
-        except ValueError as exc:
-            raise MachineError(str(exc)) from None
-    if baseline is not None:
-        baseline = check_mapping(baseline, machine.n, graph.n)
-    if uniform_pattern(graph):
-        return runner.uniform_result(graph, machine, algorithm, seed, baseline, start)
-    # keep time for the final evaluations of J (O(m) each; seconds on a dense graph)
-    evals = 1 if baseline is None else 3
-    reserve = (0.0 if time_limit is None else
-               min(0.5 * time_limit, evals * graph.m * budget.EVAL_SECONDS_PER_EDGE))
+    if links.link_weights is None:
+        return links
+    if not isinstance(machine, Hierarchy):
+        raise MachineError("link weights need a hierarchical machine")
+    try:
+        return replace(links, link_weights=check_link_weights(machine, links.link_weights))
+    except ValueError as exc:
+        raise MachineError(str(exc)) from None
+
+
+def _timed(timings: dict[str, float], part: str, run: Callable[..., _T], *args: object) -> _T:
+    """``run(*args)``, its wall time added to ``timings[part]``."""
+    began = time.perf_counter()
+    try:
+        return run(*args)
+    finally:
+        timings[part] += time.perf_counter() - began
+
+
+def _algorithm_result(graph: CommGraph, machine: Machine, algorithm: str, base: str,
+                      recipe: presets.Preset | None, seed: int, attempts: int,
+                      clock: budget.Budget, progress: Callable[[str], None] | None,
+                      polish_follows: bool, timings: dict[str, float]) -> MappingResult:
+    """The algorithm's best mapping: ``attempts`` seeds of ``base`` (a preset: its own
+    starts, then its 3-cycles and iterated passes), within ``clock``; with
+    ``polish_follows`` the algorithm leaves :data:`~mapper.solve.budget.ALGORITHM_SHARE`
+    of the time for polishing the baseline."""
+    share = budget.ALGORITHM_SHARE if polish_follows else 1.0
+    runs = recipe.runs() if recipe is not None else [(i, 1, True) for i in range(attempts)]
     best: MappingResult | None = None
-    timings = dict.fromkeys(TIMINGS, 0.0)
     for i, tries, refine in runs:
-        left = (None if time_limit is None
-                else time_limit - reserve - (time.perf_counter() - start))
+        left = clock.left()
         if best is not None and left is not None and left <= 0:
             break
-        if baseline is not None and left is not None:
-            left *= budget.ALGORITHM_SHARE  # keep time for polishing the baseline
+        if polish_follows and left is not None:
+            left *= share
         r = runner.map_once(graph, machine, base, seed + i, left, progress, partition_tries=tries,
                             refine_splits=refine)
         for name, seconds in r.timings.items():
@@ -218,58 +251,54 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     notes = list(best.notes)
     if recipe is not None:
         notes.insert(0, recipe.describe(isinstance(machine, Hierarchy)))
-        share = 1.0 if baseline is None else budget.ALGORITHM_SHARE
         searched = time.perf_counter()
         if recipe.cycles and not best.hit_time_limit:
-            best = runner.cycles_pass(graph, machine, best, seed, time_limit, reserve, start,
-                                      share, progress, notes, recipe.cycle_work)
+            best = runner.cycles_pass(graph, machine, best, seed, clock, share, progress, notes,
+                                      recipe.cycle_work)
         if recipe.rounds and not best.hit_time_limit:
-            best = runner.iterated_pass(graph, machine, best, recipe, seed, time_limit,
-                                        reserve, start, share, progress)
+            best = runner.iterated_pass(graph, machine, best, recipe, seed, clock, share,
+                                        progress)
         timings["search"] += time.perf_counter() - searched
-    best = MappingResult(best.mapping, best.objective, best.traffic, best.seconds,
+    return MappingResult(best.mapping, best.objective, best.traffic, best.seconds,
                          algorithm, best.seed, best.hit_time_limit, notes=tuple(notes))
+
+
+def _grid_boxes(graph: CommGraph, machine: Machine, seed: int,
+                clock: budget.Budget) -> tuple[MappingResult, ...]:
+    """The grid's boxes (:func:`~mapper.solve.candidates.grid_boxes`) on a hierarchy."""
+    if not isinstance(machine, Hierarchy):
+        return ()
+    return extra.grid_boxes(graph, machine, seed, clock.deadline())
+
+
+def _least_j(best: MappingResult, algorithm: str, boxed: Sequence[MappingResult],
+             notes: list[str]) -> tuple[MappingResult, str, dict[str, float]]:
+    """Without a baseline: the least J of the algorithm's result and the boxes (the
+    first on a tie); the winner's notes join ``notes``."""
     origin, candidates = "algorithm", {algorithm: best.objective}
-    refused_result = best
-    boxed: tuple[MappingResult, ...] = ()
-    if isinstance(machine, Hierarchy):
-        cut = time.perf_counter()
-        boxed = extra.grid_boxes(graph, machine, seed,
-                                 None if time_limit is None else start + time_limit - reserve)
-        timings["construction"] += time.perf_counter() - cut
-    for box in boxed if baseline is None else ():
+    for box in boxed:
         candidates[box.algorithm] = box.objective
         if box.objective < best.objective:
             best, origin = box, box.algorithm
             notes += [note for note in box.notes if note not in notes]
-    if baseline is not None:
-        compared = time.perf_counter()
-        best, origin, candidates, rejected = _against_baseline(
-            graph, machine, algorithm, base, seed, best, baseline,
-            None if time_limit is None else time_limit - reserve * 2 / 3, start, progress,
-            congestion_levels, link_weights, routed, boxed, link_capacities,
-            capacity_scenarios)
-        timings["baseline"] += time.perf_counter() - compared
-        notes += [note for note in best.notes if note not in notes]
-        if objective == "congestion" and algorithm in rejected:
-            assert congestion_levels or routed is not None
-            aimed_at = time.perf_counter()
-            left = None if time_limit is None else time_limit - reserve - (aimed_at - start)
-            if left is not None and left <= 0:
-                notes.append(f"{aimed.AIMED}: no time left to repair the refused result")
-            else:
-                best, origin = aimed.aimed_candidate(graph, machine, refused_result, baseline,
-                                                     sorted(congestion_levels or ()), seed, left,
-                                                     best, origin, candidates, notes,
-                                                     link_weights, routed, link_capacities,
-                                                     capacity_scenarios)
-            timings["search"] += time.perf_counter() - aimed_at
-    else:
-        rejected = {}
-    seconds = time.perf_counter() - start
-    return MappingResult(best.mapping, best.objective, best.traffic, seconds, algorithm,
-                         best.seed, best.hit_time_limit, origin, candidates, rejected,
-                         tuple(notes), runner.with_other(timings, seconds))
+    return best, origin, candidates
+
+
+def _aimed(graph: CommGraph, machine: Machine, refused: MappingResult, baseline: np.ndarray,
+           seed: int, clock: budget.Budget, best: MappingResult, origin: str,
+           candidates: dict[str, float], notes: list[str],
+           links: LinkModel) -> tuple[MappingResult, str]:
+    """Objective ``congestion``: the refused result brought under the baseline's caps
+    (:func:`~mapper.solve.aimed.aimed_candidate`) in the time left."""
+    assert links.congestion_levels or links.routed is not None
+    left = clock.left()
+    if left is not None and left <= 0:
+        notes.append(f"{aimed.AIMED}: no time left to repair the refused result")
+        return best, origin
+    return aimed.aimed_candidate(graph, machine, refused, baseline,
+                                 sorted(links.congestion_levels), seed, left, best, origin,
+                                 candidates, notes, links.link_weights, links.routed,
+                                 links.link_capacities, links.capacity_scenarios)
 
 
 def has_links_to_cap(machine: Machine, congestion_levels: Sequence[int] | None,
@@ -285,160 +314,95 @@ OBJECTIVES = ("J", "congestion")
 
 
 def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: str,
-                      seed: int,
-                      best: MappingResult, baseline: np.ndarray, time_limit: float | None,
-                      start: float, progress: Callable[[str], None] | None,
-                      congestion_levels: Sequence[int] | None,
-                      link_weights: LinkWeights | None = None,
-                      routed: RoutedNetwork | None = None,
-                      boxed: Sequence[MappingResult] = (),
-                      link_capacities: LinkCapacities | None = None,
-                      capacity_scenarios: Mapping[str, LinkCapacities] | None = None
+                      seed: int, best: MappingResult, baseline: np.ndarray,
+                      clock: budget.Budget, progress: Callable[[str], None] | None,
+                      links: LinkModel, boxed: Sequence[MappingResult] = ()
                       ) -> tuple[MappingResult, str, dict[str, float], dict[str, str]]:
-    """The best of the algorithm's result, the baseline and the polished baseline,
-    among those that do not load a shared link more than the baseline (its volume, or
-    with ``link_weights`` its load over capacity:
-    :func:`mapper.objectives.congestion.uplink_loads`).
+    """The best of the algorithm's result, the baseline and the candidates built from
+    the baseline, among those the never-worse rule admits
+    (:class:`~mapper.solve.never_worse.Admission`: no shared link loaded more than the
+    baseline's, :func:`mapper.objectives.congestion.uplink_loads`; no routed level
+    raised; no phase slower), ranked by its one policy
+    (:meth:`~mapper.solve.never_worse.Admission.rank`).
 
-    With a time limit the polish gets at most :data:`~mapper.solve.budget.POLISH_SHARE` of the time
-    used so far (at least :data:`~mapper.solve.budget.POLISH_MIN_SECONDS`) and keeps the best
-    mapping it reached: from Slurm's block placement of a 3D stencil on 2^20 ranks it ran 52 s
-    (CPU) to lower the baseline's J by 0.3 %, after a 20 s algorithm 64 % below it.
-    It also stops early when it cannot reach the algorithm's J
-    (:func:`~mapper.solve.candidates.polished`). Without a time limit it runs to its local optimum,
-    as before.
-
-    With ``routed`` (a routed network instead of tree levels) a candidate that raises
-    a level's busiest routed link (:func:`mapper.search.routed.raised_level`) is
-    refused.  ``boxed`` (the grid's boxes, :func:`~mapper.solve.candidates.grid_boxes`) are more
-    candidates. With phases and ``link_capacities`` the admissible candidate (the baseline among
-    them) of least phase time is applied, J deciding within
-    :data:`~mapper.solve.never_worse.LINK_TOLERANCE` of it
-    (:func:`~mapper.solve.never_worse.phase_timer`).  Among the admissible candidates whose J is
-    within :data:`~mapper.solve.never_worse.NEAR_J` of the least, those whose busiest node carries
-    the least far traffic (:func:`mapper.objectives.phase_time.phase_node_hop_bytes`, within
-    :data:`~mapper.solve.never_worse.LINK_TOLERANCE`) are kept before J decides."""
-    levels = sorted(congestion_levels or [])
-    if levels and not isinstance(machine, Hierarchy):
-        raise MachineError("congestion levels need a hierarchical machine")
+    The candidates, in the order that breaks ties: the algorithm's result, the polished
+    baseline (:func:`~mapper.solve.candidates.polished`, within
+    :data:`~mapper.solve.budget.POLISH_SHARE` of the time used so far and at least
+    :data:`~mapper.solve.budget.POLISH_MIN_SECONDS`, stopping early when it cannot beat
+    the best admissible J; without a time limit it runs to its local optimum), the
+    baseline regrouped (in rank order, then by J: :func:`_regrouped`) on a tree, and
+    ``boxed`` (:func:`~mapper.solve.candidates.grid_boxes`).  Returns the winner, its
+    origin, every candidate's J and the refused ones' reasons."""
+    rule = never_worse.Admission(graph, machine, baseline, links)
     spec = runner.AlgorithmSpec.parse(base)  # a preset's own algorithm
     polish = base.split("+", 1)[1] if spec.neighborhood else "n10"
-    base_eval = evaluate(graph, machine, baseline)
-    candidates = {algorithm: best.objective, "baseline": base_eval.objective}
-    # strict improvement only: on a tie the caller's own placement stays
-    tol = 1e-12 * max(abs(base_eval.objective), 1.0)
-    base_loads = (uplink_loads(graph, machine, baseline, levels, link_weights) if levels
-                  else ())
-    routed_caps = (routed_search.caps_of(graph, routed, baseline) if routed is not None
-                   else None)
-
-    def refusal(cand: MappingResult) -> str | None:
-        """Why ``cand`` may not replace the baseline although its J is lower."""
-        if routed is not None:
-            return never_worse.routed_refusal(graph, routed, cand, routed_caps, base_eval.objective)
-        if not levels:
-            return None
-        loads = uplink_loads(graph, machine, cand.mapping, levels, link_weights)
-        raised = raised_uplink(loads, base_loads, never_worse.LINK_TOLERANCE)
-        saved = f"J {100 * (1 - cand.objective / base_eval.objective):.1f}% lower, but its"
-        if raised is not None:
-            ref = base_loads[levels.index(raised.level)].load
-            ratio = f"{raised.load / ref:.2f}x" if ref > 0 else "more than"
-            what = (f"has {ratio} the load/capacity of" if link_weights is not None
-                    else f"carries {ratio}")
-            return f"{saved} busiest {raised.name} link {what} the baseline's busiest"
-        return never_worse.phase_refusal(graph, machine, cand.mapping, baseline, levels, saved,
-                                         link_capacities, capacity_scenarios, baseline_waits)
-
-    @cache
-    def baseline_waits() -> float:
-        """The baseline's waiting time, once for every candidate checked."""
-        assert link_capacities is not None
-        return waiting_time(graph, machine, baseline, levels,
-                            never_worse.level_capacities(link_capacities, levels))
-
-    def lower(cand: MappingResult | None) -> bool:
-        return cand is not None and cand.objective < base_eval.objective - tol
-
+    candidates = {algorithm: best.objective, "baseline": rule.base.objective}
     # why a candidate with a lower J may not replace the baseline (None: it may)
-    refused = {algorithm: refusal(best) if lower(best) else None}
+    refused: dict[str, str | None] = {}
+
+    def offer(cand: MappingResult, origin: str, key: str) -> never_worse.Candidate:
+        candidates[key] = cand.objective
+        refused[key] = rule.refusal(cand) if rule.lower(cand) else None
+        return never_worse.Candidate(cand, origin, key)
+
+    own = offer(best, "algorithm", algorithm)
     # the regrouping first: cheap (the node quotient), and it is what wins when the
     # algorithm's own result is refused or was cut short by the time limit
-    regrouped = in_order = None
-    if levels:
-        regrouped = _regrouped(graph, machine, algorithm, seed, baseline, levels,
-                               None if time_limit is None
-                               else time_limit - (time.perf_counter() - start),
-                               link_weights)
-        if regrouped is not None:
-            candidates["baseline regrouped"] = regrouped.objective
-            refused["baseline regrouped"] = refusal(regrouped) if lower(regrouped) else None
-            in_order = _regrouped(graph, machine, algorithm, seed, baseline, levels,
-                                  None if time_limit is None
-                                  else time_limit - (time.perf_counter() - start),
-                                  link_weights, extra.RANK_ORDER_WEIGHT)
-            # offered only where it keeps the collectives' steps closer: where it
-            # does not, it is another arrangement of equal volume cost, and on the
-            # interleaved wiring one such ran NPB-CG at 256 ranks 0.7 % slower
-            if in_order is not None and (extra.rank_order_links(machine, in_order.mapping, levels)
-                                         < extra.rank_order_links(machine, regrouped.mapping,
-                                                                  levels)):
-                candidates[extra.REGROUPED_IN_ORDER] = in_order.objective
-                refused[extra.REGROUPED_IN_ORDER] = (refusal(in_order) if lower(in_order)
-                                                     else None)
-            else:
-                in_order = None
-    for box in boxed:
-        candidates[box.algorithm] = box.objective
-        refused[box.algorithm] = refusal(box) if lower(box) else None
+    regrouped, in_order = (_regroupings(graph, machine, algorithm, seed, baseline, rule.levels,
+                                        clock, links.link_weights)
+                           if rule.levels else (None, None))
+    regroupings = [offer(c, key, key) for c, key in ((regrouped, "baseline regrouped"),
+                                                     (in_order, extra.REGROUPED_IN_ORDER))
+                   if c is not None]
+    boxes = [offer(b, b.algorithm, b.algorithm) for b in boxed]
     # the J a polished baseline must beat to matter: the best of those that may win
-    admissible = [c.objective for c, key in ((best, algorithm),
-                                             (in_order, extra.REGROUPED_IN_ORDER),
-                                             (regrouped, "baseline regrouped"),
-                                             *((b, b.algorithm) for b in boxed))
-                  if lower(c) and refused[key] is None]
+    admissible = [c.result.objective for c in (own, *regroupings, *boxes)
+                  if rule.lower(c.result) and refused[c.key] is None]
     bar = min(admissible) if admissible else None
-    used = time.perf_counter() - start
-    left = None
-    if time_limit is not None:
-        left = min(time_limit - used, max(budget.POLISH_MIN_SECONDS, budget.POLISH_SHARE * used))
-    polished = None
+    used = clock.elapsed()
+    left = clock.left()
+    if left is not None:
+        left = min(clock.limit - clock.reserve - used,
+                   max(budget.POLISH_MIN_SECONDS, budget.POLISH_SHARE * used))
+    polishes = []
     if left is None or left > 0:
-        polished = extra.polished(graph, machine, polish, seed, baseline, base_eval.objective,
-                                  bar, left, progress)
-        candidates[f"baseline+{polish}"] = polished.objective
-        refused[f"baseline+{polish}"] = refusal(polished) if lower(polished) else None
-    winner, origin = MappingResult(baseline.copy(), base_eval.objective, base_eval.traffic,
-                                   0.0, "baseline", seed), "baseline"
+        polishes.append(offer(extra.polished(graph, machine, polish, seed, baseline,
+                                             rule.base.objective, bar, left, progress),
+                              f"baseline+{polish}", f"baseline+{polish}"))
     rejected: dict[str, str] = {}
-    admitted = [(winner, origin)]
-    # (candidate, its origin, its name in candidates/rejected)
-    for cand, name, key in ((best, "algorithm", algorithm),
-                            (polished, f"baseline+{polish}", f"baseline+{polish}"),
-                            (in_order, extra.REGROUPED_IN_ORDER, extra.REGROUPED_IN_ORDER),
-                            (regrouped, "baseline regrouped", "baseline regrouped"),
-                            *((b, b.algorithm, b.algorithm) for b in boxed)):
-        if not lower(cand):
+    admitted = [(rule.baseline_result(seed), "baseline")]
+    for cand in (own, *polishes, *reversed(regroupings), *boxes):
+        if not rule.lower(cand.result):
             continue
-        if refused[key] is not None:
-            rejected[key] = refused[key]
-            continue
-        admitted.append((cand, name))
-    timer = never_worse.phase_timer(graph, machine, levels, link_capacities)
-    if timer is not None:  # the least phase time first, then J
-        admitted = never_worse.near_least(admitted, timer)
-    by_j = never_worse.least_j(admitted, tol)
-    # phases of per-rank groups are left to the phase time across levels where it runs
-    far_traffic = partial(phase_node_hop_bytes, graph, machine, levels=levels,
-                          own_groups=timer is None)
-    winner, origin = never_worse.near_j_least_far(admitted, far_traffic, tol) if levels else by_j
-    if winner is not by_j[0]:
-        ratio = far_traffic(winner.mapping) / max(far_traffic(by_j[0].mapping), 1e-300)
-        winner = replace(winner, notes=(*winner.notes, (
-            f"{origin} applied over {by_j[1]} ({never_worse.j_gap(by_j[0], winner, tol)}):"
-            f" its busiest node's far traffic (volume x links crossed) is {ratio:.2f}x "
-            f"(mapper.objectives.phase_time.phase_node_hop_bytes)")))
+        why = refused[cand.key]
+        if why is not None:
+            rejected[cand.key] = why
+        else:
+            admitted.append((cand.result, cand.origin))
+    winner, origin = rule.rank(admitted)
     return winner, origin, candidates, rejected
+
+
+def _regroupings(graph: CommGraph, machine: Machine, algorithm: str, seed: int,
+                 baseline: np.ndarray, levels: list[int], clock: budget.Budget,
+                 link_weights: LinkWeights | None
+                 ) -> tuple[MappingResult | None, MappingResult | None]:
+    """The baseline regrouped (:func:`_regrouped`) by J, and in rank order where that
+    keeps the collectives' steps closer (None where either does not apply)."""
+    assert isinstance(machine, Hierarchy)
+    regrouped = _regrouped(graph, machine, algorithm, seed, baseline, levels, clock.left(),
+                           link_weights)
+    if regrouped is None:
+        return None, None
+    in_order = _regrouped(graph, machine, algorithm, seed, baseline, levels, clock.left(),
+                          link_weights, extra.RANK_ORDER_WEIGHT)
+    # offered only where it keeps the collectives' steps closer: where it does not,
+    # it is another arrangement of equal volume cost, and on the interleaved wiring
+    # one such ran NPB-CG at 256 ranks 0.7 % slower
+    if in_order is not None and (extra.rank_order_links(machine, in_order.mapping, levels)
+                                 < extra.rank_order_links(machine, regrouped.mapping, levels)):
+        return regrouped, in_order
+    return regrouped, None
 
 
 def _regrouped(graph: CommGraph, machine: Hierarchy, algorithm: str, seed: int,

@@ -5,10 +5,15 @@ is polished after it, the polish's share and floor, the probe that sizes it, the
 of the phase timer, and the measured costs that turn a time into a search depth or a
 number of rounds (measured on this project's 2-core machines; ``bench/bench_budgets.py``
 checks the whole against the limit).  Other modules read these as attributes of this
-module, so a test may set one for a call.
+module, so a test may set one for a call.  :class:`Budget` is one call's clock: its
+limit, its start and the reserve kept for the final evaluations of J; every part of
+map_processes asks it what is left.
 """
 
 from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
 
 #: Share of the time limit the algorithm gets when a baseline is polished after it.
 ALGORITHM_SHARE = 0.8
@@ -46,3 +51,45 @@ STRETCH_SHARE = 0.25
 #: Seconds per edge of one evaluation of J (mapper.objectives.qap.evaluate), measured
 #: unloaded (~35 ns at 2 M edges); map_processes keeps this much per evaluation.
 EVAL_SECONDS_PER_EDGE = 60e-9
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One map_processes call's time: ``limit`` seconds (None: unbounded) from ``start``
+    (``time.perf_counter``), of which ``reserve`` is kept for the final evaluations of
+    J.  The parts ask it what is left; none of them does the arithmetic again."""
+
+    limit: float | None
+    start: float
+    reserve: float = 0.0
+
+    @classmethod
+    def starting(cls, limit: float | None, edges: int, evaluations: int) -> Budget:
+        """A budget starting now that keeps ``evaluations`` evaluations of J over
+        ``edges`` edges (:data:`EVAL_SECONDS_PER_EDGE` each, at most half the limit)."""
+        reserve = (0.0 if limit is None
+                   else min(0.5 * limit, evaluations * edges * EVAL_SECONDS_PER_EDGE))
+        return cls(limit, time.perf_counter(), reserve)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def left(self, share: float = 1.0) -> float | None:
+        """Seconds left of ``share`` of the usable time (the limit less the reserve),
+        negative once it is spent; None without a limit."""
+        if self.limit is None:
+            return None
+        return share * (self.limit - self.reserve) - self.elapsed()
+
+    def deadline(self) -> float | None:
+        """The ``perf_counter`` time at which the usable time ends; None without a limit."""
+        return None if self.limit is None else self.start + self.limit - self.reserve
+
+    def spent(self) -> bool:
+        """Whether the usable time is over (never without a limit)."""
+        left = self.left()
+        return left is not None and left <= 0
+
+    def keeping(self, reserve: float) -> Budget:
+        """The same clock keeping ``reserve`` seconds instead."""
+        return replace(self, reserve=reserve)

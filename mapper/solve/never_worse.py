@@ -15,17 +15,19 @@ paths); the phase models of :mod:`mapper.objectives.phase_time` and
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from functools import cache, partial
+from typing import NamedTuple
 
 import numpy as np
 
 from ..model.graph import CommGraph
 from ..model.machine import Hierarchy, Machine, MachineError
 from ..model.phased_graph import PhasedGraph
-from ..objectives.congestion import (
-    LinkCapacities,
-)
+from ..objectives.congestion import LinkCapacities, raised_uplink, uplink_loads
 from ..objectives.link_load import RoutedNetwork
 from ..objectives.phase_time import (
+    phase_node_hop_bytes,
     phase_time,
     raised_latency_pace,
     raised_phase_time,
@@ -33,14 +35,108 @@ from ..objectives.phase_time import (
     raised_round_latency,
 )
 from ..objectives.phase_waits import waiting_time
+from ..objectives.qap import evaluate
 from ..search import routed as routed_search
 from . import budget
+from .link_model import LinkModel
 from .result import MappingResult
 
 #: A candidate may load a link this much more (relative) than the baseline: measured
 #: profiles of the same application differ by about 0.5 % per pair between runs
 #: (Open MPI monitoring, LAMMPS), and a rule that flips on that would be noise itself.
 LINK_TOLERANCE = 0.02
+
+
+class Candidate(NamedTuple):
+    """A placement offered against the baseline: the result, the origin reported when
+    it wins, and its name in ``candidates``/``rejected``."""
+
+    result: MappingResult
+    origin: str
+    key: str
+
+
+class Admission:
+    """The never-worse rule against one ``baseline`` on ``links``: which candidates may
+    replace it (:meth:`refusal`) and which of the admitted wins (:meth:`rank`).  Built
+    once per comparison: the baseline's J, its busiest links and (lazily) its waits are
+    computed here, not per candidate.  O(n + m·L) to build."""
+
+    def __init__(self, graph: CommGraph, machine: Machine, baseline: np.ndarray,
+                 links: LinkModel) -> None:
+        self.graph, self.machine, self.baseline, self.links = graph, machine, baseline, links
+        self.levels = sorted(links.congestion_levels)
+        if self.levels and not isinstance(machine, Hierarchy):
+            raise MachineError("congestion levels need a hierarchical machine")
+        self.base = evaluate(graph, machine, baseline)
+        # strict improvement only: on a tie the caller's own placement stays
+        self.tol = 1e-12 * max(abs(self.base.objective), 1.0)
+        self._base_loads = (uplink_loads(graph, machine, baseline, self.levels,
+                                         links.link_weights) if self.levels else ())
+        self._routed_caps = (routed_search.caps_of(graph, links.routed, baseline)
+                             if links.routed is not None else None)
+        self._baseline_waits = cache(self._waits)
+
+    def baseline_result(self, seed: int) -> MappingResult:
+        return MappingResult(self.baseline.copy(), self.base.objective, self.base.traffic,
+                             0.0, "baseline", seed)
+
+    def lower(self, cand: MappingResult | None) -> bool:
+        """Whether ``cand`` has a J strictly below the baseline's."""
+        return cand is not None and cand.objective < self.base.objective - self.tol
+
+    def refusal(self, cand: MappingResult) -> str | None:
+        """Why ``cand`` may not replace the baseline although its J is lower (None: it
+        may): a busiest link loaded more, a routed level raised, or its phases slower
+        (:func:`phase_refusal`)."""
+        links, levels = self.links, self.levels
+        if links.routed is not None:
+            return routed_refusal(self.graph, links.routed, cand, self._routed_caps,
+                                  self.base.objective)
+        if not levels:
+            return None
+        loads = uplink_loads(self.graph, self.machine, cand.mapping, levels, links.link_weights)
+        raised = raised_uplink(loads, self._base_loads, LINK_TOLERANCE)
+        saved = f"J {100 * (1 - cand.objective / self.base.objective):.1f}% lower, but its"
+        if raised is not None:
+            ref = self._base_loads[levels.index(raised.level)].load
+            ratio = f"{raised.load / ref:.2f}x" if ref > 0 else "more than"
+            what = (f"has {ratio} the load/capacity of" if links.link_weights is not None
+                    else f"carries {ratio}")
+            return f"{saved} busiest {raised.name} link {what} the baseline's busiest"
+        return phase_refusal(self.graph, self.machine, cand.mapping, self.baseline, levels,
+                             saved, links.link_capacities, links.capacity_scenarios,
+                             self._baseline_waits)
+
+    def _waits(self) -> float:
+        assert self.links.link_capacities is not None
+        return waiting_time(self.graph, self.machine, self.baseline, self.levels,
+                            level_capacities(self.links.link_capacities, self.levels))
+
+    def rank(self, admitted: list[tuple[MappingResult, str]]) -> tuple[MappingResult, str]:
+        """The winner of ``admitted`` (candidate, origin; the baseline first): the least
+        phase time first where the link capacities are known (:func:`phase_timer`),
+        then on a tree the least far traffic per node among those near the least J
+        (:func:`near_j_least_far`, with a note when that overrides J), else the least J.
+        O(k) evaluations of the measures for k candidates."""
+        graph, machine, levels, tol = self.graph, self.machine, self.levels, self.tol
+        timer = phase_timer(graph, machine, levels, self.links.link_capacities)
+        if timer is not None:  # the least phase time first, then J
+            admitted = near_least(admitted, timer)
+        by_j = least_j(admitted, tol)
+        if not levels:
+            return by_j
+        # phases of per-rank groups are left to the phase time across levels where it runs
+        far_traffic = partial(phase_node_hop_bytes, graph, machine, levels=levels,
+                              own_groups=timer is None)
+        winner, origin = near_j_least_far(admitted, far_traffic, tol)
+        if winner is not by_j[0]:
+            ratio = far_traffic(winner.mapping) / max(far_traffic(by_j[0].mapping), 1e-300)
+            winner = replace(winner, notes=(*winner.notes, (
+                f"{origin} applied over {by_j[1]} ({j_gap(by_j[0], winner, tol)}):"
+                f" its busiest node's far traffic (volume x links crossed) is {ratio:.2f}x "
+                f"(mapper.objectives.phase_time.phase_node_hop_bytes)")))
+        return winner, origin
 
 
 def near_j_least_far(admitted: list[tuple[MappingResult, str]],

@@ -58,46 +58,43 @@ def with_other(timings: dict[str, float], seconds: float) -> dict[str, float]:
 
 
 def cycles_pass(graph: CommGraph, machine: Machine, best: MappingResult, seed: int,
-                time_limit: float | None, reserve: float, start: float, share: float,
+                clock: budget.Budget, share: float,
                 progress: Callable[[str], None] | None, notes: list[str],
                 work_per_element: float) -> MappingResult:
     """A preset's moves beyond 2-swaps (mapper.search.cycles) from its best start,
-    bounded by ``work_per_element`` × (n + m) work units."""
+    within ``share`` of ``clock``'s usable time and bounded by ``work_per_element`` ×
+    (n + m) work units."""
     if is_dense(graph):
         notes.append("3-cycles and ejection chains skipped: dense profile")
         return best
-    left = None
-    if time_limit is not None:
-        left = share * (time_limit - reserve) - (time.perf_counter() - start)
-        if left <= 0:
-            return best
+    left = clock.left(share)
+    if left is not None and left <= 0:
+        return best
     if progress:
         progress("3-cycles and ejection chains")
     pe = best.mapping.copy()
     stats = cycle_search(graph, machine, pe, seed=seed, time_limit=left,
                          work_per_element=work_per_element)
-    return best if stats.gain <= 0 else improved(graph, machine, best, pe, start,
+    return best if stats.gain <= 0 else improved(graph, machine, best, pe, clock.start,
                                                  stats.hit_time_limit)
 
 
 def iterated_pass(graph: CommGraph, machine: Machine, best: MappingResult,
-                  recipe: presets.Preset, seed: int, time_limit: float | None, reserve: float,
-                  start: float, share: float, progress: Callable[[str], None] | None
-             ) -> MappingResult:
+                  recipe: presets.Preset, seed: int, clock: budget.Budget, share: float,
+                  progress: Callable[[str], None] | None) -> MappingResult:
     """A preset's iterated local search from its best start (mapper.solve.presets), within
-    ``share`` of the time left."""
-    used = time.perf_counter() - start
-    left = presets.ILS_TIME_SHARE * used
-    if time_limit is not None:
-        left = min(left, time_limit - reserve - used, share * (time_limit - reserve) - used)
+    ``share`` of ``clock``'s usable time."""
+    left = presets.ILS_TIME_SHARE * clock.elapsed()
+    if clock.limit is not None:
+        left = min(left, clock.left(), clock.left(share))
     if left <= 0:
         return best
     depth = 10
-    if time_limit is not None:
+    if clock.limit is not None:
         if is_dense(graph) and search_stretch(graph, machine, "nc") > budget.STRETCH_SHARE * left:
             return best  # one search pass could not stop in time (see map_once)
-        depth = search_depth(graph, depth, max(1000, int(budget.BALL_ARCS_PER_SECOND * time_limit)),
-                             seed=seed)
+        depth = search_depth(graph, depth,
+                             max(1000, int(budget.BALL_ARCS_PER_SECOND * clock.limit)), seed=seed)
     if progress:
         progress(f"iterated local search (up to {recipe.rounds} rounds, stopped earlier by "
                  f"its work bound or {presets.STRONG_PATIENCE} idle rounds)")
@@ -109,8 +106,7 @@ def iterated_pass(graph: CommGraph, machine: Machine, best: MappingResult,
     if stats.improvements == 0:
         return best
     # the search stopping at its own share of the time is by design, not the limit
-    return improved(graph, machine, best, pe, start, time_limit is not None
-                    and time.perf_counter() - start >= time_limit - reserve)
+    return improved(graph, machine, best, pe, clock.start, clock.spent())
 
 
 def improved(graph: CommGraph, machine: Machine, best: MappingResult, pe: np.ndarray,
