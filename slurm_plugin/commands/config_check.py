@@ -231,11 +231,7 @@ def launcher_warnings(config: Config) -> list[str]:
     """What a supported launcher family would miss on this node: the binder library
     (cores for every family), rankmap-prterun (Open MPI 5), rankmap-hydra-srun (Hydra),
     each usable by the job's users."""
-    from ..common.launcher_support import (
-        default_bind_library,
-        hydra_srun_path,
-        prterun_wrapper_path,
-    )
+    from ..common.launcher_support import default_bind_library, supported_launchers
 
     supported = config.launchers.supported
     needed = []
@@ -243,11 +239,8 @@ def launcher_warnings(config: Config) -> list[str]:
         needed.append((config.launchers.bind_library or default_bind_library(),
                        "the rank binder (cores for every launcher; deploy/install.sh builds "
                        "it)", False))
-    if "openmpi" in supported:
-        needed.append((prterun_wrapper_path(), "rankmap-prterun (Open MPI 5's mpirun)", True))
-    if "hydra" in supported:
-        needed.append((hydra_srun_path(), "rankmap-hydra-srun (MPICH's and Intel MPI's "
-                       "hosts)", True))
+    for launcher in supported_launchers(supported):
+        needed += [(path, what, True) for path, what in launcher.helpers()]
     warnings = []
     for path, what, executable in needed:
         problem = world_access_problem(path, executable=executable)

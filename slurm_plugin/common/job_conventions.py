@@ -141,9 +141,6 @@ INTEL_LAUNCHER_EXEC_VAR = "I_MPI_HYDRA_BOOTSTRAP_EXEC"
 OMPI_PRTERUN_VAR = "OMPI_PRTERUN"
 #: the user's switch for one launch: ``RANKMAP_BIND=off mpirun ./app``
 BIND_SWITCH_VAR = "RANKMAP_BIND"
-#: launcher families the site may support ([launchers] supported): Open MPI's mpirun (4 and
-#: 5), Hydra's mpiexec (MPICH, Intel MPI), srun; the binder knows each by its rank variable
-LAUNCHER_FAMILIES = ("openmpi", "hydra", "srun")
 
 #: Open MPI 4.1 reads rmaps_rank_file_path (alias orte_rankfile); the spelling
 #: without the underscore is exported too for tools that document it (mpirun ignores it)

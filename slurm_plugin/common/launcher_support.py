@@ -1,13 +1,13 @@
-"""What each launcher family gets from a job's placement, in words for the user.
+"""Each launcher family's handover: what it reads, what it is given, what the user is told.
 
-One sentence per family the site supports, built from what the TaskProlog actually
-hands over (so it never says "applied" for a launcher that will ignore the placement):
-Open MPI's mpirun takes host and core from the rankfile (4.1 by its MCA variable, 5.x
-through rankmap-prterun); Hydra (MPICH, Intel MPI) takes hosts from its host file,
-started through rankmap-hydra-srun, and cores from the binder, when every host is on
-one line of the file; srun takes hosts from SLURM_HOSTFILE and cores from
-the binder.
-Standard library only (the TaskProlog imports it)."""
+One :class:`Launcher` per family (:data:`LAUNCHERS`): Open MPI's mpirun takes host and
+core from the rankfile (4.1 by its MCA variable, 5.x through rankmap-prterun); Hydra
+(MPICH, Intel MPI) takes hosts from its host file, started through rankmap-hydra-srun,
+and cores from the binder, when every host is on one line of the file; srun takes hosts
+from SLURM_HOSTFILE and cores from the binder.  The report's sentence is built from the
+same :class:`LauncherOffer` the TaskProlog exports from, so it never says "applied" for a
+launcher that will ignore the placement.  Standard library only (the TaskProlog imports
+it)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,17 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from .job_conventions import (
+    FILE_NAMES,
+    INTEL_HOSTFILE_VARS,
+    INTEL_LAUNCHER_EXEC_VAR,
+    INTEL_LAUNCHER_VARS,
+    MPICH_HOSTFILE_VARS,
+    MPICH_LAUNCHER_VAR,
+    OMPI_PRTERUN_VAR,
+    OMPI_RANKFILE_VARS,
+)
 
 
 @dataclass(frozen=True)
@@ -30,30 +41,128 @@ class LauncherOffer:
     slurm_hostfile_exported: bool
 
 
-def launcher_sentences(offer: LauncherOffer) -> list[str]:
-    """``"FAMILY: what it gets"`` per supported family, in a fixed order."""
-    out = []
-    if "openmpi" in offer.supported:
+class Launcher:
+    """One launcher family: its ``[launchers] supported`` name, the job files it takes
+    the placement from (``reads``, keys of ``job_conventions.FILE_NAMES``), what the
+    TaskProlog gives it (:meth:`exports`), what the report tells the user
+    (:meth:`sentences`) and the programs of this installation it needs
+    (:meth:`helpers`).  The worker, the TaskProlog, the report and ``rankmap config
+    check`` all ask these objects; none repeats a family's rule."""
+
+    family: str = ""
+    reads: tuple[str, ...] = ()
+
+    def sentences(self, offer: LauncherOffer) -> list[str]:
+        raise NotImplementedError
+
+    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+        """``export VAR=value`` lines for a step (``script_step``: the batch script's,
+        where mpirun runs); the binder's lines, common to every family, are not here."""
+        raise NotImplementedError
+
+    def helpers(self) -> list[tuple[str, str]]:
+        """(path, what it is) of the programs this family's handover runs."""
+        return []
+
+
+class OpenMPI(Launcher):
+    """Open MPI's mpirun: host and core from the rankfile, 4.1 by its MCA variable,
+    5.x through rankmap-prterun (slurm_plugin.lifecycle.prterun_wrapper)."""
+
+    family, reads = "openmpi", ("rankfile",)
+
+    def sentences(self, offer: LauncherOffer) -> list[str]:
         if offer.rankfile and offer.prterun_wrapper:
-            out.append("Open MPI mpirun (4.1 and 5): host and core")
-        elif offer.rankfile:
-            out.append("Open MPI mpirun: host and core with 4.1; with 5, type "
-                       "mpirun --map-by rankfile:file=$RANKMAP_RANKFILE")
-        else:
-            out.append("Open MPI mpirun: nothing (no rankfile)")
-    if "hydra" in offer.supported:
+            return ["Open MPI mpirun (4.1 and 5): host and core"]
+        if offer.rankfile:
+            return ["Open MPI mpirun: host and core with 4.1; with 5, type "
+                    "mpirun --map-by rankfile:file=$RANKMAP_RANKFILE"]
+        return ["Open MPI mpirun: nothing (no rankfile)"]
+
+    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+        # in the batch step only: mpirun's daemons' step inherits them from mpirun, so
+        # a script that unsets them leaves no rankfile anywhere in the job
+        if not (script_step and offer.rankfile):
+            return []
+        rankfile = os.path.join(job_dir, FILE_NAMES["rankfile"])
+        lines = [f"export {var}={rankfile}" for var in OMPI_RANKFILE_VARS]
+        if offer.prterun_wrapper:
+            lines.append(f"export {OMPI_PRTERUN_VAR}={prterun_wrapper_path()}")
+        return lines
+
+    def helpers(self) -> list[tuple[str, str]]:
+        return [(prterun_wrapper_path(), "rankmap-prterun (Open MPI 5's mpirun)")]
+
+
+class Hydra(Launcher):
+    """MPICH's mpiexec and Intel MPI's mpirun: hosts from the Hydra host file, started
+    through rankmap-hydra-srun, cores from the binder, when every host is on one line
+    of the file."""
+
+    family, reads = "hydra", ("hydra_hostfile", "bindings")
+
+    def sentences(self, offer: LauncherOffer) -> list[str]:
         what = "host and core" if offer.binder else "host only"
-        for mpi, launcher in (("MPICH", "mpiexec"), ("Intel MPI", "mpirun")):
-            out.append(f"{mpi} {launcher}: {what}" if offer.hydra_hostfile else
-                       f"{mpi} {launcher}: nothing (the placement interleaves hosts, which "
-                       f"{mpi} cannot launch)")
-    if "srun" in offer.supported:
+        return [f"{mpi} {launcher}: {what}" if offer.hydra_hostfile else
+                f"{mpi} {launcher}: nothing (the placement interleaves hosts, which "
+                f"{mpi} cannot launch)"
+                for mpi, launcher in (("MPICH", "mpiexec"), ("Intel MPI", "mpirun"))]
+
+    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+        # a host on several lines (an interleaved placement) starts several proxies per
+        # node: MPICH ran that under Slurm 22.05 but hung under 24.11, and Intel MPI
+        # launched too many ranks; so the offer gives the file only with one line per host
+        if not (script_step and offer.hydra_hostfile):
+            return []
+        hydra, launcher = os.path.join(job_dir, FILE_NAMES["hydra_hostfile"]), hydra_srun_path()
+        lines = [f"export {var}={hydra}" for var in (*MPICH_HOSTFILE_VARS, *INTEL_HOSTFILE_VARS)]
+        lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
+        lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
+        lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
+        return lines
+
+    def helpers(self) -> list[tuple[str, str]]:
+        return [(hydra_srun_path(), "rankmap-hydra-srun (MPICH's and Intel MPI's hosts)")]
+
+
+class Srun(Launcher):
+    """srun: hosts from SLURM_HOSTFILE (exported job-wide where the site says so, else
+    typed by the user), cores from the binder."""
+
+    family, reads = "srun", ("slurm_hostfile", "bindings")
+
+    def sentences(self, offer: LauncherOffer) -> list[str]:
         what = "host and core" if offer.binder else "host only"
         if offer.slurm_hostfile_exported:
-            out.append(f"srun: {what}")
-        else:
-            out.append(f"srun: {what} with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun ...")
-    return out
+            return [f"srun: {what}"]
+        return [f"srun: {what} with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun ..."]
+
+    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+        if not offer.slurm_hostfile_exported:
+            return []
+        return [f"export SLURM_HOSTFILE={os.path.join(job_dir, FILE_NAMES['slurm_hostfile'])}",
+                "export SLURM_DISTRIBUTION=arbitrary"]
+
+
+#: every family, by its ``[launchers] supported`` name, in the report's order
+LAUNCHERS: dict[str, Launcher] = {f.family: f for f in (OpenMPI(), Hydra(), Srun())}
+
+
+def supported_launchers(supported: Sequence[str]) -> list[Launcher]:
+    """The families of ``supported``, in :data:`LAUNCHERS`' order."""
+    return [launcher for name, launcher in LAUNCHERS.items() if name in supported]
+
+
+def launcher_sentences(offer: LauncherOffer) -> list[str]:
+    """``"FAMILY: what it gets"`` per supported family, in a fixed order."""
+    return [line for launcher in supported_launchers(offer.supported)
+            for line in launcher.sentences(offer)]
+
+
+def family_exports(offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+    """Every supported family's own ``export`` lines for a step."""
+    return [line for launcher in supported_launchers(offer.supported)
+            for line in launcher.exports(offer, job_dir, script_step)]
 
 
 def default_bind_library() -> str:

@@ -187,51 +187,19 @@ def job_offer(job_dir: Path, supported: list[str], bind_library: str,
 def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
                      offer: LauncherOffer, bind_library: str) -> list[str]:
     """The variables that hand the placement to each family ``offer`` says gets it
-    (docs/users.md has the table): Open MPI's rankfile variables and the Hydra host file
-    variables in the batch step (where mpirun runs; its daemons' step inherits them from
-    mpirun, so a script that unsets them leaves no rankfile anywhere in the job), with
-    the site's export ``SLURM_HOSTFILE`` in every step, and in every step the binder
-    (LD_PRELOAD, after the user's own preloads) with its bind file."""
-    from ..common.job_conventions import (
-        BIND_FILE_VAR,
-        BIND_LAUNCHERS_VAR,
-        FILE_NAMES,
-        INTEL_HOSTFILE_VARS,
-        INTEL_LAUNCHER_EXEC_VAR,
-        INTEL_LAUNCHER_VARS,
-        MPICH_HOSTFILE_VARS,
-        MPICH_LAUNCHER_VAR,
-        OMPI_PRTERUN_VAR,
-        OMPI_RANKFILE_VARS,
-    )
-    from ..common.launcher_support import hydra_srun_path, prterun_wrapper_path
+    (each family's own lines: :class:`slurm_plugin.common.launcher_support.Launcher`;
+    docs/users.md has the table), and in every step the binder (LD_PRELOAD, after the
+    user's own preloads) with its bind file."""
+    from ..common.job_conventions import BIND_FILE_VAR, BIND_LAUNCHERS_VAR, FILE_NAMES
+    from ..common.launcher_support import family_exports
 
-    lines = []
-    supported = offer.supported
-    if script_step and "openmpi" in supported and offer.rankfile:
-        for var in OMPI_RANKFILE_VARS:
-            lines.append(f"export {var}={job_dir / FILE_NAMES['rankfile']}")
-        if offer.prterun_wrapper:
-            lines.append(f"export {OMPI_PRTERUN_VAR}={prterun_wrapper_path()}")
-    # a host on several lines (an interleaved placement) starts several proxies per node:
-    # MPICH ran that under Slurm 22.05 but hung under 24.11, and Intel MPI launched too
-    # many ranks; so the offer gives both the file only with one line per host
-    if script_step and "hydra" in supported and offer.hydra_hostfile:
-        hydra, launcher = job_dir / FILE_NAMES["hydra_hostfile"], hydra_srun_path()
-        for var in (*MPICH_HOSTFILE_VARS, *INTEL_HOSTFILE_VARS):
-            lines.append(f"export {var}={hydra}")
-        lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
-        lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
-        lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
-    if offer.slurm_hostfile_exported:
-        lines.append(f"export SLURM_HOSTFILE={job_dir / FILE_NAMES['slurm_hostfile']}")
-        lines.append("export SLURM_DISTRIBUTION=arbitrary")
-    if supported and offer.binder:
+    lines = family_exports(offer, str(job_dir), script_step)
+    if offer.supported and offer.binder:
         preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
                    if p != bind_library]
         lines.append(f"export LD_PRELOAD={':'.join([*preload, bind_library])}")
         lines.append(f"export {BIND_FILE_VAR}={job_dir / FILE_NAMES['bindings']}")
-        lines.append(f"export {BIND_LAUNCHERS_VAR}={','.join(supported)}")
+        lines.append(f"export {BIND_LAUNCHERS_VAR}={','.join(offer.supported)}")
     return lines
 
 

@@ -23,11 +23,11 @@ from mapper.errors import RankmapError
 from mapper.solve.algorithm_names import NETWORK_DEFAULT, PRESETS, normalize_algorithm
 
 from ..common.job_conventions import (
-    LAUNCHER_FAMILIES,
     LAUNCHER_FILES,
     OPENMPI_RECORDERS,
     PROFILE_NAME,
 )
+from ..common.launcher_support import LAUNCHERS
 
 DEFAULT_PATH = "/etc/rankmap/rankmap.toml"
 #: a site configuration is a few KiB; anything far larger is not one
@@ -124,9 +124,9 @@ def _user_path(v: Any) -> str:
 def _launcher_list(v: Any) -> list[str]:
     items = _string_list(v)
     for x in items:
-        if x not in LAUNCHER_FAMILIES:
+        if x not in LAUNCHERS:
             raise ValueError(f"unknown launcher family {x!r}; choose from "
-                             f"{', '.join(LAUNCHER_FAMILIES)}")
+                             f"{', '.join(LAUNCHERS)}")
     return items
 
 
@@ -375,7 +375,7 @@ class LaunchersSettings:
     """[launchers]: which launcher families get the placement."""
 
     supported: list[str] = setting(
-        list(LAUNCHER_FAMILIES), _launcher_list,
+        list(LAUNCHERS), _launcher_list,
         "launcher families whose ranks get the placement: openmpi (mpirun of "
         "Open MPI 4 and 5), hydra (mpiexec/mpirun of MPICH and Intel MPI), "
         "srun")

@@ -316,3 +316,29 @@ def test_the_report_the_exports_and_the_batch_line_come_from_one_offer(
     assert ("SLURM_HOSTFILE" in exported) == offer.slurm_hostfile_exported == export_hostfile
     assert ("OMPI_MCA_rmaps_rank_file_path" in exported) == offer.rankfile
     assert ("LD_PRELOAD" in exported) == offer.binder
+
+
+def test_each_family_exports_only_the_files_it_says_it_reads(tmp_path):
+    """A Launcher's ``reads`` is the truth the report and the checks rely on: every job
+    file a family's export lines point at is one of its own, and no other family's
+    lines point at it (the handover of one family does not leak into another's)."""
+    from slurm_plugin.common.job_conventions import FILE_NAMES
+    from slurm_plugin.common.launcher_support import LAUNCHERS, LauncherOffer
+
+    offer = LauncherOffer(supported=tuple(LAUNCHERS), rankfile=True, prterun_wrapper=True,
+                          hydra_hostfile=True, binder=True, slurm_hostfile_exported=True)
+    job_dir = str(tmp_path)
+    pointed = {}
+    for name, launcher in LAUNCHERS.items():
+        lines = launcher.exports(offer, job_dir, script_step=True)
+        assert lines, name
+        files = {key for key, file in FILE_NAMES.items()
+                 if any(line.endswith(os.path.join(job_dir, file)) for line in lines)}
+        assert files and files <= set(launcher.reads), (name, files, launcher.reads)
+        pointed[name] = files
+        assert launcher.sentences(offer), name
+    for a, b in [(a, b) for a in pointed for b in pointed if a < b]:
+        assert not pointed[a] & pointed[b], (a, b)
+    # the batch step only, for the mpirun families: a task step gets no host file
+    assert LAUNCHERS["openmpi"].exports(offer, job_dir, script_step=False) == []
+    assert LAUNCHERS["hydra"].exports(offer, job_dir, script_step=False) == []
