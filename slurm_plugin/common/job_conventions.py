@@ -55,7 +55,9 @@ def valid_job_id(job_id: object) -> bool:
 
 #: what the SPANK plugin's options become in the prolog's environment
 SPANK_PROFILE = "SPANK_RANKMAP_COMM_PROFILE"
-SPANK_MODE = "SPANK_RANKMAP_MODE"
+#: --rankmap=CHOICE (the variable's name predates the job modes; it is kept so that
+#: queued jobs keep their choice across an upgrade)
+SPANK_RANKMAP = "SPANK_RANKMAP_MODE"
 SPANK_TIME = "SPANK_RANKMAP_TIME"
 #: --rankmap-record=NAME: record the job's communication into the user's profile NAME
 SPANK_RECORD = "SPANK_RANKMAP_RECORD"
@@ -84,10 +86,10 @@ OMPI_MONITORING_FILE_VAR = "OMPI_MCA_pml_monitoring_filename"
 #: [record] openmpi: who records an Open MPI program
 OPENMPI_RECORDERS = ("monitoring", "interposer")
 
-#: --rankmap values that are not algorithms (the SPANK plugin's ``modes[]``; a test
-#: compares): ``summa`` arranges a heterogeneous SUMMA's partition
+#: --rankmap values that are not algorithms (the SPANK plugin's ``keywords[]``; a
+#: test compares): ``summa`` arranges a heterogeneous SUMMA's partition
 #: (slurm_plugin.modes.summa_job) instead of mapping a communication graph
-MODES = ("auto", "off", "summa")
+RANKMAP_KEYWORDS = ("auto", "off", "summa")
 SUMMA_MODE = "summa"
 #: --comm-profile of a SUMMA job: ``summa-fpm[:FILE][,size=N]`` (no FILE: equal speeds)
 SUMMA_PROFILE = "summa-fpm"

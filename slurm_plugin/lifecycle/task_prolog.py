@@ -226,9 +226,9 @@ def _is_file(path: Path) -> bool:
 def _asked_for_rankmap(env: dict[str, str]) -> bool:
     """The job gave a rankmap option (tasks see the SPANK options as SLURM_SPANK_*);
     a job that did not is not told about rankmap's configuration."""
-    from ..common.job_conventions import SPANK_MODE, SPANK_PROFILE, SPANK_TIME
+    from ..common.job_conventions import SPANK_PROFILE, SPANK_RANKMAP, SPANK_TIME
 
-    return any(env.get(f"SLURM_{name}") for name in (SPANK_PROFILE, SPANK_MODE, SPANK_TIME))
+    return any(env.get(f"SLURM_{name}") for name in (SPANK_PROFILE, SPANK_RANKMAP, SPANK_TIME))
 
 
 def _escape(text: str) -> str:

@@ -20,8 +20,8 @@ from ..common.job_conventions import (
     GRAPH_MODE,
     MESH_MODE,
     MESH_PREFIX,
-    SPANK_MODE,
     SPANK_PROFILE,
+    SPANK_RANKMAP,
     SPANK_RECORD,
     SPANK_TIME,
     SUMMA_MODE,
@@ -50,7 +50,7 @@ class MappingRequest:
 
 def spank_values(env: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
     """The user's --comm-profile, --rankmap and --rankmap-time as the prolog sees them."""
-    return (env.get(SPANK_PROFILE) or None, env.get(SPANK_MODE) or None,
+    return (env.get(SPANK_PROFILE) or None, env.get(SPANK_RANKMAP) or None,
             env.get(SPANK_TIME) or None)
 
 

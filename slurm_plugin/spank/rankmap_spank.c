@@ -4,8 +4,8 @@
  *   --comm-profile=NAME      communication profile: a store name or a generator spec
  *                            such as stencil3d or stencil3d:4x4x4; summa-fpm[:FILE]
  *                            for --rankmap=summa
- *   --rankmap=auto|off|summa|fast|eco|strong|ALG   mapping mode, a preset, or an
- *                            algorithm such as topdown+n10
+ *   --rankmap=auto|off|summa|fast|eco|strong|ALG   a keyword (summa: the SUMMA job
+ *                            mode), a preset, or an algorithm such as topdown+n10
  *   --rankmap-time=SECONDS   solver time budget (rejected above the site maximum)
  *   --rankmap-record=NAME    record the job's communication into the user's profile NAME
  *                            (a new profile, or one more sample of it); the job is mapped
@@ -36,7 +36,7 @@ SPANK_PLUGIN(rankmap, 1);
 #define MAX_VALUE 200
 
 static char profile[MAX_VALUE + 1];
-static char mode[MAX_VALUE + 1];
+static char choice[MAX_VALUE + 1]; /* --rankmap=CHOICE */
 static char time_budget[64];
 static char record[MAX_VALUE + 1];
 static double max_time = 0.0; /* 0: no site maximum given here */
@@ -48,9 +48,9 @@ static const char *constructions[] = {"identity", "random", "greedy", "greedyall
 /* the presets of mapper/solve/algorithm_names.py PRESETS (case-insensitive); a test compares the lists */
 static const char *presets[] = {"fast", "eco", "strong", NULL};
 
-/* --rankmap values that are not algorithms (slurm_plugin/common/job_conventions.py MODES; a test
- * compares the lists) */
-static const char *modes[] = {"auto", "off", "summa", NULL};
+/* --rankmap values that are not algorithms (slurm_plugin/common/job_conventions.py
+ * RANKMAP_KEYWORDS; a test compares the lists) */
+static const char *keywords[] = {"auto", "off", "summa", NULL};
 
 /* Store names and generator specs; "file:/abs/path" and "summa-fpm:/abs/path" only for
  * a user's own file, which the prolog reads with the user's identity when the site
@@ -95,11 +95,11 @@ static int valid_neighbourhood(const char *s)
     return 0;
 }
 
-static int valid_mode(const char *v)
+static int valid_choice(const char *v)
 {
     char buf[MAX_VALUE + 1];
-    for (int i = 0; modes[i]; i++)
-        if (strcmp(v, modes[i]) == 0)
+    for (int i = 0; keywords[i]; i++)
+        if (strcmp(v, keywords[i]) == 0)
             return 1;
     for (int i = 0; presets[i]; i++)
         if (strcasecmp(v, presets[i]) == 0)
@@ -134,11 +134,11 @@ static int opt_profile(int val, const char *optarg, int remote)
     return ESPANK_SUCCESS;
 }
 
-static int opt_mode(int val, const char *optarg, int remote)
+static int opt_choice(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    if (!optarg || !valid_mode(optarg)) {
+    if (!optarg || !valid_choice(optarg)) {
         slurm_error("rankmap: --rankmap=%s: expected auto, off, summa, a preset (fast, eco, "
                     "strong) or an algorithm "
                     "CONSTRUCTION[+NEIGHBOURHOOD] (identity, random, greedy, greedyallc, "
@@ -147,7 +147,7 @@ static int opt_mode(int val, const char *optarg, int remote)
                     optarg ? optarg : "");
         return ESPANK_BAD_ARG;
     }
-    strcpy(mode, optarg);
+    strcpy(choice, optarg);
     return ESPANK_SUCCESS;
 }
 
@@ -210,8 +210,8 @@ static struct spank_option rankmap_options[] = {
      "rankmap: communication profile (store name or generator, e.g. stencil3d; "
      "summa-fpm[:FILE] with --rankmap=summa)", 1, 0,
      (spank_opt_cb_f)opt_profile},
-    {"rankmap", "MODE", "rankmap: auto, off, summa, fast, eco, strong, or an algorithm such as topdown+n10", 1, 0,
-     (spank_opt_cb_f)opt_mode},
+    {"rankmap", "CHOICE", "rankmap: auto, off, summa, fast, eco, strong, or an algorithm such as topdown+n10", 1, 0,
+     (spank_opt_cb_f)opt_choice},
     {"rankmap-time", "SECONDS", "rankmap: solver time budget (capped by the site)", 1, 0,
      (spank_opt_cb_f)opt_time},
     {"rankmap-record", "NAME",
@@ -246,8 +246,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return 0;
     if (profile[0])
         spank_job_control_setenv(sp, "RANKMAP_COMM_PROFILE", profile, 1);
-    if (mode[0])
-        spank_job_control_setenv(sp, "RANKMAP_MODE", mode, 1);
+    /* the variable keeps its first name: queued jobs carry it across an upgrade */
+    if (choice[0])
+        spank_job_control_setenv(sp, "RANKMAP_MODE", choice, 1);
     if (time_budget[0])
         spank_job_control_setenv(sp, "RANKMAP_TIME", time_budget, 1);
     if (record[0])

@@ -161,7 +161,7 @@ srun -n 8 bash -c 'echo "TASK $SLURM_PROCID $(hostname)"'
 def test_spank_options_are_listed_and_checked_at_submission(slurm_cluster):
     c = slurm_cluster
     help_run = c.run(["sbatch", "--help"])
-    for option in ("--comm-profile=NAME", "--rankmap=MODE", "--rankmap-time=SECONDS"):
+    for option in ("--comm-profile=NAME", "--rankmap=CHOICE", "--rankmap-time=SECONDS"):
         assert help_run.stdout.count(option) == 1, help_run.stdout
     # each option registered once: no "provided by both" warning in every slurmd start,
     # batch step and srun

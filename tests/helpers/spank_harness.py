@@ -1,5 +1,5 @@
 """The SPANK plugin's option checks (slurm_plugin/spank/rankmap_spank.c), compiled into a
-small program with stand-ins for the Slurm calls: ``valid_mode`` and ``valid_profile``
+small program with stand-ins for the Slurm calls: ``valid_choice`` and ``valid_profile``
 exactly as sbatch runs them."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ void slurm_error(const char *fmt, ...) { (void)fmt; }
 int main(int argc, char **argv)
 {
     for (int i = 2; i < argc; i++)
-        printf("%d\n", argv[1][0] == 'm'   ? valid_mode(argv[i])
+        printf("%d\n", argv[1][0] == 'c'   ? valid_choice(argv[i])
                        : argv[1][0] == 'n' ? valid_name(argv[i])
                                            : valid_profile(argv[i]));
     return 0;
@@ -39,7 +39,7 @@ needs_cc = pytest.mark.skipif(
 
 
 def spank_checker(tmp_path: Path):
-    """``check(kind, values) -> [bool]``: kind "mode" (``--rankmap``), "profile"
+    """``check(kind, values) -> [bool]``: kind "choice" (``--rankmap``), "profile"
     (``--comm-profile``) or "name" (``--rankmap-record``), each value accepted or not by
     the compiled plugin code."""
     (tmp_path / "h.c").write_text(HARNESS)

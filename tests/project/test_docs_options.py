@@ -36,8 +36,8 @@ from mapper.io.mesh_file import write_mesh_metis
 from slurm_plugin.common.job_conventions import (
     MESH_MODE,
     MESH_PREFIX,
-    SPANK_MODE,
     SPANK_PROFILE,
+    SPANK_RANKMAP,
     SPANK_TIME,
     SUMMA_MODE,
 )
@@ -59,7 +59,7 @@ ROOT = REPO
 README = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 #: SPANK option → the prolog's variable for it
-SPANK_VARS = {"--comm-profile": SPANK_PROFILE, "--rankmap": SPANK_MODE,
+SPANK_VARS = {"--comm-profile": SPANK_PROFILE, "--rankmap": SPANK_RANKMAP,
               "--rankmap-time": SPANK_TIME}
 _OPTION = re.compile(r"(--comm-profile|--rankmap-time|--rankmap)=(\S+)")
 _FENCE = re.compile(r"^```.*?^```", re.M | re.S)
@@ -185,7 +185,7 @@ def concrete_jobs(job: tuple[tuple[str, str], ...], values: dict[str, list[str]]
 def with_companion(spank: dict[str, str]) -> dict[str, str]:
     """A documented ``--rankmap`` or ``--rankmap-time`` alone asks for nothing: the job
     also gives a profile (``summa`` needs none, its default is ``summa-fpm``)."""
-    if SPANK_PROFILE not in spank and spank.get(SPANK_MODE) not in ("summa", "off"):
+    if SPANK_PROFILE not in spank and spank.get(SPANK_RANKMAP) not in ("summa", "off"):
         return {**spank, SPANK_PROFILE: "ring"}
     return spank
 
@@ -248,7 +248,7 @@ def test_every_documented_form_is_requested_and_computed(job, site, monkeypatch)
         spank = with_companion(spank)
         request, record = run_job(tmp_path, store, spank, number, monkeypatch)
         what = f"{job_id(job)} as {spank}"
-        if spank.get(SPANK_MODE) == "off":  # documented: leaves the job alone
+        if spank.get(SPANK_RANKMAP) == "off":  # documented: leaves the job alone
             assert request is None, what
             continue
         assert request is not None and record is not None, what
@@ -275,11 +275,11 @@ def test_the_spank_plugin_accepts_every_documented_form(site):
     for job in JOBS:
         for spank in concrete_jobs(job, values):
             profiles.add(spank.get(SPANK_PROFILE))
-            modes.add(spank.get(SPANK_MODE))
+            modes.add(spank.get(SPANK_RANKMAP))
     profiles, modes = sorted(profiles - {None}), sorted(modes - {None})
     assert dict(zip(profiles, check("profile", profiles), strict=True)) == \
         dict.fromkeys(profiles, True)
-    assert dict(zip(modes, check("mode", modes), strict=True)) == dict.fromkeys(modes, True)
+    assert dict(zip(modes, check("choice", modes), strict=True)) == dict.fromkeys(modes, True)
 
 
 def test_the_forms_include_the_summa_spellings():

@@ -267,7 +267,7 @@ def test_map_cli_preset(tmp_path, capsys):
 @needs_cc
 def test_the_c_plugin_accepts_presets(tmp_path):
     check = spank_checker(tmp_path)
-    assert check("mode", ["strong", "Eco", "fast", "strong+n2", "faster"]) == \
+    assert check("choice", ["strong", "Eco", "fast", "strong+n2", "faster"]) == \
         [True, True, True, False, False]
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from mapper.io.summa_files import SummaFileError, parse_speeds, read_arrangement
-from slurm_plugin.common.job_conventions import EXPORTS, FILE_NAMES, MODES, SUMMA_MODE
+from slurm_plugin.common.job_conventions import EXPORTS, FILE_NAMES, RANKMAP_KEYWORDS, SUMMA_MODE
 from slurm_plugin.lifecycle import prolog
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.machine.distribution import parse_distribution
@@ -474,15 +474,15 @@ def test_prolog_logs_the_fallback_and_exits_zero(job, monkeypatch, restore_prolo
 
 # -- SPANK -----------------------------------------------------------------------------------
 
-def test_the_c_plugin_knows_the_same_modes():
-    listed = re.search(r"modes\[\] = \{([^}]*)\}", SPANK_C.read_text()).group(1)
-    assert tuple(re.findall(r'"([a-z]+)"', listed)) == MODES
+def test_the_c_plugin_knows_the_same_rankmap_keywords():
+    listed = re.search(r"keywords\[\] = \{([^}]*)\}", SPANK_C.read_text()).group(1)
+    assert tuple(re.findall(r'"([a-z]+)"', listed)) == RANKMAP_KEYWORDS
 
 
 @needs_cc
 def test_the_c_plugin_accepts_summa_and_summa_fpm_files(tmp_path):
     check = spank_checker(tmp_path)
-    assert check("mode", ["summa", "auto", "off", "topdown+n10", "SUMMA", "summa+n2"]) == \
+    assert check("choice", ["summa", "auto", "off", "topdown+n10", "SUMMA", "summa+n2"]) == \
         [True, True, True, True, False, False]
     assert check("profile", ["summa-fpm", "summa-fpm:/home/u/s.txt",
                              "summa-fpm:/home/u/s.txt,size=8192", "summa-fpm:fast",
