@@ -139,6 +139,9 @@ MPICH_LAUNCHER_VAR = "HYDRA_LAUNCHER_EXEC"
 INTEL_HOSTFILE_VARS = ("I_MPI_HYDRA_HOST_FILE",)
 INTEL_LAUNCHER_VARS = {"I_MPI_HYDRA_BOOTSTRAP": "slurm"}
 INTEL_LAUNCHER_EXEC_VAR = "I_MPI_HYDRA_BOOTSTRAP_EXEC"
+#: the batch step's srun host file: the SPANK plugin makes it SLURM_HOSTFILE for a plain
+#: srun of the job's size (slurm_plugin/spank/rankmap_spank.c reads this name)
+SRUN_HOSTFILE_VAR = "RANKMAP_SRUN_HOSTFILE"
 #: Open MPI 5's mpirun runs the prterun this names (slurm_plugin.lifecycle.prterun_wrapper)
 OMPI_PRTERUN_VAR = "OMPI_PRTERUN"
 #: the user's switch for one launch: ``RANKMAP_BIND=off mpirun ./app``

@@ -25,6 +25,7 @@ from .job_conventions import (
     MPICH_LAUNCHER_VAR,
     OMPI_PRTERUN_VAR,
     OMPI_RANKFILE_VARS,
+    SRUN_HOSTFILE_VAR,
 )
 
 
@@ -38,7 +39,8 @@ class LauncherOffer:
     prterun_wrapper: bool
     hydra_hostfile: bool  # MPICH's and Intel MPI's, with rankmap-hydra-srun
     binder: bool
-    slurm_hostfile_exported: bool
+    slurm_hostfile_exported: bool  # the site's switch: SLURM_HOSTFILE in every step
+    slurm_hostfile: bool = False  # the file exists: a plain srun gets it (SPANK plugin)
 
 
 class Launcher:
@@ -126,8 +128,11 @@ class Hydra(Launcher):
 
 
 class Srun(Launcher):
-    """srun: hosts from SLURM_HOSTFILE (exported job-wide where the site says so, else
-    typed by the user), cores from the binder."""
+    """srun: hosts from SLURM_HOSTFILE, cores from the binder.  The TaskProlog names the
+    file in the batch step (:data:`~slurm_plugin.common.job_conventions.SRUN_HOSTFILE_VAR`)
+    and the SPANK plugin, in srun, makes it SLURM_HOSTFILE for a plain step of the job's
+    size only (slurm_plugin/spank/rankmap_spank.c, ``plain_step``); where the site
+    exports SLURM_HOSTFILE job-wide instead, every step gets it."""
 
     family, reads = "srun", ("slurm_hostfile", "bindings")
 
@@ -135,13 +140,18 @@ class Srun(Launcher):
         what = "host and core" if offer.binder else "host only"
         if offer.slurm_hostfile_exported:
             return [f"srun: {what}"]
-        return [f"srun: {what} with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun ..."]
+        if offer.slurm_hostfile:
+            return [f"srun: {what} for srun of the job's task count (with -n of another "
+                    f"size, -N, -w or -m it keeps Slurm's placement)"]
+        return ["srun: nothing (no host file)"]
 
     def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
-        if not offer.slurm_hostfile_exported:
-            return []
-        return [f"export SLURM_HOSTFILE={os.path.join(job_dir, FILE_NAMES['slurm_hostfile'])}",
-                "export SLURM_DISTRIBUTION=arbitrary"]
+        hostfile = os.path.join(job_dir, FILE_NAMES["slurm_hostfile"])
+        if offer.slurm_hostfile_exported:
+            return [f"export SLURM_HOSTFILE={hostfile}", "export SLURM_DISTRIBUTION=arbitrary"]
+        if script_step and offer.slurm_hostfile:
+            return [f"export {SRUN_HOSTFILE_VAR}={hostfile}"]
+        return []
 
 
 #: every family, by its ``[launchers] supported`` name, in the report's order
@@ -203,4 +213,5 @@ def planned_offer(supported: Sequence[str], files: Mapping[str, str], bind_libra
         hydra_hostfile=one_line_per_host(hydra_hosts(files.get("hydra_hostfile", "")))
         and os.path.isfile(hydra_srun),
         binder="bindings" in files and bool(bind_library) and os.path.isfile(bind_library),
-        slurm_hostfile_exported=export_slurm_hostfile and "slurm_hostfile" in files)
+        slurm_hostfile_exported=export_slurm_hostfile and "slurm_hostfile" in files,
+        slurm_hostfile="slurm_hostfile" in files)

@@ -19,12 +19,21 @@
  * profile file and "summa-fpm:/PATH" a user's own speeds file; "/" is accepted only
  * there, ".." nowhere.
  *
+ * In srun (local context) it also gives a plain `srun ./app` the job's placement: when
+ * the TaskProlog exported RANKMAP_SRUN_HOSTFILE (a mapped job whose site supports srun)
+ * and srun's own command line asks for the job's task count with no option that picks
+ * nodes, tasks or their layout, slurm_spank_init sets SLURM_HOSTFILE to that file before
+ * srun reads its environment (srun then distributes the tasks as listed, "arbitrary").
+ * Every other srun -- another size, -N, -w, the daemon launches of Open MPI and Hydra,
+ * RANKMAP_BIND=off, a SLURM_HOSTFILE of the user's -- is left as it is.
+ *
  * plugstack.conf:  optional /usr/lib/x86_64-linux-gnu/slurm/rankmap_spank.so [max_time=60]
  * Build against the running Slurm's headers (SPANK plugins are tied to a Slurm major
  * release): see Makefile.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -219,6 +228,192 @@ static struct spank_option rankmap_options[] = {
      "jobs name with --comm-profile", 1, 0, (spank_opt_cb_f)opt_record},
     SPANK_OPTIONS_TABLE_END};
 
+/* ---- a plain srun gets the job's placement ------------------------------------------ */
+
+/* srun's long options that take a required argument (Slurm 25.11 src/common/slurm_opt.c;
+ * a test compares the list with the running srun's --help), so that "--mpi pmix" is not
+ * mistaken for the program. */
+static const char *srun_long_with_arg[] = {
+    "accel-bind", "account", "acctg-freq", "bcast-exclude", "begin", "chdir", "cluster",
+    "cluster-constraint", "clusters", "comment", "constraint", "container", "container-id",
+    "context", "core-spec", "cores-per-socket", "cpu-bind", "cpu-freq", "cpus-per-gpu",
+    "cpus-per-task", "deadline", "delay-boot", "dependency", "distribution", "epilog",
+    "error", "exclude", "export", "extra", "extra-node-info", "gid", "gpu-bind", "gpu-freq",
+    "gpus", "gpus-per-node", "gpus-per-socket", "gpus-per-task", "gres", "gres-flags",
+    "het-group", "hint", "input", "job-name", "jobid", "licenses", "mail-type", "mail-user",
+    "mcs-label", "mem", "mem-bind", "mem-per-cpu", "mem-per-gpu", "mincpus", "mpi",
+    "msg-timeout", "network", "nodefile", "nodelist", "nodes", "ntasks", "ntasks-per-core",
+    "ntasks-per-gpu", "ntasks-per-node", "ntasks-per-socket", "ntasks-per-tres",
+    "open-mode", "output", "pack-group", "partition", "prefer", "priority", "profile",
+    "prolog", "qos", "relative", "reservation", "resources", "segment", "signal",
+    "slurmd-debug", "sockets-per-node", "switches", "task-epilog", "task-prolog",
+    "tasks-per-node", "thread-spec", "threads", "threads-per-core", "time", "time-min",
+    "tmp", "tres-bind", "tres-per-task", "uid", "wait", "wckey", NULL};
+
+/* srun's short options that take an argument (idem) */
+static const char srun_short_with_arg[] = "ABCDFGJLMNSTWabcdeimnopqrtwx";
+
+/* options that choose the step's nodes, tasks or their layout: such a step is the user's
+ * own (or a launcher daemon's) and keeps srun's placement */
+static const char *srun_layout_long[] = {
+    "nodes", "nodelist", "exclude", "nodefile", "distribution", "relative",
+    "ntasks-per-node", "ntasks-per-socket", "ntasks-per-core", "ntasks-per-gpu",
+    "ntasks-per-tres", "tasks-per-node", "cpus-per-task", "het-group", "pack-group",
+    "jobid", "no-allocate", "extra-node-info", "sockets-per-node", "cores-per-socket",
+    "threads-per-core", "spread-job", "use-min-nodes", "multi-prog", NULL};
+static const char srun_layout_short[] = "NwxFmrcBZ";
+
+static int in_list(const char *name, const char **list)
+{
+    for (int i = 0; list[i]; i++)
+        if (strcmp(name, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* getopt_long takes any unambiguous prefix of a long option: the full name, or NULL
+ * when the prefix names none or several (the caller then leaves the step alone) */
+static const char *long_option(const char *given, size_t len)
+{
+    static const char *no_arg[] = {"label", "kill-on-bad-exit", "unbuffered", "quiet",
+                                   "verbose", "overlap", "exact", "exclusive", "overcommit",
+                                   "no-kill", "wait-all-nodes", "disable-status",
+                                   "preserve-env", "pty", "quit-on-interrupt",
+                                   "test-only", "immediate", "oversubscribe", "hold",
+                                   "contiguous", "reboot", "send-libs", "help", "usage",
+                                   "version", "x11", "propagate", "external-launcher",
+                                   "mpi-combine", "oom-kill-step", "bcast", "compress",
+                                   NULL};
+    const char **lists[] = {srun_long_with_arg, srun_layout_long, no_arg};
+    const char *found = NULL;
+    for (int l = 0; l < 3; l++)
+        for (int i = 0; lists[l][i]; i++) {
+            const char *name = lists[l][i];
+            if (strncmp(name, given, len) != 0)
+                continue;
+            if (strlen(name) == len)
+                return name;
+            if (found && strcmp(found, name) != 0)
+                found = "";  /* ambiguous */
+            else if (!found)
+                found = name;
+        }
+    return (found && found[0]) ? found : NULL;
+}
+
+/* Whether srun's own arguments (argv[1..argc-1], up to its program) run a step rankmap
+ * places: the task count is ``job_tasks`` (given by -n/--ntasks, else the job's
+ * SLURM_NTASKS, ``env_tasks``), and no option picks the step's nodes, tasks or layout.
+ * An option it cannot read (an unknown or ambiguous name) leaves the step alone. */
+static int plain_step(int argc, char **argv, long job_tasks, long env_tasks)
+{
+    long tasks = env_tasks;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, ":") == 0)
+            return 0;  /* a heterogeneous step */
+        if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0')
+            break;  /* the program */
+        if (a[1] == '-') {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            const char *name = long_option(a + 2, len);
+            if (!name)
+                return 0;
+            const char *value = eq ? eq + 1 : NULL;
+            if (!eq && in_list(name, srun_long_with_arg))
+                value = (i + 1 < argc) ? argv[++i] : NULL;
+            if (strcmp(name, "ntasks") == 0) {
+                char *end;
+                tasks = value ? strtol(value, &end, 10) : -1;
+                if (!value || *end)
+                    return 0;
+            } else if (in_list(name, srun_layout_long)) {
+                return 0;
+            }
+            continue;
+        }
+        for (const char *c = a + 1; *c; c++) {
+            if (strchr(srun_layout_short, *c))
+                return 0;
+            if (!strchr(srun_short_with_arg, *c))
+                continue;
+            const char *value = c[1] ? c + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (*c == 'n') {
+                char *end;
+                tasks = value ? strtol(value, &end, 10) : -1;
+                if (!value || *end)
+                    return 0;
+            }
+            break;  /* the rest of the word was the argument */
+        }
+    }
+    return tasks > 0 && tasks == job_tasks;
+}
+
+/* the host file's lines: one per task */
+static long hostfile_tasks(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long lines = 0;
+    int c, last = '\n';
+    while ((c = fgetc(f)) != EOF) {
+        if (c == '\n' && last != '\n')
+            lines++;
+        last = c;
+    }
+    if (last != '\n')
+        lines++;
+    fclose(f);
+    return lines;
+}
+
+/* srun's own command line, from /proc/self/cmdline (a SPANK plugin is given only its
+ * plugstack.conf arguments); argv points into buf */
+static int own_argv(char *buf, size_t size, char **argv, int max)
+{
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, size - 1, f);
+    int full = feof(f);
+    fclose(f);
+    if (!full)
+        return 0;  /* longer than the buffer: not read */
+    buf[n] = '\0';
+    int argc = 0;
+    for (size_t i = 0; i < n && argc < max; i += strlen(buf + i) + 1)
+        argv[argc++] = buf + i;
+    return argc < max ? argc : 0;
+}
+
+/* In srun: SLURM_HOSTFILE for a plain step of a mapped job (see the top of the file). */
+static void place_plain_step(void)
+{
+    /* "SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun", the line of earlier releases, in a job
+     * rankmap did not map: an empty SLURM_HOSTFILE, which srun would take as a file
+     * named "" ("Hostlist is empty!"); it never means anything else */
+    const char *given = getenv("SLURM_HOSTFILE");
+    if (given && !given[0])
+        unsetenv("SLURM_HOSTFILE");
+    const char *hostfile = getenv("RANKMAP_SRUN_HOSTFILE");
+    const char *off = getenv("RANKMAP_BIND");
+    if (!hostfile || hostfile[0] != '/' || getenv("SLURM_HOSTFILE") ||
+        getenv("SLURM_STEP_ID") || (off && strcmp(off, "off") == 0))
+        return;
+    static char buf[1 << 16];
+    static char *argv[1024];
+    int argc = own_argv(buf, sizeof(buf), argv, 1024);
+    const char *ntasks = getenv("SLURM_NTASKS");
+    long env_tasks = ntasks ? strtol(ntasks, NULL, 10) : -1;
+    if (argc < 1 || !plain_step(argc, argv, hostfile_tasks(hostfile), env_tasks))
+        return;
+    if (setenv("SLURM_HOSTFILE", hostfile, 1) == 0)
+        setenv("SLURM_DISTRIBUTION", "arbitrary", 1);
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
     for (int i = 0; i < ac; i++) {
@@ -234,6 +429,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
             return -1;
         }
     }
+    /* before srun reads SLURM_HOSTFILE (src/srun/opt.c _opt_env, after spank_init) */
+    if (spank_context() == S_CTX_LOCAL)
+        place_plain_step();
     return 0;
 }
 

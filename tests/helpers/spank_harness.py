@@ -25,6 +25,17 @@ spank_err_t spank_job_control_setenv(spank_t sp, const char *n, const char *v, i
 void slurm_error(const char *fmt, ...) { (void)fmt; }
 int main(int argc, char **argv)
 {
+    if (argv[1][0] == 's') {  /* step JOB_TASKS ENV_TASKS "srun -n 4 ./app" ... */
+        for (int i = 4; i < argc; i++) {
+            char *words[256], *save = NULL;
+            int n = 0;
+            for (char *w = strtok_r(argv[i], " ", &save); w && n < 256;
+                 w = strtok_r(NULL, " ", &save))
+                words[n++] = w;
+            printf("%d\n", plain_step(n, words, atol(argv[2]), atol(argv[3])));
+        }
+        return 0;
+    }
     for (int i = 2; i < argc; i++)
         printf("%d\n", argv[1][0] == 'c'   ? valid_choice(argv[i])
                        : argv[1][0] == 'n' ? valid_name(argv[i])
@@ -41,7 +52,9 @@ needs_cc = pytest.mark.skipif(
 def spank_checker(tmp_path: Path):
     """``check(kind, values) -> [bool]``: kind "choice" (``--rankmap``), "profile"
     (``--comm-profile``) or "name" (``--rankmap-record``), each value accepted or not by
-    the compiled plugin code."""
+    the compiled plugin code; kind "step" with values ``JOB_TASKS, ENV_TASKS, "srun ..."
+    ...``: whether each srun command line is a plain step of the job
+    (``plain_step``)."""
     (tmp_path / "h.c").write_text(HARNESS)
     subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
                     str(tmp_path / "h.c")], check=True)
@@ -50,4 +63,5 @@ def spank_checker(tmp_path: Path):
         out = subprocess.run([str(tmp_path / "h"), kind, *values], capture_output=True,
                              text=True, check=True).stdout.split()
         return [v == "1" for v in out]
+    check.binary = tmp_path / "h"
     return check

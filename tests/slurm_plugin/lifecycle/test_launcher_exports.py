@@ -76,6 +76,7 @@ def job(tmp_path):
         with create_job_dir(out, "600", USER, USER) as jd:
             jd.write({"rankfile": "rank 0=n1 slot=0:0\nrank 1=n1 slot=0:1\n",
                       "bindings": "rankmap-bind 1 2 20\n", "hydra_hostfile": hydra,
+                      "slurm_hostfile": "n1\nn1\n",
                       "report_json": json.dumps({"job_id": "600", "applied": True, "n": 2})})
         return {"SLURM_JOB_ID": "600", "RANKMAP_CONFIG": str(cfg),
                 "LD_PRELOAD": "/usr/lib/libmine.so"}
@@ -162,20 +163,22 @@ def test_rankmap_prterun_finds_the_prterun_of_the_calling_open_mpi(tmp_path):
 
 @root_only
 def test_the_batch_step_says_what_each_launcher_gets(job):
-    _, _, make = job
+    job_dir, _, make = job
     env = make('["openmpi", "hydra", "srun"]', hydra="n1:1\nn2:1\nn1:1\n")
     lines = as_user(USER, lambda: exports(env))
     said = [line for line in lines if line.startswith("print rankmap: launchers: ")]
     assert len(said) == 1, lines
     assert "Intel MPI mpirun: nothing (the placement interleaves hosts" in said[0]
-    assert "srun: host and core with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun" in said[0]
+    assert "srun: host and core for srun of the job's task count" in said[0]
     wrapper = user_sees(Path(sys.prefix) / "bin" / "rankmap-prterun")
     assert ("Open MPI mpirun (4.1 and 5): host and core" in said[0]) == wrapper
     env = make('["srun"]')
     lines = as_user(USER, lambda: exports(env))
     said = [line for line in lines if line.startswith("print rankmap: launchers: ")]
-    assert said == ["print rankmap: launchers: srun: host and core with "
-                    "SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun ..."], lines
+    assert said == ["print rankmap: launchers: srun: host and core for srun of the job's "
+                    "task count (with -n of another size, -N, -w or -m it keeps Slurm's "
+                    "placement)"], lines
+    assert f"export RANKMAP_SRUN_HOSTFILE={job_dir / 'slurm_hostfile'}" in lines
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -227,7 +230,7 @@ def test_the_report_says_what_each_supported_launcher_gets(tmp_path):
     said = json.loads(out.report_json)["launchers"]
     assert said[2] == ("Intel MPI mpirun: nothing (the placement interleaves hosts, which "
                        "Intel MPI cannot launch)")
-    assert said[3] == "srun: host and core with SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun ..."
+    assert said[3].startswith("srun: host and core for srun of the job's task count")
     assert said[0].startswith("Open MPI mpirun")
     assert out.report_text.startswith("rankmap * topdown\n\nLaunchers:\n")
     assert all(f"  {line}\n" in out.report_text for line in said)

@@ -1,0 +1,107 @@
+"""Which srun steps the SPANK plugin gives the job's host file (``plain_step`` in
+slurm_plugin/spank/rankmap_spank.c, compiled with stand-ins for Slurm's calls): a step of
+the job's task count with no option that picks nodes, tasks or their layout; never a
+launcher's daemon launch, another size, or a line it cannot read.  The real jobs are in
+tests/e2e/test_plain_srun.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from slurm_plugin.common.job_conventions import SRUN_HOSTFILE_VAR
+from tests.helpers.spank_harness import SPANK_C, needs_cc, spank_checker
+
+#: the job has 6 tasks (its host file's lines); SLURM_NTASKS in the batch step says 6
+PLACED = [
+    "srun ./app",
+    "srun --mpi=pmix ./app",
+    "srun --mpi pmix ./app -n 2 -N 3",  # the program's own arguments are not srun's
+    "srun -n 6 ./app",
+    "srun -n6 ./app",
+    "srun --ntasks=6 ./app",
+    "srun --ntasks 6 ./app",
+    "srun --kill-on-bad ./app",  # getopt_long takes an unambiguous prefix
+    "srun -l -K --cpu-bind=none -o out.%t ./app",
+    "srun -lK ./app",
+    "srun --label --kill-on-bad-exit --overlap ./app",
+    "srun -J name -t 5 ./app",
+    "srun --export=ALL,FOO=1 ./app",
+    "srun -- ./app",
+]
+LEFT_ALONE = [
+    "srun -n 2 ./app",
+    "srun -n2 ./app",
+    "srun --ntasks=3 ./app",
+    "srun -ln2 ./app",
+    "srun -N 2 ./app",
+    "srun -N2 -n6 ./app",
+    "srun --nodes=3 ./app",
+    "srun -w n1,n2 ./app",
+    "srun --nodelist=n1 ./app",
+    "srun -x n3 ./app",
+    "srun -m cyclic ./app",
+    "srun --distribution=block:block ./app",
+    "srun -r 1 ./app",
+    "srun -c 2 ./app",
+    "srun --ntasks-per-node=2 ./app",
+    "srun --multi-prog conf",
+    "srun -n 3 ./a : -n 3 ./b",
+    "srun --no-such-option ./app",
+    "srun --n ./app",  # ambiguous prefix: --nodes, --ntasks, ...
+    "srun -n x ./app",
+    # the daemon launches: Open MPI 4.1's orted (plm/slurm), PRRTE's prted (Open MPI 5),
+    # Hydra's proxies (MPICH, Intel MPI)
+    "srun --ntasks-per-node=1 --kill-on-bad-exit --cpu-bind=none --nodes=3 "
+    "--nodelist=n1,n2,n3 --ntasks=3 orted -mca ess slurm",
+    "srun --ntasks-per-node=1 --kill-on-bad-exit --mpi=none --cpu-bind=none "
+    "--external-launcher --nodes=3 --nodelist=n1,n2,n3 --ntasks=3 prted --prtemca ess slurm",
+    "srun -N 3 -n 3 --nodelist n1,n2,n3 --input none /usr/bin/hydra_pmi_proxy --control-port "
+    "n1:3",
+]
+
+
+@needs_cc
+def test_a_plain_step_of_the_jobs_size_gets_the_host_file_and_no_other(tmp_path):
+    check = spank_checker(tmp_path)
+    assert check("step", ["6", "6", *PLACED]) == [True] * len(PLACED)
+    assert check("step", ["6", "6", *LEFT_ALONE]) == [False] * len(LEFT_ALONE)
+
+
+@needs_cc
+def test_without_ntasks_the_jobs_own_count_decides(tmp_path):
+    """srun without -n runs SLURM_NTASKS tasks (the job's, when given at submission): it
+    is placed when that is the host file's length; with no count at all, srun runs one
+    task per node, which the host file does not describe."""
+    check = spank_checker(tmp_path)
+    assert check("step", ["6", "6", "srun ./app"]) == [True]
+    assert check("step", ["6", "4", "srun ./app"]) == [False]
+    assert check("step", ["6", "-1", "srun ./app", "srun -n 6 ./app"]) == [False, True]
+
+
+def _srun_help() -> str | None:
+    import shutil
+
+    if not shutil.which("srun"):
+        return None
+    out = subprocess.run(["srun", "--help"], capture_output=True, text=True, timeout=30)
+    return out.stdout + out.stderr
+
+
+@pytest.mark.skipif(_srun_help() is None, reason="needs srun")
+def test_the_plugins_option_tables_know_every_srun_option_with_an_argument():
+    """Each long option the running srun documents with a required ``=value`` is in the
+    plugin's table (else ``--opt value`` would hide the rest of the line); the table may
+    hold newer releases' options too."""
+    listed = re.search(r"srun_long_with_arg\[\] = \{(.*?)NULL\}", SPANK_C.read_text(), re.S)
+    table = set(re.findall(r'"([a-z0-9_-]+)"', listed.group(1)))
+    documented = set(re.findall(r"--([a-z][a-z0-9-]*)=", _srun_help()))
+    missing = documented - table - {"comm-profile", "rankmap", "rankmap-time",
+                                    "rankmap-record"}
+    assert not missing, sorted(missing)
+
+
+def test_the_plugin_reads_the_variable_the_taskprolog_exports():
+    assert f'getenv("{SRUN_HOSTFILE_VAR}")' in SPANK_C.read_text()
