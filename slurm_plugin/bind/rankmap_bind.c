@@ -8,10 +8,11 @@
  * names (Fortran bindings call the latter), finds the MPI's own with
  * dlsym(RTLD_NEXT, ...) and is linked against no MPI: the interposition Darshan and
  * mpiP use (an MPI loaded privately, as mpi4py does, is found among the loaded objects).
- * Around the real call (before it, so that the MPI's shared-memory segments
- * are touched from the right core, and after it, for MPIs that pin inside MPI_Init)
- * it sets the process's affinity to the cores of its rank.  It only binds when all of
- * these hold, and otherwise leaves the launcher's binding alone:
+ * Around the real call (before it, so that the MPI's shared-memory segments are touched
+ * from the right core, and after it, for MPIs that pin inside MPI_Init) it sets the
+ * affinity of every thread of the process (those started before MPI_Init too) to the
+ * cores of its rank.  It only binds when all of these hold, and otherwise leaves the
+ * launcher's binding alone:
  *
  *   - RANKMAP_BIND is not "off" (or 0/no/false): the user's switch for one step;
  *   - the launcher family (below) is in RANKMAP_BIND_LAUNCHERS, when that is set;
@@ -41,8 +42,10 @@
  * their first hardware thread).  They are turned into the OS's CPU numbers from
  * /sys/devices/system/cpu, every hardware thread of a core included.
  *
- * Messages go to stderr, prefixed "rankmap:": rank 0 says why it did not bind (every
- * rank, with RANKMAP_BIND_VERBOSE=1, also says what it bound).
+ * Messages go to stderr, prefixed "rankmap:": rank 0 says why the launch is not bound;
+ * a reason of one rank's own (its record, its host, its cores) is said by the first rank
+ * of each node that meets one, once per node and launch (first_on_node); with
+ * RANKMAP_BIND_VERBOSE=1 every rank also says what it bound.
  *
  * Build: make -C slurm_plugin/bind OUT=DIR (plain cc; no MPI needed).
  */
@@ -60,7 +63,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../preload/mpi_symbol.h"
@@ -91,6 +97,49 @@ static void say(long rank, int always, const char *fmt, ...)
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     fprintf(stderr, "rankmap: rank %ld: %s\n", rank, text);
+}
+
+/* Whether this is the first rank of this launch on this node to ask: the ranks a
+ * launcher starts on one node share its daemon (orted, prted, hydra_pmi_proxy,
+ * slurmstepd) as parent, and only one process can hold an abstract socket name made of
+ * the user and that parent; it is held until the process ends, and nothing is left
+ * behind.  When the name cannot be tried, every rank answers yes (say rather than
+ * hide). */
+static int first_on_node(void)
+{
+    static int first = -1;
+    if (first >= 0)
+        return first;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return first = 1;
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "rankmap-bind-%ld-%ld",
+                       (long)getuid(), (long)getppid());
+    socklen_t size = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    if (bind(fd, (struct sockaddr *)&addr, size) == 0)
+        return first = 1; /* fd stays open: the name is this process's until it ends */
+    int taken = errno == EADDRINUSE;
+    close(fd);
+    return first = !taken;
+}
+
+/* A reason of this rank's own (its record, its host, its cores): said once per node and
+ * launch, by the first rank there that meets one (first_on_node), rank 0 included, so
+ * that a node whose ranks all meet it prints one line, not one per rank. */
+static void say_rank(long rank, const char *fmt, ...)
+{
+    va_list ap;
+    char text[1024];
+    if (!first_on_node() && !verbose())
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rankmap: rank %ld: %s%s\n", rank, text,
+            verbose() ? "" : " (said once per node: other ranks here may share it)");
 }
 
 static int switched_off(void)
@@ -166,8 +215,8 @@ static const char *hosts_given(const char *family)
     v = getenv("SLURM_DISTRIBUTION");
     return v && !strncmp(v, "arbitrary", 9)
                ? NULL
-               : "srun placed the ranks itself; SLURM_HOSTFILE=$RANKMAP_MACHINEFILE "
-                 "srun ... gives them rankmap's placement";
+               : "srun placed the ranks itself (a step with its own -N, -w, -m or "
+                 "--ntasks-per-node, or of another size, keeps Slurm's placement)";
 }
 
 /* FAMILY is in the comma list of RANKMAP_BIND_LAUNCHERS (the site's supported
@@ -346,7 +395,9 @@ static int slot_cpus(const char *slot, cpu_set_t *set, char *why, size_t whylen)
     return CPU_COUNT(set) > 0;
 }
 
-/* Reads record RANK of the bind file: its host and slot.  0 with a message in WHY. */
+/* Reads record RANK of the bind file: its host and slot (1).  With a message in WHY: 0
+ * when the file or the launch does not fit (every rank meets it), -1 when this rank's
+ * record does not. */
 static int read_record(const char *path, long rank, long size, char *host, size_t hostlen,
                        char *slot, size_t slotlen, char *why, size_t whylen)
 {
@@ -381,13 +432,13 @@ static int read_record(const char *path, long rank, long size, char *host, size_
     close(fd);
     if (n != width || buf[width - 1] != '\n') {
         snprintf(why, whylen, "%s: record %ld is cut short", path, rank);
-        return 0;
+        return -1;
     }
     buf[width - 1] = 0;
     char hostbuf[256], slotbuf[MAX_RECORD];
     if (sscanf(buf, "%ld %255s %4095s", &r, hostbuf, slotbuf) != 3 || r != rank) {
         snprintf(why, whylen, "%s: record %ld is not rank %ld's", path, rank, rank);
-        return 0;
+        return -1;
     }
     snprintf(host, hostlen, "%s", hostbuf);
     snprintf(slot, slotlen, "%s", slotbuf);
@@ -417,6 +468,29 @@ static int on_host(const char *host, char *here, size_t herelen)
     return 0;
 }
 
+/* SET for every thread of the process: sched_setaffinity(0, ...) binds the calling
+ * thread only, and threads started before MPI_Init (an OpenMP runtime's pool, an I/O
+ * library's helper) would keep the launcher's mask.  The calling thread's result is
+ * returned; a thread that ends meanwhile is no error. */
+static int bind_threads(const cpu_set_t *set)
+{
+    int rc = sched_setaffinity(0, sizeof *set, set);
+    int saved = errno;
+    DIR *tasks = rc == 0 ? opendir("/proc/self/task") : NULL;
+    if (tasks) {
+        struct dirent *e;
+        while ((e = readdir(tasks))) {
+            char *end;
+            long tid = strtol(e->d_name, &end, 10);
+            if (e->d_name[0] != '.' && !*end && tid > 0)
+                sched_setaffinity((pid_t)tid, sizeof *set, set);
+        }
+        closedir(tasks);
+    }
+    errno = saved;
+    return rc;
+}
+
 /* Decides once per process whether and where to bind; then (re)applies it. */
 static void bind_rank(void)
 {
@@ -427,8 +501,8 @@ static void bind_rank(void)
 
     if (bound_cpus == 0)
         return;
-    if (bound_cpus > 0) { /* re-assert after the MPI's own initialisation */
-        sched_setaffinity(0, sizeof bound_set, &bound_set);
+    if (bound_cpus > 0) { /* re-assert after the MPI's own initialisation (its threads) */
+        bind_threads(&bound_set);
         return;
     }
     bound_cpus = 0;
@@ -458,23 +532,27 @@ static void bind_rank(void)
         say(rank, 1, "rank %ld outside a world of %ld: not bound", rank, size);
         return;
     }
-    if (!read_record(path, rank, size, host, sizeof host, slot, sizeof slot, why,
-                     sizeof why)) {
-        say(rank, 1, "%s", why);
+    int record = read_record(path, rank, size, host, sizeof host, slot, sizeof slot, why,
+                             sizeof why);
+    if (record <= 0) {  /* the file's or the launch's reason (0), or this rank's (-1) */
+        if (record == 0)
+            say(rank, 1, "%s", why);
+        else
+            say_rank(rank, "%s", why);
         return;
     }
     if (!on_host(host, here, sizeof here)) {
-        say(rank, 1, "runs on %s, the placement put it on %s (the launcher did not take "
-                     "rankmap's host list): not bound", here, host);
+        say_rank(rank, "runs on %s, the placement put it on %s (the launcher did not take "
+                       "rankmap's host list): not bound", here, host);
         return;
     }
     if (!slot_cpus(slot, &bound_set, why, sizeof why)) {
-        say(rank, 1, "slot %.200s on %.200s: %.300s: not bound", slot, host, why);
+        say_rank(rank, "slot %.200s on %.200s: %.300s: not bound", slot, host, why);
         return;
     }
-    if (sched_setaffinity(0, sizeof bound_set, &bound_set) != 0) {
-        say(rank, 1, "binding to slot %.200s on %.200s failed: %s: not bound", slot, host,
-            strerror(errno));
+    if (bind_threads(&bound_set) != 0) {
+        say_rank(rank, "binding to slot %.200s on %.200s failed: %s: not bound", slot, host,
+                 strerror(errno));
         return;
     }
     bound_cpus = CPU_COUNT(&bound_set);
@@ -487,6 +565,163 @@ static void bind_rank(void)
                                          used ? "," : "", c);
         say(rank, 0, "on %s bound to cpus %s (slot %s)", host, list, slot);
     }
+}
+
+/* ---- the launch guard: a launch rankmap does not place gets no host list ----------------
+ *
+ * Open MPI 4.1's mpirun (orterun) reads the rankfile from OMPI_MCA_rmaps_rank_file_path
+ * and Hydra's mpiexec (MPICH, Intel MPI) its host file from HYDRA_HOST_FILE /
+ * I_MPI_HYDRA_HOST_FILE, both exported job-wide by the TaskProlog: by themselves they
+ * would follow rankmap's list in a launch of another size (its first slots) or under
+ * RANKMAP_BIND=off.  This library is preloaded into the launcher too, so before the
+ * launcher's main reads its environment a constructor unsets those variables, and sets
+ * RANKMAP_BIND=off for its ranks, when the launch is not rankmap's: RANKMAP_BIND=off, an
+ * option that places the ranks, several programs (a : b), or a rank count other than the
+ * plan's.  Open MPI 5's mpirun goes through rankmap-prterun, whose rule this is
+ * (slurm_plugin/lifecycle/prterun_wrapper.py; a test runs one table of cases against
+ * both). */
+
+/* options by which the user places the ranks, per family (leading dashes stripped for
+ * Hydra, which takes one or two) */
+static const char *openmpi_placement[] = {
+    "--map-by", "-map-by", "--rankfile", "-rankfile", "-rf", "--host", "-host", "-H",
+    "--hostfile", "-hostfile", "--machinefile", "-machinefile", "--default-hostfile",
+    "--add-host", "--add-hostfile", NULL};
+static const char *openmpi_count[] = {"-np", "--np", "-n", "--n", "-c", NULL};
+static const char *hydra_placement[] = {"f", "hostfile", "machinefile", "machine", "hosts",
+                                        "host", "ppn", "perhost", "rr", "grr", "configfile",
+                                        NULL};
+static const char *hydra_count[] = {"n", "np", NULL};
+
+static int listed(const char *name, size_t len, const char **list)
+{
+    for (int i = 0; list[i]; i++)
+        if (strlen(list[i]) == len && !strncmp(name, list[i], len))
+            return 1;
+    return 0;
+}
+
+/* Why the launch ARGV (the launcher's own arguments, argv[0] excluded) of FAMILY
+ * ("openmpi" or "hydra") is not rankmap's, for a plan of PLANNED ranks (-1: unknown);
+ * NULL when it is.  WHY holds the text. */
+static const char *launch_not_rankmaps(const char *family, int argc, char **argv,
+                                       long planned, char *why, size_t whylen)
+{
+    int hydra = !strcmp(family, "hydra");
+    const char **placement = hydra ? hydra_placement : openmpi_placement;
+    const char **count = hydra ? hydra_count : openmpi_count;
+    const char *who = hydra ? "Hydra" : "Open MPI";
+    if (switched_off()) {
+        snprintf(why, whylen, "RANKMAP_BIND=off: %s places the ranks", who);
+        return why;
+    }
+    long asked = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, ":")) {
+            snprintf(why, whylen, "several programs (a : b): %s places the ranks", who);
+            return why;
+        }
+        if (a[0] != '-')
+            continue;
+        const char *name = hydra ? a + strspn(a, "-") : a;
+        size_t len = strcspn(name, "=");
+        if (listed(name, len, placement)) {
+            snprintf(why, whylen, "the command line places the ranks itself (%.*s): "
+                     "rankmap's hosts not given", (int)(len + (size_t)(name - a)), a);
+            return why;
+        }
+        if (asked < 0 && listed(name, len, count)) {
+            const char *v = name[len] == '=' ? name + len + 1 : (i + 1 < argc ? argv[i + 1] : "");
+            char *end;
+            asked = strtol(v, &end, 10);
+            if (end == v || *end)
+                asked = -2; /* not a number: the launcher will say */
+        }
+    }
+    if (asked >= 0 && planned >= 0 && asked != planned) {
+        snprintf(why, whylen, "this launch asks for %ld ranks and the job's placement has "
+                 "%ld: %s places the ranks", asked, planned, who);
+        return why;
+    }
+    return NULL;
+}
+
+/* The ranks of the plan: the bind file's header; -1 when it cannot be read. */
+static long planned_ranks(void)
+{
+    const char *path = getenv("RANKMAP_BIND_FILE");
+    char buf[65];
+    long version, nranks, width;
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (fd < 0)
+        return -1;
+    ssize_t n = pread(fd, buf, 64, 0);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    return sscanf(buf, "rankmap-bind %ld %ld %ld", &version, &nranks, &width) == 3 ? nranks
+                                                                                 : -1;
+}
+
+/* The launcher family this process is, from its executable: Open MPI 4's orterun (its
+ * mpirun and mpiexec are links to it), Hydra's mpiexec.hydra (MPICH's mpiexec and Intel
+ * MPI's mpirun exec it), or NULL. */
+static const char *launcher_family(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = 0;
+    const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    if (!strcmp(base, "orterun"))
+        return "openmpi";
+    if (!strcmp(base, "mpiexec.hydra"))
+        return "hydra";
+    if (strcmp(base, "mpiexec") && strcmp(base, "mpirun"))
+        return NULL;
+    /* MPICH may install Hydra as plain mpiexec: Hydra's proxy lies beside it */
+    snprintf(exe + (base - exe), sizeof exe - (size_t)(base - exe), "hydra_pmi_proxy");
+    return access(exe, X_OK) == 0 ? "hydra" : NULL;
+}
+
+__attribute__((constructor)) static void guard_launch(void)
+{
+    static const char *openmpi_vars[] = {"OMPI_MCA_rmaps_rank_file_path",
+                                         "OMPI_MCA_rmaps_rankfile_path", NULL};
+    static const char *hydra_vars[] = {"HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE", NULL};
+    if (!getenv("RANKMAP_BIND_FILE"))
+        return; /* not in a job rankmap placed */
+    const char *family = launcher_family();
+    if (!family)
+        return;
+    const char **vars = strcmp(family, "hydra") ? openmpi_vars : hydra_vars;
+    int given = 0;
+    for (int i = 0; vars[i]; i++)
+        given |= getenv(vars[i]) && *getenv(vars[i]);
+    if (!given)
+        return;
+    static char buf[1 << 16];
+    static char *argv[2048];
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    int argc = 0;
+    for (size_t i = 0; i < n && argc < 2048; i += strlen(buf + i) + 1)
+        argv[argc++] = buf + i;
+    char why[512];
+    if (argc < 1 ||
+        !launch_not_rankmaps(family, argc - 1, argv + 1, planned_ranks(), why, sizeof why))
+        return;
+    for (int i = 0; vars[i]; i++)
+        unsetenv(vars[i]);
+    setenv("RANKMAP_BIND", "off", 1); /* and its ranks keep the launcher's binding */
+    fprintf(stderr, "rankmap: %s\n", why);
 }
 
 /* The MPI's own NAME (../preload/mpi_symbol.h); a program without MPI aborts here. */

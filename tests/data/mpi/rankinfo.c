@@ -2,21 +2,38 @@
  * With --ring BYTES it first passes BYTES to the next rank in a ring (for the
  * Open MPI monitoring importer's tests).  With --affinity the line ends in
  * " allowed LIST", the CPUs the rank may run on after MPI_Init (sched_getaffinity,
- * e.g. "1" or "0-1"): whether it was bound, not only where it happened to run. */
+ * e.g. "1" or "0-1"): whether it was bound, not only where it happened to run.  With
+ * --early-thread a thread started before MPI_Init (as OpenMP runtimes and I/O libraries
+ * start theirs) is asked too, and the line ends in " thread LIST", that thread's CPUs
+ * after MPI_Init. */
 #define _GNU_SOURCE
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-static void cpu_list(char *out, size_t len)
+static volatile pid_t early_tid;
+static volatile int done;
+
+static void *early_thread(void *arg)
+{
+    (void)arg;
+    early_tid = (pid_t)syscall(SYS_gettid);
+    while (!done)
+        usleep(1000);
+    return NULL;
+}
+
+static void cpu_list(pid_t tid, char *out, size_t len)
 {
     cpu_set_t set;
     size_t used = 0;
     out[0] = '\0';
-    if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    if (sched_getaffinity(tid, sizeof set, &set) != 0) {
         snprintf(out, len, "?");
         return;
     }
@@ -35,8 +52,16 @@ static void cpu_list(char *out, size_t len)
 
 int main(int argc, char **argv)
 {
-    int rank, size, affinity = 0;
-    char host[256], allowed[1024] = "";
+    int rank, size, affinity = 0, early = 0;
+    char host[256], allowed[1024] = "", thread[1024] = "";
+    pthread_t other;
+    for (int i = 1; i < argc; i++)
+        early |= strcmp(argv[i], "--early-thread") == 0;
+    if (early) {
+        pthread_create(&other, NULL, early_thread, NULL);
+        while (!early_tid)
+            usleep(1000);
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -54,9 +79,14 @@ int main(int argc, char **argv)
     }
     gethostname(host, sizeof host);
     if (affinity)
-        cpu_list(allowed, sizeof allowed);
-    printf("rank %d host %s cpu %d%s%s\n", rank, host, sched_getcpu(),
-           affinity ? " allowed " : "", allowed);
+        cpu_list(0, allowed, sizeof allowed);
+    if (early) {
+        cpu_list(early_tid, thread, sizeof thread);
+        done = 1;
+        pthread_join(other, NULL);
+    }
+    printf("rank %d host %s cpu %d%s%s%s%s\n", rank, host, sched_getcpu(),
+           affinity ? " allowed " : "", allowed, early ? " thread " : "", thread);
     MPI_Finalize();
     return 0;
 }

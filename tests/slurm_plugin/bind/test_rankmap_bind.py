@@ -52,23 +52,25 @@ def layout_on(host: str, slots: list[tuple[int, int]]) -> Layout:
 
 
 def launch(built, bindfile_text: str, tmp_path: Path, np_: int = 2,
-           **env: str) -> subprocess.CompletedProcess:
+           rankfile_cores: list[int] | None = None, args: tuple[str, ...] = (),
+           program_args: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
     lib, program = built
     bindfile = tmp_path / "bindings"
     bindfile.write_text(bindfile_text)
     # the sign that Open MPI was given rankmap's hosts; this rankfile binds local rank i
     # to core i, as Open MPI's own default does, so only the binder can swap them
     rankfile = tmp_path / "rankfile"
-    rankfile.write_text("".join(f"rank {r}={socket.gethostname()} slot=0:{r}\n"
-                                for r in range(np_)))
+    cores = rankfile_cores or [r % 2 for r in range(np_)]
+    rankfile.write_text("".join(f"rank {r}={socket.gethostname()} slot=0:{c}\n"
+                                for r, c in enumerate(cores)))
     base = {k: v for k, v in os.environ.items() if not k.startswith("RANKMAP_")}
     run_env = {**base, "OMPI_ALLOW_RUN_AS_ROOT": "1",
                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                "LD_PRELOAD": str(lib), "RANKMAP_BIND_FILE": str(bindfile),
                "OMPI_MCA_rmaps_rank_file_path": str(rankfile), **env}
     # no -x: the variables reach the ranks the way the job's environment does
-    return subprocess.run(["mpirun", "--oversubscribe", "-np", str(np_), str(program),
-                           "--affinity"],
+    return subprocess.run(["mpirun", "--oversubscribe", "-np", str(np_), *args, str(program),
+                           "--affinity", *program_args],
                           env=run_env, capture_output=True, text=True, timeout=120)
 
 
@@ -116,6 +118,20 @@ def test_each_rank_runs_on_the_core_of_its_record(built, tmp_path):
 
 
 @pytest.mark.skipif(not two_cores(), reason="needs cpus 0 and 1")
+def test_threads_started_before_mpi_init_are_bound_too(built, tmp_path):
+    """A thread the program starts before MPI_Init (an OpenMP pool, an I/O helper) ends
+    up inside its rank's cores, as the calling thread does: the binder sets every
+    thread's mask, not only its own."""
+    text = render_bindfile(layout_on(socket.gethostname(), [(0, 0), (0, 1)]),
+                           np.array([1, 0]))
+    proc = launch(built, text, tmp_path, program_args=("--early-thread",))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    threads = {int(r): (a, t) for r, a, t in re.findall(
+        r"^rank (\d+) host \S+ cpu \d+ allowed (\S+) thread (\S+)$", proc.stdout, re.M)}
+    assert threads == {0: ("1", "1"), 1: ("0", "0")}, proc.stdout
+
+
+@pytest.mark.skipif(not two_cores(), reason="needs cpus 0 and 1")
 @pytest.mark.parametrize("case", ["switched off", "other size", "other host", "no such core",
                                   "unsupported", "launcher placed"])
 def test_it_leaves_the_launchers_binding_alone_and_rank_0_says_why(built, tmp_path, case):
@@ -143,6 +159,13 @@ def test_it_leaves_the_launchers_binding_alone_and_rank_0_says_why(built, tmp_pa
     said = re.findall(r"^rankmap: rank (\d+): (.*)$", proc.stderr, re.M)
     if reason is None:
         assert said == [], proc.stderr
+    elif case == "other size":  # said by mpirun itself (the launch guard), not the ranks
+        assert said == [], proc.stderr
+        assert re.search(r"^rankmap: this launch asks for 2 ranks and the job's placement "
+                         r"has 3: Open MPI places the ranks$", proc.stderr, re.M), proc.stderr
+    elif case == "other host":  # every rank's own reason: one line for the node
+        assert len(said) == 1 and reason in said[0][1], proc.stderr
+        assert "said once per node" in said[0][1], proc.stderr
     else:
         assert [r for r, _ in said] == ["0"] and reason in said[0][1], proc.stderr
     # the launcher's own binding stayed: what the same launch gives with the binder off
@@ -150,3 +173,51 @@ def test_it_leaves_the_launchers_binding_alone_and_rank_0_says_why(built, tmp_pa
     # only rank 0 keeps it, rank 1 is bound to its record's 0:0
     own = allowed(launch(built, text, tmp_path, np_=np_, **{**env, "RANKMAP_BIND": "off"}))
     assert allowed(proc) == ({0: own[0], 1: "0"} if case == "no such core" else own)
+
+
+@pytest.mark.skipif(not two_cores(), reason="needs cpus 0 and 1")
+def test_ranks_it_cannot_bind_say_so_once_per_node(built, tmp_path):
+    """Ranks 1-3 of 4 are planned on a core this machine lacks: rank 0 binds, and of the
+    three that cannot exactly one says why (once per node, not once per rank, and not
+    silence because the rank is not rank 0)."""
+    host = socket.gethostname()
+    text = render_bindfile(layout_on(host, [(0, 0), (7, 0), (7, 1), (7, 2)]),
+                           np.arange(4))
+    proc = launch(built, text, tmp_path, np_=4)
+    said = re.findall(r"^rankmap: rank (\d+): (.*)$", proc.stderr, re.M)
+    assert len(said) == 1 and said[0][0] in ("1", "2", "3"), proc.stderr
+    assert "does not exist here" in said[0][1] and "said once per node" in said[0][1], \
+        proc.stderr
+    assert allowed(proc)[0] == "0"
+
+
+def _is_open_mpi_4() -> bool:
+    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True)
+    return bool(re.search(r"Open MPI\)? 4\.", out.stdout + out.stderr))
+
+
+@pytest.mark.skipif(not (two_cores() and shutil.which("mpirun") and _is_open_mpi_4()),
+                    reason="needs Open MPI 4's mpirun and cpus 0 and 1")
+@pytest.mark.parametrize("case", ["switched off", "other size", "own placement"])
+def test_open_mpi_4_is_not_given_the_rankfile_for_a_launch_that_is_not_rankmaps(
+        built, tmp_path, case):
+    """Open MPI 4.1's mpirun reads the exported rankfile variable by itself: here a
+    rankfile that swaps the two cores against Open MPI's own order.  Under
+    RANKMAP_BIND=off, for a launch of another size than the plan and for one with its
+    own placement option, the binder's launch guard unsets it before mpirun reads it,
+    so Open MPI's own placement applies (local rank i on core i) and mpirun says why."""
+    host = socket.gethostname()
+    planned = [(0, 0), (0, 1)] if case != "other size" else [(0, 0), (0, 1), (0, 0)]
+    text = render_bindfile(layout_on(host, planned), np.arange(len(planned)))
+    env = {"RANKMAP_BIND": "off"} if case == "switched off" else {}
+    args = ("--map-by", "core") if case == "own placement" else ()
+    proc = launch(built, text, tmp_path, np_=2, rankfile_cores=[1, 0], args=args, **env)
+    assert allowed(proc) == {0: "0", 1: "1"}, proc.stdout + proc.stderr
+    reason = {"switched off": "RANKMAP_BIND=off: Open MPI places the ranks",
+              "other size": "asks for 2 ranks and the job's placement has 3",
+              "own placement": "the command line places the ranks itself (--map-by)"}[case]
+    assert re.search(rf"^rankmap: .*{re.escape(reason)}", proc.stderr, re.M), proc.stderr
+    # and a launch that is rankmap's keeps the rankfile (the swapped cores)
+    text = render_bindfile(layout_on(host, [(0, 1), (0, 0)]), np.arange(2))
+    proc = launch(built, text, tmp_path, np_=2, rankfile_cores=[1, 0])
+    assert allowed(proc) == {0: "1", 1: "0"}, proc.stdout + proc.stderr
