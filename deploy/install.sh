@@ -128,6 +128,7 @@ else
     sed -e "s|^output_dir = \"/run/rankmap\"|output_dir = \"$rundir\"|" \
         -e "s|^log_file = \"/var/log/rankmap/rankmap.log\"|log_file = \"$logdir/rankmap.log\"|" \
         -e "s|^stores = \\[\"/etc/rankmap/profiles\"\\]|stores = [\"$etcdir/profiles\"]|" \
+        -e "s|^fallback_dir = \"/run/rankmap-fallback\"|fallback_dir = \"$rundir-fallback\"|" \
         "$here/deploy/rankmap.toml.example" > "$etcdir/rankmap.toml"
     chmod 0644 "$etcdir/rankmap.toml"
     say "wrote $etcdir/rankmap.toml (from deploy/rankmap.toml.example)"
@@ -156,17 +157,30 @@ if id nobody >/dev/null 2>&1 && command -v runuser >/dev/null; then
     say "checked: an unprivileged user (nobody) can run rankmap from $prefix"
 fi
 
+# 5. a configuration outside /etc/rankmap: slurmd runs the prolog, epilog and task
+#    scripts with its own environment, so each gets a wrapper in PREFIX/sbin that names
+#    the file, and slurm.conf points at the wrappers
+entry="$prefix/bin"
 config_note=
-[ "$etcdir" = /etc/rankmap ] || \
-    config_note="    (the config is not in /etc/rankmap: set RANKMAP_CONFIG=$etcdir/rankmap.toml"$'\n'"     in the environment of slurmd, slurmctld and the jobs)"$'\n'
+if [ "$etcdir" != /etc/rankmap ]; then
+    install -d -m 0755 "$prefix/sbin"
+    for tool in rankmap-prolog rankmap-epilog rankmap-task-prolog rankmap-task-epilog; do
+        printf '#!/bin/sh\n# deploy/install.sh --etc-dir: the site configuration is not in /etc/rankmap\nRANKMAP_CONFIG=%s/rankmap.toml\nexport RANKMAP_CONFIG\nexec %s/bin/%s "$@"\n' \
+            "$etcdir" "$prefix" "$tool" > "$prefix/sbin/$tool"
+        chmod 0755 "$prefix/sbin/$tool"
+    done
+    entry="$prefix/sbin"
+    say "wrappers $entry/rankmap-{prolog,epilog,task-prolog,task-epilog} (RANKMAP_CONFIG=$etcdir/rankmap.toml)"
+    config_note="    (the config is not in /etc/rankmap: the wrappers above name it; the rankmap"$'\n'"     command takes --config $etcdir/rankmap.toml or RANKMAP_CONFIG)"$'\n'
+fi
 cat <<MSG
 
 rankmap installed.  Add to slurm.conf (all nodes), then restart slurmctld and slurmd:
 
-    Prolog=$prefix/bin/rankmap-prolog
-    Epilog=$prefix/bin/rankmap-epilog
-    TaskProlog=$prefix/bin/rankmap-task-prolog
-    TaskEpilog=$prefix/bin/rankmap-task-epilog
+    Prolog=$entry/rankmap-prolog
+    Epilog=$entry/rankmap-epilog
+    TaskProlog=$entry/rankmap-task-prolog
+    TaskEpilog=$entry/rankmap-task-epilog
     PrologFlags=Alloc
     PlugStackConfig=/etc/slurm/plugstack.conf
 

@@ -104,6 +104,26 @@ def test_job_user_runs_the_task_prolog(site):
     assert f"export RANKMAP_RANKFILE={job / 'rankfile'}" in proc.stdout
 
 
+def test_a_config_outside_etc_gets_wrappers_that_name_it(site):
+    """With --etc-dir the slurm.conf lines name PREFIX/sbin wrappers that set
+    RANKMAP_CONFIG (slurmd gives its scripts no such variable): the task prolog run
+    through one, with nothing but the job id, reads the install's configuration (its
+    run directory) and hands over the job's rankfile."""
+    sbin = site["prefix"] / "sbin"
+    assert f"TaskProlog={sbin}/rankmap-task-prolog" in site["output"], site["output"]
+    assert f"Prolog={sbin}/rankmap-prolog" in site["output"], site["output"]
+    job = site["run"] / "job.43"
+    nobody = pwd.getpwnam("nobody")
+    with create_job_dir(site["run"], "43", nobody.pw_uid, nobody.pw_gid) as jd:
+        jd.write({"rankfile": "rank 0=n1 slot=0:0\n",
+                  "report_json": json.dumps({"job_id": "43", "applied": True})})
+    proc = _as_nobody(str(sbin / "rankmap-task-prolog"), env={"SLURM_JOB_ID": "43"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"export RANKMAP_RANKFILE={job / 'rankfile'}" in proc.stdout, proc.stdout
+    config = (site["etc"] / "rankmap.toml").read_text()
+    assert f'fallback_dir = "{site["run"]}-fallback"' in config
+
+
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
@@ -153,8 +173,9 @@ def test_tmpfiles_entry(site):
 
 def test_printed_lines_name_the_installed_paths(site):
     out, prefix = site["output"], site["prefix"]
-    for line in (f"Prolog={prefix}/bin/rankmap-prolog", f"Epilog={prefix}/bin/rankmap-epilog",
-                 f"TaskProlog={prefix}/bin/rankmap-task-prolog",
+    # --etc-dir moves the config: the scripts are the wrappers that name it
+    for line in (f"Prolog={prefix}/sbin/rankmap-prolog", f"Epilog={prefix}/sbin/rankmap-epilog",
+                 f"TaskProlog={prefix}/sbin/rankmap-task-prolog",
                  f"optional {prefix}/lib/rankmap_spank.so"):
         assert line in out, out
 
