@@ -25,8 +25,8 @@ holder killed at the end, also on failure.
 The jobs: a plain ``mpirun ./rankinfo`` (Open MPI 5.0.7: the placement goes through
 rankmap-prterun and librankmap_bind) with every rank on its planned host and core, as
 root and as an unprivileged user; a profile that cannot be loaded falls back without
-draining a node; ``srun --mpi=pmix`` with the machinefile as SLURM_HOSTFILE; an
-unprivileged user's job recording its profile with Open MPI 5's monitoring components
+draining a node; a plain ``srun --mpi=pmix``, and one with the machinefile as
+SLURM_HOSTFILE; an unprivileged user's job recording its profile with Open MPI 5's monitoring components
 (the TaskEpilog stores it).
 ``-m block:block`` with 2 tasks per node makes Slurm allocate socket 0's cores 0 and 1
 on every node: the only real cores of this 2-core machine, so every planned core can
@@ -397,6 +397,20 @@ def test_a_profile_that_cannot_be_loaded_falls_back(scrambled, profile, reason):
         c.log_text()[-3000:]
     states = c.node_states()
     assert all(s in ("idle", "mixed", "allocated") for s in states.values()), states
+
+
+def test_a_plain_srun_follows_the_plan(scrambled):
+    """A plain ``srun --mpi=pmix`` (nothing typed) on Slurm 24.11: the SPANK plugin gives
+    srun the batch step's RANKMAP_SRUN_HOSTFILE; every rank on its planned host and
+    core."""
+    c = scrambled
+    plugins = c.run(["srun", "--mpi=list"], check=False)
+    if "pmix" not in plugins.stdout + plugins.stderr:
+        pytest.skip(f"Debian 13's Slurm has no pmix plugin here: {plugins.stdout.strip()} "
+                    f"{plugins.stderr.strip()}")
+    job = c.run_launch_job(mpi_job("srun --mpi=pmix {state}/bin/rankinfo"), *JOB_ARGS,
+                           "--comm-profile=zigzag8")
+    assert_ranks_ran_where_planned(job)
 
 
 def test_srun_pmix_follows_the_machinefile(scrambled):
