@@ -360,10 +360,9 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                   if rule.lower(c.result) and refused[c.key] is None]
     bar = min(admissible) if admissible else None
     used = clock.elapsed()
-    left = clock.left()
-    if left is not None:
-        left = min(clock.limit - clock.reserve - used,
-                   max(budget.POLISH_MIN_SECONDS, budget.POLISH_SHARE * used))
+    left = None if clock.limit is None else min(
+        clock.limit - clock.reserve - used,
+        max(budget.POLISH_MIN_SECONDS, budget.POLISH_SHARE * used))
     polishes = []
     if left is None or left > 0:
         polishes.append(offer(extra.polished(graph, machine, polish, seed, baseline,

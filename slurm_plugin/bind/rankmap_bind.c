@@ -70,6 +70,7 @@
 #include <unistd.h>
 
 #include "../preload/mpi_symbol.h"
+#include "../preload/own_cmdline.h"
 
 #define MAX_RECORD 4096
 #define MAX_CPUS CPU_SETSIZE
@@ -705,15 +706,7 @@ __attribute__((constructor)) static void guard_launch(void)
         return;
     static char buf[1 << 16];
     static char *argv[2048];
-    FILE *f = fopen("/proc/self/cmdline", "r");
-    if (!f)
-        return;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    int argc = 0;
-    for (size_t i = 0; i < n && argc < 2048; i += strlen(buf + i) + 1)
-        argv[argc++] = buf + i;
+    int argc = rankmap_own_argv(buf, sizeof buf, argv, 2048);
     char why[512];
     if (argc < 1 ||
         !launch_not_rankmaps(family, argc - 1, argv + 1, planned_ranks(), why, sizeof why))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ class LauncherOffer:
     slurm_hostfile: bool = False  # the file exists: a plain srun gets it (SPANK plugin)
 
 
-class Launcher:
+class Launcher(ABC):
     """One launcher family: its ``[launchers] supported`` name, the job files it takes
     the placement from (``reads``, keys of ``job_conventions.FILE_NAMES``), what the
     TaskProlog gives it (:meth:`exports`), what the report tells the user
@@ -54,13 +55,14 @@ class Launcher:
     family: str = ""
     reads: tuple[str, ...] = ()
 
+    @abstractmethod
     def sentences(self, offer: LauncherOffer) -> list[str]:
-        raise NotImplementedError
+        """``"FAMILY: what it gets"`` for the report and the batch step."""
 
+    @abstractmethod
     def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
         """``export VAR=value`` lines for a step (``script_step``: the batch script's,
         where mpirun runs); the binder's lines, common to every family, are not here."""
-        raise NotImplementedError
 
     def helpers(self) -> list[tuple[str, str]]:
         """(path, what it is) of the programs this family's handover runs."""

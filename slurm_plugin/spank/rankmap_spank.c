@@ -40,6 +40,8 @@
 
 #include <slurm/spank.h>
 
+#include "../preload/own_cmdline.h"
+
 SPANK_PLUGIN(rankmap, 1);
 
 #define MAX_VALUE 200
@@ -370,25 +372,6 @@ static long hostfile_tasks(const char *path)
     return lines;
 }
 
-/* srun's own command line, from /proc/self/cmdline (a SPANK plugin is given only its
- * plugstack.conf arguments); argv points into buf */
-static int own_argv(char *buf, size_t size, char **argv, int max)
-{
-    FILE *f = fopen("/proc/self/cmdline", "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, size - 1, f);
-    int full = feof(f);
-    fclose(f);
-    if (!full)
-        return 0;  /* longer than the buffer: not read */
-    buf[n] = '\0';
-    int argc = 0;
-    for (size_t i = 0; i < n && argc < max; i += strlen(buf + i) + 1)
-        argv[argc++] = buf + i;
-    return argc < max ? argc : 0;
-}
-
 /* In srun: SLURM_HOSTFILE for a plain step of a mapped job (see the top of the file). */
 static void place_plain_step(void)
 {
@@ -405,7 +388,7 @@ static void place_plain_step(void)
         return;
     static char buf[1 << 16];
     static char *argv[1024];
-    int argc = own_argv(buf, sizeof(buf), argv, 1024);
+    int argc = rankmap_own_argv(buf, sizeof(buf), argv, 1024);
     const char *ntasks = getenv("SLURM_NTASKS");
     long env_tasks = ntasks ? strtol(ntasks, NULL, 10) : -1;
     if (argc < 1 || !plain_step(argc, argv, hostfile_tasks(hostfile), env_tasks))

@@ -26,8 +26,8 @@ The jobs: a plain ``mpirun ./rankinfo`` (Open MPI 5.0.7: the placement goes thro
 rankmap-prterun and librankmap_bind) with every rank on its planned host and core, as
 root and as an unprivileged user; a profile that cannot be loaded falls back without
 draining a node; a plain ``srun --mpi=pmix``, and one with the machinefile as
-SLURM_HOSTFILE; an unprivileged user's job recording its profile with Open MPI 5's monitoring components
-(the TaskEpilog stores it).
+SLURM_HOSTFILE; an unprivileged user's job recording its profile with Open MPI 5's
+monitoring components (the TaskEpilog stores it).
 ``-m block:block`` with 2 tasks per node makes Slurm allocate socket 0's cores 0 and 1
 on every node: the only real cores of this 2-core machine, so every planned core can
 be checked with sched_getcpu.

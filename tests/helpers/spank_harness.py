@@ -63,5 +63,4 @@ def spank_checker(tmp_path: Path):
         out = subprocess.run([str(tmp_path / "h"), kind, *values], capture_output=True,
                              text=True, check=True).stdout.split()
         return [v == "1" for v in out]
-    check.binary = tmp_path / "h"
     return check
