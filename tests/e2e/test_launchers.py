@@ -484,18 +484,23 @@ echo "LAUNCH_RC=$rc"
 """
 
 
-@pytest.mark.parametrize("family", ["openmpi4", "mpich"])
+@pytest.mark.parametrize("family", ["openmpi4", "openmpi5", "mpich"])
 def test_a_launch_that_is_not_rankmaps_runs_as_without_rankmap(slurm_cluster, profiles,
                                                                program, lane, family):
     """``mpirun -n 2`` / ``mpiexec -n 2`` in the 8-task job and ``RANKMAP_BIND=off`` in
     front of a full launch (Open MPI 4.1, which reads the exported rankfile by itself;
-    MPICH, which reads HYDRA_HOST_FILE): each rank runs where the same launch runs in a
-    job rankmap left alone (``--rankmap=off``), and the launcher's process says why."""
+    Open MPI 5 through rankmap-prterun; MPICH, which reads HYDRA_HOST_FILE): each rank
+    runs on the host and with the CPUs the same launch gets in a job rankmap left alone
+    (``--rankmap=off``), and the launcher's process says why."""
     c = slurm_cluster
     if family == "mpich":
         venv = lane("mpich")
         prog = program("mpich")
         setup, launcher = f"export PATH={venv}/bin:$PATH HYDRA_IFACE=lo\n", "mpiexec"
+    elif family == "openmpi5":
+        venv = lane("openmpi5")
+        prog = program("openmpi5")
+        setup, launcher = f"export PATH={venv}/bin:$PATH\n", "mpirun"
     else:
         prog, setup, launcher = program("debian"), "", "mpirun"
     script = HEADER + setup + NOT_RANKMAPS.format(launcher=launcher, prog=prog)
@@ -512,8 +517,8 @@ def test_a_launch_that_is_not_rankmaps_runs_as_without_rankmap(slurm_cluster, pr
     for tag, reason in said.items():
         got, own = (ranks_of(step_output(j.output, tag)) for j in (mapped, alone))
         assert len(got) == (2 if tag == "SMALL" else N), (tag, mapped.output)
-        assert {r: h for r, (h, _, _) in got.items()} == {r: h for r, (h, _, _) in own.items()}, \
-            (tag, got, own, mapped.output)
+        assert {r: (h, a) for r, (h, _, a) in got.items()} == \
+            {r: (h, a) for r, (h, _, a) in own.items()}, (tag, got, own, mapped.output)
         assert re.search(rf"^{tag}: rankmap: {re.escape(reason)}", mapped.output, re.M), \
             (tag, mapped.output)
     # the launch would have differed: the plan's first two ranks are not where the
