@@ -66,14 +66,13 @@
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../preload/bind_record.h"
 #include "../preload/mpi_symbol.h"
 #include "../preload/own_cmdline.h"
-
-#define MAX_RECORD 4096
-#define MAX_CPUS CPU_SETSIZE
 
 typedef int (*init_fn)(int *, char ***);
 typedef int (*init_thread_fn)(int *, char ***, int, int *);
@@ -145,9 +144,7 @@ static void say_rank(long rank, const char *fmt, ...)
 
 static int switched_off(void)
 {
-    const char *v = getenv("RANKMAP_BIND");
-    return v && (!strcasecmp(v, "off") || !strcmp(v, "0") || !strcasecmp(v, "no") ||
-                 !strcasecmp(v, "false"));
+    return rankmap_off_value(getenv("RANKMAP_BIND"));
 }
 
 /* A non-negative decimal integer environment variable; -1 when unset or not one. */
@@ -239,213 +236,6 @@ static int supported(const char *family)
     return 0;
 }
 
-/* Reads "/sys/.../FILE" of cpu CPU as an integer; -1 on failure. */
-static long sys_cpu_number(int cpu, const char *file)
-{
-    char path[128], buf[64];
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, file);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    return strtol(buf, NULL, 10);
-}
-
-/* The first CPU listed in cpu CPU's thread_siblings_list: the core's id here. */
-static long core_key(int cpu)
-{
-    char path[128], buf[256];
-    snprintf(path, sizeof path,
-             "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", cpu);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return cpu;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return cpu;
-    buf[n] = 0;
-    return strtol(buf, NULL, 10);
-}
-
-struct cpu_info {
-    int cpu;
-    long package;
-    long core;  /* first sibling */
-};
-
-static int by_package_core_cpu(const void *a, const void *b)
-{
-    const struct cpu_info *x = a, *y = b;
-    if (x->package != y->package)
-        return x->package < y->package ? -1 : 1;
-    if (x->core != y->core)
-        return x->core < y->core ? -1 : 1;
-    return x->cpu - y->cpu;
-}
-
-/* Adds to SET the OS CPUs of logical core CORE of logical socket SOCKET; 0 when this
- * machine has no such core. */
-static int add_core(cpu_set_t *set, struct cpu_info *cpus, int ncpus, long socket,
-                    long core)
-{
-    long s = -1, c = -1, last_package = LONG_MIN, last_core = LONG_MIN;
-    int found = 0;
-    for (int i = 0; i < ncpus; i++) {
-        if (cpus[i].package != last_package) {
-            s++;
-            c = -1;
-            last_package = cpus[i].package;
-            last_core = LONG_MIN;
-        }
-        if (cpus[i].core != last_core) {
-            c++;
-            last_core = cpus[i].core;
-        }
-        if (s == socket && c == core) {
-            CPU_SET(cpus[i].cpu, set);
-            found = 1;
-        }
-    }
-    return found;
-}
-
-static int machine_cpus(struct cpu_info *cpus)
-{
-    int n = 0;
-    DIR *d = opendir("/sys/devices/system/cpu");
-    struct dirent *e;
-    if (!d)
-        return 0;
-    while ((e = readdir(d)) && n < MAX_CPUS) {
-        char *end;
-        if (strncmp(e->d_name, "cpu", 3) || !isdigit((unsigned char)e->d_name[3]))
-            continue;
-        long cpu = strtol(e->d_name + 3, &end, 10);
-        if (*end || cpu >= MAX_CPUS)
-            continue;
-        long package = sys_cpu_number((int)cpu, "physical_package_id");
-        if (package < 0)
-            continue; /* offline: no topology directory */
-        cpus[n].cpu = (int)cpu;
-        cpus[n].package = package;
-        cpus[n].core = core_key((int)cpu);
-        n++;
-    }
-    closedir(d);
-    qsort(cpus, (size_t)n, sizeof *cpus, by_package_core_cpu);
-    return n;
-}
-
-/* Parses "S:C[-C|,C]...[;S:...]" into SET; a message in WHY when it cannot. */
-static int slot_cpus(const char *slot, cpu_set_t *set, char *why, size_t whylen)
-{
-    static struct cpu_info cpus[MAX_CPUS];
-    int ncpus = machine_cpus(cpus);
-    const char *p = slot;
-    CPU_ZERO(set);
-    if (ncpus == 0) {
-        snprintf(why, whylen, "cannot read /sys/devices/system/cpu");
-        return 0;
-    }
-    while (*p) {
-        char *end;
-        long socket = strtol(p, &end, 10);
-        if (end == p || *end != ':') {
-            snprintf(why, whylen, "bad slot '%.200s'", slot);
-            return 0;
-        }
-        p = end + 1;
-        for (;;) {
-            long lo = strtol(p, &end, 10), hi;
-            if (end == p) {
-                snprintf(why, whylen, "bad slot '%.200s'", slot);
-                return 0;
-            }
-            hi = lo;
-            p = end;
-            if (*p == '-') {
-                hi = strtol(p + 1, &end, 10);
-                if (end == p + 1 || hi < lo || hi - lo > MAX_CPUS) {
-                    snprintf(why, whylen, "bad slot '%.200s'", slot);
-                    return 0;
-                }
-                p = end;
-            }
-            for (long core = lo; core <= hi; core++)
-                if (!add_core(set, cpus, ncpus, socket, core)) {
-                    snprintf(why, whylen, "core %ld of socket %ld does not exist here",
-                             core, socket);
-                    return 0;
-                }
-            if (*p != ',')
-                break;
-            p++;
-        }
-        if (*p == ';')
-            p++;
-        else if (*p) {
-            snprintf(why, whylen, "bad slot '%.200s'", slot);
-            return 0;
-        }
-    }
-    return CPU_COUNT(set) > 0;
-}
-
-/* Reads record RANK of the bind file: its host and slot (1).  With a message in WHY: 0
- * when the file or the launch does not fit (every rank meets it), -1 when this rank's
- * record does not. */
-static int read_record(const char *path, long rank, long size, char *host, size_t hostlen,
-                       char *slot, size_t slotlen, char *why, size_t whylen)
-{
-    char buf[MAX_RECORD + 1];
-    long version, nranks, width, r;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
-        return 0;
-    }
-    ssize_t n = pread(fd, buf, 64, 0);
-    if (n <= 0) {
-        snprintf(why, whylen, "%s: empty", path);
-        close(fd);
-        return 0;
-    }
-    buf[n] = 0;
-    if (sscanf(buf, "rankmap-bind %ld %ld %ld", &version, &nranks, &width) != 3 ||
-        version != 1 || width < 8 || width > MAX_RECORD || nranks < 1) {
-        snprintf(why, whylen, "%s: not a rankmap bind file", path);
-        close(fd);
-        return 0;
-    }
-    if (size != nranks) {
-        snprintf(why, whylen,
-                 "this launch has %ld ranks and the job's placement %ld: the launcher's "
-                 "placement is kept", size, nranks);
-        close(fd);
-        return 0;
-    }
-    n = pread(fd, buf, (size_t)width, (off_t)width * (rank + 1));
-    close(fd);
-    if (n != width || buf[width - 1] != '\n') {
-        snprintf(why, whylen, "%s: record %ld is cut short", path, rank);
-        return -1;
-    }
-    buf[width - 1] = 0;
-    char hostbuf[256], slotbuf[MAX_RECORD];
-    if (sscanf(buf, "%ld %255s %4095s", &r, hostbuf, slotbuf) != 3 || r != rank) {
-        snprintf(why, whylen, "%s: record %ld is not rank %ld's", path, rank, rank);
-        return -1;
-    }
-    snprintf(host, hostlen, "%s", hostbuf);
-    snprintf(slot, slotlen, "%s", slotbuf);
-    return 1;
-}
-
 /* The plan's host is this one: the kernel's host name (short or full) or, for srun
  * tasks, Slurm's node name. */
 static int on_host(const char *host, char *here, size_t herelen)
@@ -469,22 +259,53 @@ static int on_host(const char *host, char *here, size_t herelen)
     return 0;
 }
 
+/* Whether the OpenMP runtime binds the program's threads itself (OMP_PROC_BIND set and
+ * not false): it pins each thread, the initial one included, to a place inside the
+ * mask the rank started with. */
+static int runtime_binds_threads(void)
+{
+    const char *v = getenv("OMP_PROC_BIND");
+    return v && *v && strcasecmp(v, "false") != 0;
+}
+
+/* Whether MASK (of thread TID, 0 for the caller) is non-empty and inside SET. */
+static int inside(pid_t tid, const cpu_set_t *set, cpu_set_t *mask)
+{
+    cpu_set_t both;
+    if (sched_getaffinity(tid, sizeof *mask, mask) != 0 || CPU_COUNT(mask) == 0)
+        return 0;
+    CPU_AND(&both, mask, set);
+    return CPU_EQUAL(&both, mask);
+}
+
 /* SET for every thread of the process: sched_setaffinity(0, ...) binds the calling
  * thread only, and threads started before MPI_Init (an OpenMP runtime's pool, an I/O
- * library's helper) would keep the launcher's mask.  The calling thread's result is
- * returned; a thread that ends meanwhile is no error. */
+ * library's helper) would keep the launcher's mask.  A thread pinned inside SET on its
+ * own keeps its pin: one whose mask differs from the calling thread's (a pool thread on
+ * its OpenMP place), and with OMP_PROC_BIND any thread inside SET, the calling one
+ * too (the runtime pinned it to its first place).  A thread that inherited the
+ * launcher's mask gets SET.  The calling thread's result is returned; a thread that
+ * ends meanwhile is no error. */
 static int bind_threads(const cpu_set_t *set)
 {
-    int rc = sched_setaffinity(0, sizeof *set, set);
+    cpu_set_t before, mask;
+    int known = sched_getaffinity(0, sizeof before, &before) == 0;
+    int runtime = runtime_binds_threads();
+    int rc = (runtime && inside(0, set, &mask)) ? 0 : sched_setaffinity(0, sizeof *set, set);
     int saved = errno;
+    pid_t self = (pid_t)syscall(SYS_gettid);
     DIR *tasks = rc == 0 ? opendir("/proc/self/task") : NULL;
     if (tasks) {
         struct dirent *e;
         while ((e = readdir(tasks))) {
             char *end;
             long tid = strtol(e->d_name, &end, 10);
-            if (e->d_name[0] != '.' && !*end && tid > 0)
-                sched_setaffinity((pid_t)tid, sizeof *set, set);
+            if (e->d_name[0] == '.' || *end || tid <= 0 || (pid_t)tid == self)
+                continue;
+            if (known && inside((pid_t)tid, set, &mask) &&
+                (runtime || !CPU_EQUAL(&mask, &before)))
+                continue;
+            sched_setaffinity((pid_t)tid, sizeof *set, set);
         }
         closedir(tasks);
     }
@@ -688,6 +509,31 @@ static const char *launcher_family(void)
     return access(exe, X_OK) == 0 ? "hydra" : NULL;
 }
 
+/* The OpenMP placement the TaskProlog gave a hybrid job (job_conventions.py
+ * OPENMP_EXPORTS): places of one core, built by the OpenMP runtime from the mask a rank
+ * starts with.  Hydra's ranks start with their proxy's mask and are bound only at
+ * MPI_Init, so their places would span the node: in mpiexec the ones the TaskProlog set
+ * (listed in RANKMAP_OMP_SET, value unchanged) are unset, and the ranks' threads keep
+ * the mask MPI_Init gives them, the rank's cores. */
+static const char *openmp_exports[][2] = {{"OMP_PLACES", "cores"},
+                                          {"OMP_PROC_BIND", "close"}};
+
+static void unset_openmp_exports(void)
+{
+    const char *set = getenv("RANKMAP_OMP_SET");
+    if (!set)
+        return;
+    for (size_t i = 0; i < sizeof openmp_exports / sizeof openmp_exports[0]; i++) {
+        const char *name = openmp_exports[i][0], *v = getenv(name);
+        size_t n = strlen(name);
+        int listed_here = 0;
+        for (const char *p = set; *p; p += strcspn(p, ","), p += *p == ',')
+            listed_here |= strcspn(p, ",") == n && !strncmp(p, name, n);
+        if (listed_here && v && !strcmp(v, openmp_exports[i][1]))
+            unsetenv(name);
+    }
+}
+
 __attribute__((constructor)) static void guard_launch(void)
 {
     static const char *openmpi_vars[] = {"OMPI_MCA_rmaps_rank_file_path",
@@ -698,6 +544,8 @@ __attribute__((constructor)) static void guard_launch(void)
     const char *family = launcher_family();
     if (!family)
         return;
+    if (!strcmp(family, "hydra"))
+        unset_openmp_exports();
     const char **vars = strcmp(family, "hydra") ? openmpi_vars : hydra_vars;
     int given = 0;
     for (int i = 0; vars[i]; i++)

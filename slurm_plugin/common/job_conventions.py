@@ -142,6 +142,19 @@ INTEL_LAUNCHER_EXEC_VAR = "I_MPI_HYDRA_BOOTSTRAP_EXEC"
 #: the batch step's srun host file: the SPANK plugin makes it SLURM_HOSTFILE for a plain
 #: srun of the job's size (slurm_plugin/spank/rankmap_spank.c reads this name)
 SRUN_HOSTFILE_VAR = "RANKMAP_SRUN_HOSTFILE"
+#: set by the SPANK plugin in srun for a step it placed; its tasks are then bound before
+#: they exec (rankmap_spank.c PLACED_VAR)
+SRUN_PLACED_VAR = "RANKMAP_SRUN_PLACED"
+#: what the TaskProlog gives the ranks of a job with several CPUs per task, unless the
+#: user set them: one OpenMP place per core of the rank, threads packed over them.  An
+#: OpenMP runtime builds its places from the mask the rank starts with, which is the
+#: rank's cores under srun and Open MPI (bound before they exec) but not under Hydra,
+#: whose ranks are bound at MPI_Init: the binder unsets them in mpiexec
+#: (rankmap_bind.c openmp_exports, compared by a test)
+OPENMP_EXPORTS = {"OMP_PLACES": "cores", "OMP_PROC_BIND": "close"}
+#: the names of OPENMP_EXPORTS the TaskProlog set (comma-separated): later steps and the
+#: binder tell them from the user's own
+OPENMP_SET_VAR = "RANKMAP_OMP_SET"
 #: Open MPI 5's mpirun runs the prterun this names (slurm_plugin.lifecycle.prterun_wrapper)
 OMPI_PRTERUN_VAR = "OMPI_PRTERUN"
 #: the user's switch for one launch: ``RANKMAP_BIND=off mpirun ./app``

@@ -16,6 +16,8 @@ is ignored, and said so in the batch step:
   ``--rankmap=summa`` jobs ``RANKMAP_ARRANGEMENT`` and for ``--comm-profile=mesh:NAME``
   jobs ``RANKMAP_PARTITION`` (the mesh partition: line v, the rank owning vertex v)
   (names.EXPORTS), each only when the report says the computation was applied;
+* for a job with several CPUs per task, ``OMP_PLACES=cores`` and
+  ``OMP_PROC_BIND=close`` unless the user set them (:func:`openmp_exports`);
 * with ``[render] export_slurm_hostfile = true``, ``SLURM_HOSTFILE`` and
   ``SLURM_DISTRIBUTION=arbitrary`` for ``srun`` (not together with mpirun, whose own
   srun call would inherit them).
@@ -84,6 +86,8 @@ def exports(env: dict[str, str]) -> list[str]:
                     lines.append(f"export {var}={job_dir / FILE_NAMES[name]}")
             offer = job_offer(job_dir, supported, bind_library, export_slurm_hostfile)
             lines += launcher_exports(job_dir, env, script_step, offer, bind_library)
+            if offer.supported and offer.binder:
+                lines += openmp_exports(env, script_step)
             lines += reorder_exports(job_dir, env, record.get("n"))
         if script_step:  # the batch step: tell the user once
             if record.get("summary"):  # the report's own sentence: applied, kept, or why not
@@ -201,6 +205,28 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         lines.append(f"export {BIND_FILE_VAR}={job_dir / FILE_NAMES['bindings']}")
         lines.append(f"export {BIND_LAUNCHERS_VAR}={','.join(offer.supported)}")
     return lines
+
+
+def openmp_exports(env: dict[str, str], script_step: bool) -> list[str]:
+    """For a job with several CPUs per task (``SLURM_CPUS_PER_TASK``), the OpenMP
+    placement of each rank's threads over its cores
+    (:data:`~slurm_plugin.common.job_conventions.OPENMP_EXPORTS`), each variable only
+    when the user has not set it; once, in the batch step (or in a step's tasks when no
+    batch step set them, under ``salloc``), so that a script that unsets them keeps its
+    choice."""
+    from ..common.job_conventions import OPENMP_EXPORTS, OPENMP_SET_VAR
+
+    try:
+        cpus = int(env.get("SLURM_CPUS_PER_TASK", "1"))
+    except ValueError:
+        return []
+    if cpus < 2 or (not script_step and OPENMP_SET_VAR in env):
+        return []
+    ours = [name for name in OPENMP_EXPORTS if name not in env]
+    if not ours:
+        return []
+    return [*(f"export {name}={OPENMP_EXPORTS[name]}" for name in ours),
+            f"export {OPENMP_SET_VAR}={','.join(ours)}"]
 
 
 def _head(path: Path, limit: int = 1 << 20) -> str:

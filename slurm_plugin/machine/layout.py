@@ -149,7 +149,12 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
     XML) a "cache" level between core and socket is added, at ``cache_distance``;
     nodes without hwloc data then have one cache group per socket.
 
-    A node with more tasks than slots of ``cpus_per_task`` cores (a job submitted with
+    A task's ``cpus_per_task`` CPUs are hardware threads, as Slurm counts them: a slot
+    has that many threads' worth of cores (:func:`task_threads`: all of a core's threads,
+    or one with ``--hint=nomultithread``), so that -c 2 on a node of two threads per
+    core is one core per task, as Slurm allocates it.
+
+    A node with more tasks than slots of ``cpus_per_task`` CPUs (a job submitted with
     ``--overcommit``) raises :class:`OversubscribedError` unless ``oversubscribe``:
     then its tasks are spread as evenly as possible over the slots it has (consecutive
     tasks share a slot), and an innermost "core" level groups the ranks that share one
@@ -195,8 +200,10 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
             first, shared = templates[key]
             slots = [Slot(node, *s[1:]) for s in first]
         else:
-            slots, shared = _node_slots(node, shape, ntasks, alloc.cpus_per_task, cpu_ids,
-                                        oversubscribe)
+            threads = task_threads(shape, alloc.threads_per_core)
+            slots, shared = _node_slots(node, shape, ntasks,
+                                        -(-alloc.cpus_per_task // threads), cpu_ids,
+                                        oversubscribe, threads)
             templates[key] = (slots, shared)
         if len(set(shared)) < ntasks:
             crowded.append((node, ntasks, len(set(shared))))
@@ -290,16 +297,23 @@ def _oversubscribed_note(crowded: list[tuple[str, int, int]], distance: float) -
             f"innermost level 'core' at distance {distance:g}")
 
 
+def task_threads(shape: NodeShape, requested: int | None) -> int:
+    """Hardware threads a task uses per core: all of the node's, as Slurm counts a task's
+    CPUs, or the job's ``--threads-per-core`` (``--hint=nomultithread``: 1)."""
+    return max(1, min(requested or shape.threads_per_core, shape.threads_per_core))
+
+
 def _node_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
-                cpu_ids: tuple[int, ...] | None, oversubscribe: bool = False
-                ) -> tuple[list[Slot], list[int]]:
-    """Slots of one node, ``cpt`` cores each, filled socket by socket, and for every
-    task the index of the slot it runs in (``range(ntasks)`` unless oversubscribed).
+                cpu_ids: tuple[int, ...] | None, oversubscribe: bool = False,
+                threads: int | None = None) -> tuple[list[Slot], list[int]]:
+    """Slots of one node, ``cpt`` cores each (``threads`` hardware threads of each in
+    ``cpu_ids``: all by default), filled socket by socket, and for every task the index
+    of the slot it runs in (``range(ntasks)`` unless oversubscribed).
 
     Slurm's abstract CPU ids (``scontrol show job -d``) number cores socket-major
     with threads innermost: cpu = (socket * cores_per_socket + core) * threads + t.
     """
-    slots = _distinct_slots(node, shape, ntasks, cpt, cpu_ids)
+    slots = _distinct_slots(node, shape, ntasks, cpt, cpu_ids, threads)
     if len(slots) >= ntasks:
         return slots, list(range(ntasks))
     if not oversubscribe:
@@ -310,7 +324,7 @@ def _node_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
             f"\"never\")")
     if not slots:  # fewer cores than one task wants: all tasks share what there is
         cores = _allocated_cores(shape, cpu_ids)
-        slots = [_slot(node, cores, shape)]
+        slots = [_slot(node, cores, shape, threads)]
     # consecutive tasks share a slot, the counts differing by at most one
     share = [t * len(slots) // ntasks for t in range(ntasks)]
     return [slots[i] for i in share], share
@@ -323,7 +337,8 @@ def _allocated_cores(shape: NodeShape, cpu_ids: tuple[int, ...] | None) -> list[
 
 
 def _distinct_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
-                    cpu_ids: tuple[int, ...] | None) -> list[Slot]:
+                    cpu_ids: tuple[int, ...] | None, threads: int | None = None
+                    ) -> list[Slot]:
     """Up to ``ntasks`` slots of ``cpt`` distinct cores each."""
     cores = _allocated_cores(shape, cpu_ids)
     by_socket: dict[int, list[int]] = {}
@@ -334,24 +349,26 @@ def _distinct_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
         free = by_socket[socket]
         while len(free) >= cpt and len(slots) < ntasks:
             take, free = free[:cpt], free[cpt:]
-            slots.append(_slot(node, take, shape))
+            slots.append(_slot(node, take, shape, threads))
     if len(slots) < ntasks:
         # tasks spanning sockets: rare (cpus-per-task larger than a socket's free cores)
         used = {c // shape.threads_per_core for s in slots for c in s.cpu_ids}
         rest = [c for c in cores if c not in used]
         while len(slots) < ntasks and len(rest) >= cpt:
             take, rest = rest[:cpt], rest[cpt:]
-            slots.append(_slot(node, take, shape))
+            slots.append(_slot(node, take, shape, threads))
     return slots
 
 
-def _slot(node: str, cores: list[int], shape: NodeShape) -> Slot:
-    """The slot of node-wide core numbers ``cores`` (its socket: the first core's)."""
+def _slot(node: str, cores: list[int], shape: NodeShape, threads: int | None = None
+          ) -> Slot:
+    """The slot of node-wide core numbers ``cores`` (its socket: the first core's), with
+    the first ``threads`` hardware threads of each (all by default) as its CPUs."""
     tpc, cps = shape.threads_per_core, shape.cores_per_socket
     parts: dict[int, list[int]] = {}
     for c in cores:
         parts.setdefault(c // cps, []).append(c % cps)
     (socket, first), *rest = parts.items()
     return Slot(node, socket, tuple(first),
-                tuple(c * tpc + t for c in cores for t in range(tpc)),
+                tuple(c * tpc + t for c in cores for t in range(threads or tpc)),
                 tuple((s, tuple(cs)) for s, cs in rest))

@@ -44,6 +44,8 @@ class Allocation:
     nodes: tuple[str, ...]
     tasks_per_node: tuple[int, ...]
     cpus_per_task: int = 1
+    #: the job's ``--threads-per-core`` (``--hint=nomultithread``: 1); None: the nodes'
+    threads_per_core: int | None = None
     cpus_per_node: tuple[int, ...] = ()
     cpu_ids: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     partition: str | None = None
@@ -124,6 +126,9 @@ def allocation_from_env(env: Mapping[str, str]) -> Allocation:
     except HostlistError as exc:
         raise AllocationError(str(exc)) from None
     cpt = int(env.get("SLURM_CPUS_PER_TASK") or 1)
+    tpc = int_or_none(env.get("SLURM_THREADS_PER_CORE"))
+    if env.get("SLURM_HINT") == "nomultithread":
+        tpc = 1
     if env.get("SLURM_TASKS_PER_NODE"):
         try:
             tasks = expand_counts(env["SLURM_TASKS_PER_NODE"])
@@ -141,7 +146,7 @@ def allocation_from_env(env: Mapping[str, str]) -> Allocation:
         raise AllocationError(f"{len(nodes)} nodes but {len(tasks)} task counts and "
                               f"{len(cpus)} CPU counts")
     return Allocation(job_id=env.get("SLURM_JOB_ID"), nodes=tuple(nodes),
-                      tasks_per_node=tuple(tasks), cpus_per_task=cpt,
+                      tasks_per_node=tuple(tasks), cpus_per_task=cpt, threads_per_core=tpc,
                       cpus_per_node=tuple(cpus), partition=env.get("SLURM_JOB_PARTITION"),
                       account=env.get("SLURM_JOB_ACCOUNT"), job_name=env.get("SLURM_JOB_NAME"),
                       user=env.get("SLURM_JOB_USER"),
@@ -198,6 +203,8 @@ def parse_scontrol_job(text: str) -> Allocation:
     except (ValueError, HostlistError) as exc:
         raise AllocationError(f"scontrol output: {exc}") from None
     cpt = int(fields.get("CPUs/Task", "1") or 1)
+    threads = fields.get("ReqB:S:C:T", "").split(":")[-1]
+    tpc = int(threads) if threads.isdigit() and int(threads) > 0 else None
     ntpn = fields.get("NtasksPerN:B:S:C", "0:").split(":")[0]
     per_node = int(ntpn) if ntpn.isdigit() and int(ntpn) > 0 else None
     if cpu_ids and all(n in cpu_ids for n in nodes):
@@ -209,7 +216,7 @@ def parse_scontrol_job(text: str) -> Allocation:
     user, uid = _name_and_id(fields.get("UserId", ""))
     _, gid = _name_and_id(fields.get("GroupId", ""))
     return Allocation(job_id=fields.get("JobId"), nodes=tuple(nodes),
-                      tasks_per_node=tuple(tasks), cpus_per_task=cpt,
+                      tasks_per_node=tuple(tasks), cpus_per_task=cpt, threads_per_core=tpc,
                       cpus_per_node=tuple(cpus), cpu_ids=cpu_ids,
                       partition=fields.get("Partition"),
                       account=fields.get("Account") or None, job_name=fields.get("JobName"),
@@ -253,8 +260,10 @@ def parse_squeue_json(text: str, job_id: str) -> Allocation:
     per_node = _number(job.get("tasks_per_node"))
     slots = [c // cpt for c in cpus] if cpus and all(cpus) else [ntasks] * len(nodes)
     tasks = distribute_tasks(int(ntasks), slots, per_node or None)
+    tpc = _number(job.get("threads_per_core"))
     return Allocation(job_id=str(job_id), nodes=tuple(nodes), tasks_per_node=tuple(tasks),
                       cpus_per_task=int(cpt),
+                      threads_per_core=int(tpc) if tpc and 0 < tpc < 0xFFFF else None,
                       cpus_per_node=tuple(cpus) if cpus and all(cpus) else (),
                       cpu_ids=cpu_ids, partition=job.get("partition"),
                       account=job.get("account") or None, job_name=job.get("name"),

@@ -89,6 +89,14 @@ def _allocation(job_id: str) -> Allocation:
     slots = [c // cpt for c in cpus] if cpus else [ntasks] * len(nodes)
     return Allocation(job_id=str(job_id), nodes=tuple(nodes),
                       tasks_per_node=tuple(distribute_tasks(ntasks, slots, per_node)),
-                      cpus_per_task=cpt, cpus_per_node=tuple(cpus), cpu_ids=cpu_ids,
+                      cpus_per_task=cpt, threads_per_core=_threads(job),
+                      cpus_per_node=tuple(cpus), cpu_ids=cpu_ids,
                       partition=job.partition, account=job.account or None, job_name=job.name,
                       user=job.user_name, uid=job.user_id, gid=job.group_id)
+
+
+def _threads(job: object) -> int | None:
+    """The job's ``--threads-per-core`` (pyslurm's ``Job.threads_per_core``; None when
+    unset or not given by this pyslurm)."""
+    value = getattr(job, "threads_per_core", None)
+    return int(value) if isinstance(value, int) and 0 < value < 0xFFFF else None

@@ -25,14 +25,22 @@
  * nodes, tasks or their layout, slurm_spank_init sets SLURM_HOSTFILE to that file before
  * srun reads its environment (srun then distributes the tasks as listed, "arbitrary").
  * Every other srun -- another size, -N, -w, the daemon launches of Open MPI and Hydra,
- * RANKMAP_BIND=off, a SLURM_HOSTFILE of the user's -- is left as it is.
+ * RANKMAP_BIND=off, a SLURM_HOSTFILE of the user's -- is left as it is.  The steps it
+ * placed carry RANKMAP_SRUN_PLACED=1, and in each of their tasks slurm_spank_task_init
+ * (remote context, before the program is executed) binds the task to its record's cores,
+ * so that the program starts on them (an OpenMP runtime reads its mask at start).
  *
  * plugstack.conf:  optional /usr/lib/x86_64-linux-gnu/slurm/rankmap_spank.so [max_time=60]
  * Build against the running Slurm's headers (SPANK plugins are tied to a Slurm major
  * release): see Makefile.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <ctype.h>
 #include <errno.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +48,13 @@
 
 #include <slurm/spank.h>
 
+#include "../preload/bind_record.h"
 #include "../preload/own_cmdline.h"
 
 SPANK_PLUGIN(rankmap, 1);
+
+/* set by srun for the steps it placed (slurm_plugin/common/job_conventions.py SRUN_PLACED_VAR) */
+#define PLACED_VAR "RANKMAP_SRUN_PLACED"
 
 #define MAX_VALUE 200
 
@@ -381,11 +393,17 @@ static void place_plain_step(void)
     const char *given = getenv("SLURM_HOSTFILE");
     if (given && !given[0])
         unsetenv("SLURM_HOSTFILE");
+    unsetenv(PLACED_VAR); /* a step inside a placed step's task is not placed by it */
     const char *hostfile = getenv("RANKMAP_SRUN_HOSTFILE");
-    const char *off = getenv("RANKMAP_BIND");
-    if (!hostfile || hostfile[0] != '/' || getenv("SLURM_HOSTFILE") ||
-        getenv("SLURM_STEP_ID") || (off && strcmp(off, "off") == 0))
+    if (!hostfile || hostfile[0] != '/' || getenv("SLURM_STEP_ID") ||
+        rankmap_off_value(getenv("RANKMAP_BIND")))
         return;
+    /* the line of earlier releases names the job's own host file: placed as well */
+    const char *mine = getenv("SLURM_HOSTFILE");
+    const char *machinefile = getenv("RANKMAP_MACHINEFILE");
+    int typed = mine && (!strcmp(mine, hostfile) || (machinefile && !strcmp(mine, machinefile)));
+    if (mine && !typed)
+        return; /* the user's own host file */
     static char buf[1 << 16];
     static char *argv[1024];
     int argc = rankmap_own_argv(buf, sizeof(buf), argv, 1024);
@@ -393,8 +411,48 @@ static void place_plain_step(void)
     long env_tasks = ntasks ? strtol(ntasks, NULL, 10) : -1;
     if (argc < 1 || !plain_step(argc, argv, hostfile_tasks(hostfile), env_tasks))
         return;
-    if (setenv("SLURM_HOSTFILE", hostfile, 1) == 0)
-        setenv("SLURM_DISTRIBUTION", "arbitrary", 1);
+    if (typed || (setenv("SLURM_HOSTFILE", hostfile, 1) == 0 &&
+                  setenv("SLURM_DISTRIBUTION", "arbitrary", 1) == 0))
+        setenv(PLACED_VAR, "1", 1);
+}
+
+/* In an srun task, before it execs (remote context, after Slurm's own binding): a task
+ * of a step place_plain_step placed runs from its first instruction on the cores of its
+ * record in the bind file, so that what reads the mask before MPI_Init (an OpenMP
+ * runtime building OMP_PLACES, a program's first threads) sees them.  Anything that
+ * does not fit leaves the task as Slurm bound it: the binder, at MPI_Init, says why. */
+static void bind_placed_task(spank_t sp)
+{
+    char placed[8], off[16], path[4096], node[256];
+    if (spank_getenv(sp, PLACED_VAR, placed, sizeof placed) != ESPANK_SUCCESS ||
+        strcmp(placed, "1") != 0)
+        return;
+    if (spank_getenv(sp, "RANKMAP_BIND", off, sizeof off) == ESPANK_SUCCESS &&
+        rankmap_off_value(off))
+        return;
+    if (spank_getenv(sp, "RANKMAP_BIND_FILE", path, sizeof path) != ESPANK_SUCCESS ||
+        spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
+        return;
+    uint32_t rank, size;
+    if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &size) != ESPANK_SUCCESS)
+        return;
+    char host[256], slot[MAX_RECORD], why[512];
+    cpu_set_t set;
+    if (read_record(path, (long)rank, (long)size, host, sizeof host, slot, sizeof slot, why,
+                    sizeof why) != 1 || strcmp(host, node) != 0 ||
+        !slot_cpus(slot, &set, why, sizeof why))
+        return;
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (spank_remote(sp) == 1)
+        bind_placed_task(sp);
+    return 0; /* never fail a task */
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)

@@ -417,6 +417,113 @@ def test_plain_srun_on_an_odd_shape(slurm_cluster, profiles, program):
     assert {r: host for r, (host, _, _) in ran.items()} == plan, job.output
 
 
+def test_plain_srun_tasks_start_on_their_cores(slurm_cluster, profiles, program):
+    """A task of a step the SPANK plugin placed is bound in srun's task before the
+    program is executed (slurm_spank_task_init), not only at MPI_Init: its mask on
+    entering main is its planned core (Slurm binds nothing here: TaskPlugin=task/none,
+    so without that step every task starts on both cores)."""
+    c = slurm_cluster
+    prog = program("debian")
+    job = c.run_launch_job(job_script("", f"srun --mpi=pmix {prog} --affinity --start"),
+                           *JOB_ARGS, "--comm-profile=scrambled8", user=USER,
+                           tries=SRUN_JOBS, retry=launch_failed)
+    plan = assert_applied(job)
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    started = {int(r): (h, s) for r, h, s in re.findall(
+        r"^rank (\d+) host (\S+) cpu -?\d+ allowed \S+ start (\S+)$", job.output, re.M)}
+    assert started == {r: (h, str(core)) for r, (h, _, core) in plan.items()}, job.output
+
+
+# -- hybrid ranks: several cores each, OpenMP threads over them ---------------------------
+
+#: one rank per node, two CPUs each: on this 2-core machine a rank's cores are the real
+#: cores 0 and 1 of every emulated node
+HYBRID_ARGS = ("-N4", "--ntasks-per-node=1", "-c", "2")
+
+
+@pytest.fixture(scope="module")
+def omp_program(slurm_cluster, lane, profiles):
+    """``omp_program(name)`` -> tests/data/mpi/omp_rankinfo.c built with OpenMP for a
+    row (as ``program``); and the 4-rank profile pairs4 (ranks 0-2 and 1-3 talk, so
+    the plan is not Slurm's block order)."""
+    _write_profile(profiles, "pairs4", [(0, 2, 1e8), (1, 3, 1e8)], 4)
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            mpicc = "mpicc" if name == "debian" else lane(name) / "bin" / "mpicc"
+            out = slurm_cluster.state / "bin" / f"omp_rankinfo-{name}"
+            proc = subprocess.run([str(mpicc), "-O2", "-fopenmp", "-o", str(out),
+                                   str(ROOT / "tests/data/mpi/omp_rankinfo.c")],
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            out.chmod(0o755)
+            built[name] = out
+        return built[name]
+    return get
+
+
+def hybrid_ranks(job) -> tuple[dict[int, str], dict[int, tuple[str, str, str, str, str]]]:
+    """(rank -> planned host, rank -> (host, start, places, bind, threads)) of a hybrid
+    job whose every rank's slot is cores 0-1 of socket 0."""
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    assert re.search(r"^RECORD: .*\"applied\": true", job.output, re.M), job.output
+    slots = dict(re.findall(r"^BIND: (\d+) \S+ (\S+?) *$", job.output, re.M))
+    assert set(slots.values()) == {"0:0-1"}, job.output
+    plan = {int(r): h for r, h in re.findall(r"^BIND: (\d+) (\S+) ", job.output, re.M)}
+    assert sorted(plan) == [0, 1, 2, 3], job.output
+    assert [plan[r] for r in range(4)] != NODES, ("the plan is block's", job.output)
+    ran = {int(r): rest for r, *rest in re.findall(
+        r"^omp rank (\d+) host (\S+) start (\S+) places (\S+) bind (\S+) threads (\S+)$",
+        job.output, re.M)}
+    assert sorted(ran) == [0, 1, 2, 3], job.output
+    return plan, {r: tuple(v) for r, v in ran.items()}
+
+
+HYBRID_ROWS = {
+    "srun": ("debian", "", "srun --mpi=pmix {prog}"),
+    "openmpi4": ("debian", "", "mpirun {prog}"),
+    "openmpi5": ("openmpi5", "export PATH={venv}/bin:$PATH\n", "mpirun {prog}"),
+}
+
+
+@pytest.mark.parametrize("row", sorted(HYBRID_ROWS))
+def test_hybrid_ranks_start_on_their_cores_with_one_openmp_place_per_core(
+        slurm_cluster, omp_program, lane, row):
+    """``-c 2`` and an OpenMP program: every rank runs on its planned host, and its two
+    threads each sit on one of its cores (OMP_PLACES=cores, OMP_PROC_BIND=close from the
+    TaskProlog; without them both threads may run on both cores), the first one too
+    (the runtime pinned it to its first place before main, and the binder keeps a pin
+    inside the rank's cores)."""
+    name, setup, launch = HYBRID_ROWS[row]
+    venv = lane(name) if name != "debian" else None
+    prog = omp_program(name)
+    script = job_script(setup.format(venv=venv), launch.format(prog=prog))
+    job = slurm_cluster.run_launch_job(script, *HYBRID_ARGS, "--comm-profile=pairs4",
+                                       user=USER, tries=SRUN_JOBS, retry=launch_failed)
+    plan, ran = hybrid_ranks(job)
+    assert {r: v[0] for r, v in ran.items()} == plan, job.output
+    assert {v[1:] for v in ran.values()} == {("0", "cores", "close", "0;1")}, job.output
+
+
+def test_hybrid_hydra_ranks_keep_their_threads_inside_their_cores(
+        slurm_cluster, omp_program, lane):
+    """MPICH's ranks start on their proxy's mask and are bound at MPI_Init, after the
+    OpenMP runtime built its places: Hydra gets no OMP_PLACES from rankmap (places built
+    from the proxy's mask would span the node), and each rank's threads, started after
+    MPI_Init, inherit its cores."""
+    venv = lane("mpich")
+    prog = omp_program("mpich")
+    setup = f"export PATH={venv}/bin:$PATH\nexport HYDRA_IFACE=lo\n"
+    job = slurm_cluster.run_launch_job(job_script(setup, f"mpiexec {prog}"), *HYBRID_ARGS,
+                                       "--comm-profile=pairs4", user=USER)
+    assert re.search(r"^ENV: RANKMAP_OMP_SET=OMP_PLACES,OMP_PROC_BIND$", job.output,
+                     re.M), job.output
+    plan, ran = hybrid_ranks(job)
+    assert {r: v[0] for r, v in ran.items()} == plan, job.output
+    assert {v[2:] for v in ran.values()} == {("-", "-", "0-1;0-1")}, job.output
+
+
 SMALLER_STEPS = """
 unset RANKMAP_BIND_VERBOSE  # only rank 0 says why it did not bind
 rc=0

@@ -1,6 +1,6 @@
 """The SPANK plugin's option checks (slurm_plugin/spank/rankmap_spank.c), compiled into a
 small program with stand-ins for the Slurm calls: ``valid_choice`` and ``valid_profile``
-exactly as sbatch runs them."""
+exactly as sbatch runs them, ``plain_step`` and ``place_plain_step`` as srun does."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tests.helpers.paths import REPO
 SPANK_C = REPO / "slurm_plugin/spank/rankmap_spank.c"
 
 HARNESS = r"""
+#define _GNU_SOURCE
 #include <stdio.h>
 #include "rankmap_spank.c"
 spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
@@ -23,8 +24,20 @@ spank_context_t spank_context(void) { return S_CTX_LOCAL; }
 spank_err_t spank_job_control_setenv(spank_t sp, const char *n, const char *v, int o)
 { (void)sp; (void)n; (void)v; (void)o; return ESPANK_SUCCESS; }
 void slurm_error(const char *fmt, ...) { (void)fmt; }
+spank_err_t spank_getenv(spank_t sp, const char *n, char *buf, int len)
+{ (void)sp; (void)n; (void)buf; (void)len; return ESPANK_ENV_NOEXIST; }
+spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
+{ (void)sp; (void)item; return ESPANK_BAD_ARG; }
+int spank_remote(spank_t sp) { (void)sp; return 0; }
 int main(int argc, char **argv)
 {
+    if (strcmp(argv[1], "place") == 0) {  /* what srun's environment becomes */
+        const char *names[] = {"SLURM_HOSTFILE", "SLURM_DISTRIBUTION", PLACED_VAR, NULL};
+        place_plain_step();
+        for (int i = 0; names[i]; i++)
+            printf("%s=%s\n", names[i], getenv(names[i]) ? getenv(names[i]) : "(unset)");
+        return 0;
+    }
     if (argv[1][0] == 's') {  /* step JOB_TASKS ENV_TASKS "srun -n 4 ./app" ... */
         for (int i = 4; i < argc; i++) {
             char *words[256], *save = NULL;
@@ -64,3 +77,18 @@ def spank_checker(tmp_path: Path):
                              text=True, check=True).stdout.split()
         return [v == "1" for v in out]
     return check
+
+
+def srun_environment(tmp_path: Path):
+    """``place(env) -> {name: value}``: srun's SLURM_HOSTFILE, SLURM_DISTRIBUTION and
+    RANKMAP_SRUN_PLACED after the plugin's ``place_plain_step`` ran in an srun whose
+    command line is a plain ``srun ./app`` and whose environment is ``env``."""
+    (tmp_path / "h.c").write_text(HARNESS)
+    subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
+                    str(tmp_path / "h.c")], check=True)
+
+    def place(env: dict[str, str]) -> dict[str, str]:
+        out = subprocess.run([str(tmp_path / "h"), "place"], env=env, capture_output=True,
+                             text=True, check=True).stdout.split()
+        return dict(line.split("=", 1) for line in out)
+    return place

@@ -5,7 +5,10 @@
  * e.g. "1" or "0-1"): whether it was bound, not only where it happened to run.  With
  * --early-thread a thread started before MPI_Init (as OpenMP runtimes and I/O libraries
  * start theirs) is asked too, and the line ends in " thread LIST", that thread's CPUs
- * after MPI_Init. */
+ * after MPI_Init; with --pinned-thread CPU one more thread started before MPI_Init pins
+ * itself to CPU (as an OpenMP runtime pins its pool to places) and the line ends in
+ * " pinned LIST", its CPUs after MPI_Init.  With --start the line ends in " start LIST",
+ * the CPUs the program was started on (its mask on entering main). */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
@@ -16,13 +19,27 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static volatile pid_t early_tid;
+static volatile pid_t early_tid, pinned_tid;
 static volatile int done;
+static int pin_to = -1;
 
 static void *early_thread(void *arg)
 {
     (void)arg;
     early_tid = (pid_t)syscall(SYS_gettid);
+    while (!done)
+        usleep(1000);
+    return NULL;
+}
+
+static void *pinned_thread(void *arg)
+{
+    cpu_set_t set;
+    (void)arg;
+    CPU_ZERO(&set);
+    CPU_SET(pin_to, &set);
+    sched_setaffinity(0, sizeof set, &set);
+    pinned_tid = (pid_t)syscall(SYS_gettid);
     while (!done)
         usleep(1000);
     return NULL;
@@ -52,14 +69,25 @@ static void cpu_list(pid_t tid, char *out, size_t len)
 
 int main(int argc, char **argv)
 {
-    int rank, size, affinity = 0, early = 0;
-    char host[256], allowed[1024] = "", thread[1024] = "";
-    pthread_t other;
-    for (int i = 1; i < argc; i++)
+    int rank, size, affinity = 0, early = 0, start = 0;
+    char host[256], allowed[1024] = "", thread[1024] = "", pinned[1024] = "",
+         started[1024] = "";
+    pthread_t other, pinner;
+    cpu_list(0, started, sizeof started);
+    for (int i = 1; i < argc; i++) {
         early |= strcmp(argv[i], "--early-thread") == 0;
+        start |= strcmp(argv[i], "--start") == 0;
+        if (strcmp(argv[i], "--pinned-thread") == 0 && i + 1 < argc)
+            pin_to = atoi(argv[i + 1]);
+    }
     if (early) {
         pthread_create(&other, NULL, early_thread, NULL);
         while (!early_tid)
+            usleep(1000);
+    }
+    if (pin_to >= 0) {
+        pthread_create(&pinner, NULL, pinned_thread, NULL);
+        while (!pinned_tid)
             usleep(1000);
     }
     MPI_Init(&argc, &argv);
@@ -80,13 +108,18 @@ int main(int argc, char **argv)
     gethostname(host, sizeof host);
     if (affinity)
         cpu_list(0, allowed, sizeof allowed);
-    if (early) {
+    if (early)
         cpu_list(early_tid, thread, sizeof thread);
-        done = 1;
+    if (pin_to >= 0)
+        cpu_list(pinned_tid, pinned, sizeof pinned);
+    done = 1;
+    if (early)
         pthread_join(other, NULL);
-    }
-    printf("rank %d host %s cpu %d%s%s%s%s\n", rank, host, sched_getcpu(),
-           affinity ? " allowed " : "", allowed, early ? " thread " : "", thread);
+    if (pin_to >= 0)
+        pthread_join(pinner, NULL);
+    printf("rank %d host %s cpu %d%s%s%s%s%s%s%s%s\n", rank, host, sched_getcpu(),
+           affinity ? " allowed " : "", allowed, early ? " thread " : "", thread,
+           pin_to >= 0 ? " pinned " : "", pinned, start ? " start " : "", start ? started : "");
     MPI_Finalize();
     return 0;
 }

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from slurm_plugin.common.job_conventions import OPENMP_EXPORTS, OPENMP_SET_VAR
 from slurm_plugin.lifecycle.prterun_wrapper import placement_args
 from tests.helpers.paths import REPO
 
@@ -94,3 +95,64 @@ def test_the_users_switch_turns_every_family_off(guard):
         assert said.startswith("RANKMAP_BIND=off: "), said
     assert placement_args(["./app"], {"RANKMAP_RANKFILE": "/r", "RANKMAP_BIND": "off"},
                           4)[1].startswith("RANKMAP_BIND=off")
+
+
+SHOW_ENV = r"""
+#include <stdio.h>
+#include <stdlib.h>
+int main(void)
+{
+    const char *names[] = {"OMP_PLACES", "OMP_PROC_BIND", NULL};
+    for (int i = 0; names[i]; i++)
+        printf("%s=%s\n", names[i], getenv(names[i]) ? getenv(names[i]) : "(unset)");
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def launchers(tmp_path_factory):
+    """The binder, and a program that prints its OpenMP variables installed as Hydra's
+    launcher (mpiexec.hydra) and as an ordinary program: the guard judges a process by
+    its executable's name."""
+    if not shutil.which("cc"):
+        pytest.skip("needs a C compiler")
+    out = tmp_path_factory.mktemp("omp-guard")
+    subprocess.run(["make", "-s", "-C", str(REPO / "slurm_plugin/bind"), f"OUT={out}"],
+                   check=True)
+    (out / "show.c").write_text(SHOW_ENV)
+    subprocess.run(["cc", "-o", str(out / "mpiexec.hydra"), str(out / "show.c")], check=True)
+    shutil.copy(out / "mpiexec.hydra", out / "app")
+    (out / "bindings").write_text("rankmap-bind 1 1 32".ljust(31) + "\n")
+
+    def run(program: str, **env: str) -> dict[str, str]:
+        base = {"LD_PRELOAD": str(out / "librankmap_bind.so"),
+                "RANKMAP_BIND_FILE": str(out / "bindings"), "PATH": "/usr/bin:/bin"}
+        proc = subprocess.run([str(out / program)], env={**base, **env},
+                              capture_output=True, text=True, check=True)
+        return dict(line.split("=", 1) for line in proc.stdout.split())
+    return run
+
+
+def test_hydra_does_not_pass_rankmaps_openmp_places_to_its_ranks(launchers):
+    """Hydra's ranks start on their proxy's mask and are bound at MPI_Init, after an
+    OpenMP runtime built its places: in mpiexec the TaskProlog's OMP_PLACES/OMP_PROC_BIND
+    are unset; the user's own (not listed in RANKMAP_OMP_SET, or changed since) are
+    kept, and other programs keep rankmap's."""
+    ours = {"OMP_PLACES": "cores", "OMP_PROC_BIND": "close",
+            OPENMP_SET_VAR: "OMP_PLACES,OMP_PROC_BIND"}
+    assert ours.items() >= OPENMP_EXPORTS.items()
+    assert launchers("mpiexec.hydra", **ours) == {"OMP_PLACES": "(unset)",
+                                                  "OMP_PROC_BIND": "(unset)"}
+    assert launchers("app", **ours) == {"OMP_PLACES": "cores", "OMP_PROC_BIND": "close"}
+    # the user chose OMP_PROC_BIND (not listed) and changed OMP_PLACES after the prolog
+    users = {"OMP_PLACES": "threads", "OMP_PROC_BIND": "close", OPENMP_SET_VAR: "OMP_PLACES"}
+    assert launchers("mpiexec.hydra", **users) == {"OMP_PLACES": "threads",
+                                                   "OMP_PROC_BIND": "close"}
+
+
+def test_the_binder_knows_the_openmp_variables_the_task_prolog_sets():
+    source = (REPO / "slurm_plugin/bind/rankmap_bind.c").read_text()
+    for name, value in OPENMP_EXPORTS.items():
+        assert f'{{"{name}", "{value}"}}' in source, name
+    assert f'getenv("{OPENMP_SET_VAR}")' in source

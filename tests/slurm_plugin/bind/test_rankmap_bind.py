@@ -132,6 +132,24 @@ def test_threads_started_before_mpi_init_are_bound_too(built, tmp_path):
 
 
 @pytest.mark.skipif(not two_cores(), reason="needs cpus 0 and 1")
+def test_a_thread_pinned_inside_the_ranks_cores_keeps_its_pin(built, tmp_path):
+    """A rank of two cores whose launcher started it on one: the thread that inherited
+    that mask gets both cores, and a thread that pinned itself to the other core (as an
+    OpenMP runtime pins its pool to OMP_PLACES) stays pinned: the binder widens what the
+    launcher set, never what a runtime chose inside the rank's cores."""
+    host = socket.gethostname()
+    layout = Layout(Hierarchy.from_tree([1], [1, 10], ["socket", "root"]),
+                    (Slot(host, 0, (0, 1), (0, 1)),))
+    proc = launch(built, render_bindfile(layout, np.array([0])), tmp_path, np_=1,
+                  rankfile_cores=[0],
+                  program_args=("--early-thread", "--pinned-thread", "1", "--start"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = re.findall(r"^rank 0 host \S+ cpu \d+ allowed (\S+) thread (\S+) pinned (\S+) "
+                       r"start (\S+)$", proc.stdout, re.M)
+    assert found == [("0-1", "0-1", "1", "0")], proc.stdout
+
+
+@pytest.mark.skipif(not two_cores(), reason="needs cpus 0 and 1")
 @pytest.mark.parametrize("case", ["switched off", "other size", "other host", "no such core",
                                   "unsupported", "launcher placed"])
 def test_it_leaves_the_launchers_binding_alone_and_rank_0_says_why(built, tmp_path, case):

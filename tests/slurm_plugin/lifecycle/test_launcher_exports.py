@@ -345,3 +345,29 @@ def test_each_family_exports_only_the_files_it_says_it_reads(tmp_path):
     # the batch step only, for the mpirun families: a task step gets no host file
     assert LAUNCHERS["openmpi"].exports(offer, job_dir, script_step=False) == []
     assert LAUNCHERS["hydra"].exports(offer, job_dir, script_step=False) == []
+
+
+@root_only
+def test_a_hybrid_job_gets_openmp_places_over_each_ranks_cores_unless_the_user_chose(job):
+    """Several CPUs per task: OMP_PLACES=cores and OMP_PROC_BIND=close in the batch step,
+    each only when the user has not set it, with the names rankmap set; an srun step's
+    tasks inherit them and get nothing more (a script that unset them keeps its choice),
+    unless no batch step set them (salloc); one CPU per task gets neither."""
+    _, _, make = job
+    batch = {**make('["openmpi", "hydra", "srun"]'), "SLURM_STEP_ID": "batch",
+             "SLURM_CPUS_PER_TASK": "2"}
+    lines = as_user(USER, lambda: exports(batch))
+    assert {"export OMP_PLACES=cores", "export OMP_PROC_BIND=close",
+            "export RANKMAP_OMP_SET=OMP_PLACES,OMP_PROC_BIND"} <= set(lines), lines
+    users = as_user(USER, lambda: exports({**batch, "OMP_PROC_BIND": "spread"}))
+    assert "export OMP_PLACES=cores" in users and "export RANKMAP_OMP_SET=OMP_PLACES" in users
+    assert not any(line.startswith("export OMP_PROC_BIND=") for line in users), users
+    step = {**batch, "SLURM_STEP_ID": "0", "RANKMAP_OMP_SET": "OMP_PLACES,OMP_PROC_BIND"}
+    assert not any("OMP_" in line for line in as_user(USER, lambda: exports(step)))
+    salloc = {k: v for k, v in step.items() if k != "RANKMAP_OMP_SET"}
+    assert "export OMP_PLACES=cores" in as_user(USER, lambda: exports(salloc))
+    single = {**batch, "SLURM_CPUS_PER_TASK": "1"}
+    assert not any("OMP_" in line for line in as_user(USER, lambda: exports(single)))
+    # a site that gives no launcher the placement gives no OpenMP places either
+    bare = {**make("[]"), "SLURM_STEP_ID": "batch", "SLURM_CPUS_PER_TASK": "2"}
+    assert not any("OMP_" in line for line in as_user(USER, lambda: exports(bare)))

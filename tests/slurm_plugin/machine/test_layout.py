@@ -69,6 +69,23 @@ def test_layout_with_a_cache_level_from_hwloc():
         build_layout(alloc, NodeShape(2, 8), None, [1, 10, 100], {"a": groups})
 
 
+def test_cpus_per_task_count_hardware_threads_as_slurm_does():
+    """On a node of 2 threads per core, -c 2 is one core per task (Slurm's CPUs are
+    threads): 8 tasks fill the 8 cores; with --hint=nomultithread a task uses one
+    thread of each of its two cores, and only 4 such tasks fit."""
+    shape = NodeShape(2, 4, 2)
+    layout = build_layout(Allocation("1", ("a",), (8,), 2), shape, None, [1, 10, 100])
+    assert [s.cpu_ids for s in layout.slots] == [(2 * c, 2 * c + 1) for c in range(8)]
+    assert all(len(s.cores) + sum(len(c) for _, c in s.more_sockets) == 1
+               for s in layout.slots)
+    one = build_layout(Allocation("1", ("a",), (4,), 2, threads_per_core=1), shape, None,
+                       [1, 10, 100])
+    assert [s.cpu_ids for s in one.slots] == [(0, 2), (4, 6), (8, 10), (12, 14)]
+    with pytest.raises(TopologyError, match="do not fit"):
+        build_layout(Allocation("1", ("a",), (8,), 2, threads_per_core=1), shape, None,
+                     [1, 10, 100])
+
+
 def test_oversubscribed_job_is_refused_with_the_site_key_unless_allowed():
     from slurm_plugin.machine.layout import OversubscribedError
 
@@ -125,12 +142,16 @@ def wide_tasks(draw):
     """One node whose tasks may be wider than a socket: (shape, cpus per task, task count,
     allocated CPU ids) with the allocated cores a random subset."""
     shape = NodeShape(draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 2)))
-    cpt = draw(st.integers(1, shape.cores))
-    ntasks = draw(st.integers(1, shape.cores // cpt))
-    cores = sorted(draw(st.permutations(range(shape.cores)))[:ntasks * cpt])
+    per_task = draw(st.integers(1, shape.cores))  # cores per task
+    ntasks = draw(st.integers(1, shape.cores // per_task))
+    cores = sorted(draw(st.permutations(range(shape.cores)))[:ntasks * per_task])
     cpu_ids = tuple(c * shape.threads_per_core + t for c in cores
                     for t in range(shape.threads_per_core))
-    return shape, cpt, ntasks, cpu_ids
+    # Slurm counts a task's CPUs in hardware threads: -c is cores times the threads used
+    # of each, all of a core's or one with --hint=nomultithread (threads_per_core=1)
+    one_thread = draw(st.booleans())
+    cpt = per_task * (1 if one_thread else shape.threads_per_core)
+    return shape, cpt, ntasks, cpu_ids, per_task, 1 if one_thread else None
 
 
 @settings(max_examples=200, deadline=None)
@@ -140,8 +161,9 @@ def test_tasks_wider_than_a_socket_get_all_their_cores_in_the_rankfile(task, see
     exactly cpus-per-task allocated cores, on every socket they lie on, no core twice
     (the old slot wrote the second socket's cores as the first's: ``slot=0:0,1,2,0,1,2``
     for cores 0-2 and 4-6 of a 2 x 4 node)."""
-    shape, cpt, ntasks, cpu_ids = task
-    alloc = Allocation("1", ("a",), (ntasks,), cpt, cpu_ids={"a": cpu_ids})
+    shape, cpt, ntasks, cpu_ids, per_task, threads = task
+    alloc = Allocation("1", ("a",), (ntasks,), cpt, threads_per_core=threads,
+                       cpu_ids={"a": cpu_ids})
     layout = build_layout(alloc, shape, None, [1, 10, 100])
     mapping = np.random.default_rng(seed).permutation(layout.n)
     lines = ie.parse_rankfile_cores(render_rankfile(layout, mapping))
@@ -149,10 +171,14 @@ def test_tasks_wider_than_a_socket_get_all_their_cores_in_the_rankfile(task, see
     used = []
     for rank, (host, cores) in lines.items():
         node_cores = [s * shape.cores_per_socket + c for s, c in cores]
-        assert host == "a" and len(set(node_cores)) == cpt, (rank, cores)
+        assert host == "a" and len(set(node_cores)) == per_task, (rank, cores)
         slot = layout.slots[mapping[rank]]
         assert sorted(node_cores) == sorted({i // shape.threads_per_core
                                              for i in slot.cpu_ids})
+        # the rank's CPUs: cpt hardware threads, the first ones of each core
+        assert len(slot.cpu_ids) == cpt
+        assert all(i % shape.threads_per_core < (threads or shape.threads_per_core)
+                   for i in slot.cpu_ids)
         assert all(c * shape.threads_per_core in cpu_ids for c in node_cores)
         assert cores[0][0] == slot.socket  # the socket the distances use
         used += node_cores

@@ -61,6 +61,20 @@ def test_scontrol_job_cpus_per_task_and_partial_nodes():
     assert b.cpu_ids == {"n3": (2, 3, 6, 7), "n4": (2, 6)}
 
 
+def test_the_jobs_threads_per_core_comes_from_each_source():
+    """--threads-per-core / --hint=nomultithread: scontrol's ReqB:S:C:T (its last
+    field, "*" when not asked), squeue's threads_per_core, the job's environment."""
+    text = (DATA / "scontrol_job_4x4.txt").read_text()
+    assert "ReqB:S:C:T=0:0:*:*" in text
+    assert parse_scontrol_job(text).threads_per_core is None
+    one = parse_scontrol_job(text.replace("ReqB:S:C:T=0:0:*:*", "ReqB:S:C:T=0:0:*:1"))
+    assert one.threads_per_core == 1
+    env = {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)"}
+    assert allocation_from_env(env).threads_per_core is None
+    assert allocation_from_env({**env, "SLURM_THREADS_PER_CORE": "1"}).threads_per_core == 1
+    assert allocation_from_env({**env, "SLURM_HINT": "nomultithread"}).threads_per_core == 1
+
+
 def test_squeue_json_agrees_with_scontrol():
     a = parse_squeue_json((DATA / "squeue.json").read_text(), "3")
     b = parse_scontrol_job((DATA / "scontrol_job_n6.txt").read_text())

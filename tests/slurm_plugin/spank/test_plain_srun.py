@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from slurm_plugin.common.job_conventions import SRUN_HOSTFILE_VAR
-from tests.helpers.spank_harness import SPANK_C, needs_cc, spank_checker
+from slurm_plugin.common.job_conventions import SRUN_HOSTFILE_VAR, SRUN_PLACED_VAR
+from tests.helpers.spank_harness import SPANK_C, needs_cc, spank_checker, srun_environment
 
 #: the job has 6 tasks (its host file's lines); SLURM_NTASKS in the batch step says 6
 PLACED = [
@@ -105,3 +105,34 @@ def test_the_plugins_option_tables_know_every_srun_option_with_an_argument():
 
 def test_the_plugin_reads_the_variable_the_taskprolog_exports():
     assert f'getenv("{SRUN_HOSTFILE_VAR}")' in SPANK_C.read_text()
+
+
+@needs_cc
+def test_a_step_it_places_is_marked_for_its_tasks_and_no_other(tmp_path):
+    """The steps the plugin places carry RANKMAP_SRUN_PLACED=1, by which their tasks are
+    bound before they exec; so does the line of earlier releases, which names the job's
+    own host file itself.  A step inside a task (it inherits the mark), the user's own
+    host file and the user's switch get no mark."""
+    hostfile = tmp_path / "slurm_hostfile"
+    hostfile.write_text("n1\nn2\nn1\n")
+    machinefile = tmp_path / "machinefile"
+    machinefile.write_text("n1\nn2\nn1\n")
+    place = srun_environment(tmp_path)
+    job = {SRUN_HOSTFILE_VAR: str(hostfile), "RANKMAP_MACHINEFILE": str(machinefile),
+           "SLURM_NTASKS": "3"}
+    assert place(job) == {"SLURM_HOSTFILE": str(hostfile), "SLURM_DISTRIBUTION": "arbitrary",
+                          SRUN_PLACED_VAR: "1"}
+    typed = place({**job, "SLURM_HOSTFILE": str(machinefile)})
+    assert typed["SLURM_HOSTFILE"] == str(machinefile) and typed[SRUN_PLACED_VAR] == "1"
+    nested = place({**job, "SLURM_STEP_ID": "0", SRUN_PLACED_VAR: "1"})
+    assert nested == {"SLURM_HOSTFILE": "(unset)", "SLURM_DISTRIBUTION": "(unset)",
+                      SRUN_PLACED_VAR: "(unset)"}
+    own = place({**job, "SLURM_HOSTFILE": "/home/u/hosts"})
+    assert own["SLURM_HOSTFILE"] == "/home/u/hosts" and own[SRUN_PLACED_VAR] == "(unset)"
+    for off in ("off", "no", "0"):
+        assert place({**job, "RANKMAP_BIND": off})[SRUN_PLACED_VAR] == "(unset)"
+    assert place({**job, "SLURM_NTASKS": "2"})[SRUN_PLACED_VAR] == "(unset)"
+
+
+def test_the_plugin_marks_steps_with_the_name_the_project_uses():
+    assert f'#define PLACED_VAR "{SRUN_PLACED_VAR}"' in SPANK_C.read_text()
