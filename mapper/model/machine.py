@@ -266,3 +266,18 @@ class DistanceMatrix:
 
 
 Machine = Hierarchy | DistanceMatrix
+
+
+def host_contiguous(machine: Hierarchy, mapping: np.ndarray, level: int) -> bool:
+    """Whether every level-``level`` group (a node: one host) holds one interval of rank
+    ids under ``mapping`` (rank → PE): what MPICH's and Intel MPI's mpiexec (Hydra) can
+    launch, whose host file gives each host one ``host:count`` line in rank order and
+    deals the ranks to the lines in turn (a host on two lines gets two proxies, which
+    they do not run as one host).  The order of the hosts does not matter.  O(n + g)
+    for n ranks and g groups, in numpy."""
+    node = machine.group_ids[np.asarray(mapping, dtype=np.int64), level]
+    if len(node) < 2:
+        return True
+    # a group's ranks are one interval exactly when it starts one run of the sequence
+    runs = 1 + int(np.count_nonzero(node[1:] != node[:-1]))
+    return runs == int(np.count_nonzero(np.bincount(node)))

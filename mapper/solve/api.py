@@ -82,6 +82,12 @@ def map_processes(graph: CommGraph, machine: Machine, algorithm: str = "topdown+
     1 / relative capacity, e.g. from the switches' LinkSpeed; 0 for a group without a link) make
     that comparison one of load over capacity, cut × weight (Hoefler & Snir's congestion); without
     them the links of a level are alike and the rule compares volumes, as before weights existed.
+    With congestion levels, of placements that tie exactly (J within the rule's tolerance,
+    every link loaded the same), one that keeps every host's ranks in one block wins, so that
+    MPICH's and Intel MPI's mpiexec can launch it
+    (:func:`~mapper.solve.never_worse.host_contiguous_tie`); where the winner interleaves hosts,
+    its rotation onto whole hosts and the block placement are offered for that tie only
+    (:func:`~mapper.solve.candidates.whole_host_variants`).
 
     Budgets: with ``time_limit`` the result comes back within it plus the final
     evaluations of J (O(m) each), on dense graphs too: the constructions partition a
@@ -274,7 +280,8 @@ def _grid_boxes(graph: CommGraph, machine: Machine, seed: int,
 def _least_j(best: MappingResult, algorithm: str, boxed: Sequence[MappingResult],
              notes: list[str]) -> tuple[MappingResult, str, dict[str, float]]:
     """Without a baseline: the least J of the algorithm's result and the boxes (the
-    first on a tie); the winner's notes join ``notes``."""
+    first on a tie); the winner's notes join ``notes``.  No link model to tell ties
+    apart, so no host-contiguity tie-break either (it needs the rule's links)."""
     origin, candidates = "algorithm", {algorithm: best.objective}
     for box in boxed:
         candidates[box.algorithm] = box.objective
@@ -331,8 +338,11 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
     :data:`~mapper.solve.budget.POLISH_MIN_SECONDS`, stopping early when it cannot beat
     the best admissible J; without a time limit it runs to its local optimum), the
     baseline regrouped (in rank order, then by J: :func:`_regrouped`) on a tree, and
-    ``boxed`` (:func:`~mapper.solve.candidates.grid_boxes`).  Returns the winner, its
-    origin, every candidate's J and the refused ones' reasons."""
+    ``boxed`` (:func:`~mapper.solve.candidates.grid_boxes`).  Where the winner interleaves
+    hosts, the placements with whole hosts that tie its J
+    (:func:`~mapper.solve.candidates.whole_host_variants`) go through the same admission and
+    may only break that tie (``tie_only`` of :meth:`~mapper.solve.never_worse.Admission.rank`).
+    Returns the winner, its origin, every candidate's J and the refused ones' reasons."""
     rule = never_worse.Admission(graph, machine, baseline, links)
     spec = runner.AlgorithmSpec.parse(base)  # a preset's own algorithm
     polish = base.split("+", 1)[1] if spec.neighborhood else "n10"
@@ -369,17 +379,50 @@ def _against_baseline(graph: CommGraph, machine: Machine, algorithm: str, base: 
                                              rule.base.objective, bar, left, progress),
                               f"baseline+{polish}", f"baseline+{polish}"))
     rejected: dict[str, str] = {}
-    admitted = [(rule.baseline_result(seed), "baseline")]
-    for cand in (own, *polishes, *reversed(regroupings), *boxes):
-        if not rule.lower(cand.result):
-            continue
-        why = refused[cand.key]
-        if why is not None:
-            rejected[cand.key] = why
-        else:
-            admitted.append((cand.result, cand.origin))
+
+    def admit(offered: Sequence[never_worse.Candidate]) -> list[tuple[MappingResult, str]]:
+        out = []
+        for cand in offered:
+            if not rule.lower(cand.result):
+                continue
+            why = refused[cand.key]
+            if why is not None:
+                rejected[cand.key] = why
+            else:
+                out.append((cand.result, cand.origin))
+        return out
+
+    admitted = [(rule.baseline_result(seed), "baseline"),
+                *admit((own, *polishes, *reversed(regroupings), *boxes))]
     winner, origin = rule.rank(admitted)
+    # a placement with every host's ranks in one block, where one ties the winner's J: it
+    # may only break that tie (Admission.rank), so MPICH and Intel MPI can launch it
+    tie_only = admit([offer(c, _variant_origin(c, origin), c.algorithm)
+                      for c in _whole_host_ties(graph, machine, winner, rule.host_level,
+                                                rule.tol)
+                      if not np.array_equal(c.mapping, baseline)])
+    if tie_only:
+        winner, origin = rule.rank(admitted, tie_only)
     return winner, origin, candidates, rejected
+
+
+def _whole_host_ties(graph: CommGraph, machine: Machine, winner: MappingResult,
+                     level: int | None, tol: float) -> list[MappingResult]:
+    """The placements with every host's ranks in one block
+    (:func:`~mapper.solve.candidates.whole_host_variants`) whose J is within ``tol`` of
+    ``winner``'s: the only ones that can tie it.  O(n + m) each."""
+    if level is None:
+        return []
+    assert isinstance(machine, Hierarchy)
+    return [c for c in extra.whole_host_variants(graph, machine, winner, level)
+            if abs(c.objective - winner.objective) <= tol]
+
+
+def _variant_origin(variant: MappingResult, origin: str) -> str:
+    """The origin a host-contiguous variant wins with: the winner's for its rotation (the
+    same placement with the ranks relabelled along the pattern's symmetry), its own for
+    the block placement."""
+    return origin if variant.algorithm == extra.HOSTS_ROTATED else variant.algorithm
 
 
 def _regroupings(graph: CommGraph, machine: Machine, algorithm: str, seed: int,

@@ -1,6 +1,7 @@
 """The candidates beside the algorithm's result: the grid's boxes (a Cartesian grid in
-rank order cut by coordinate bisection), the baseline polished by local search, and
-the names of the regroupings.
+rank order cut by coordinate bisection), the baseline polished by local search, the
+names of the regroupings, and the winner's placements with every host's ranks in one
+block (:func:`whole_host_variants`, for the host-contiguity tie-break).
 
 References and complexities: :func:`mapper.construction.coordinate_bisection`,
 :mod:`mapper.model.cartesian`, :mod:`mapper.search.swap`.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -17,7 +19,7 @@ from .. import construction
 from ..construction.regroup import doubling_steps
 from ..model.cartesian import cartesian_grid
 from ..model.graph import CommGraph
-from ..model.machine import Hierarchy, Machine
+from ..model.machine import Hierarchy, Machine, host_contiguous
 from ..objectives.phase_time import (
     links_crossed,
 )
@@ -120,3 +122,51 @@ def polished(graph: CommGraph, machine: Machine, polish: str, seed: int,
                          notes=tuple(dict.fromkeys(first.notes + more.notes)),
                          timings={k: first.timings.get(k, 0.0) + more.timings.get(k, 0.0)
                                  for k in set(first.timings) | set(more.timings)})
+
+
+#: Name of the winner's placement with its ranks rotated so that every host's ranks are
+#: one block (:func:`whole_host_variants`).
+HOSTS_ROTATED = "hosts in one block each (ranks rotated)"
+
+#: Name of the block placement, rank r on PE r: node after node, every host's ranks one
+#: block (:func:`whole_host_variants`).
+HOSTS_BLOCK = "hosts in one block each (block placement)"
+
+
+def whole_host_variants(graph: CommGraph, machine: Hierarchy, winner: MappingResult,
+                        level: int) -> tuple[MappingResult, ...]:
+    """Placements with every level-``level`` group's ranks in one block
+    (:func:`mapper.model.machine.host_contiguous`) that may tie ``winner`` exactly, for
+    the host-contiguity tie-break (:func:`mapper.solve.never_worse.host_contiguous_tie`);
+    none when ``winner`` already keeps its hosts whole.
+
+    :data:`HOSTS_ROTATED`: where the winner's hosts are blocks of a cyclic rank order
+    (one host holding the last ranks and the first), rank r takes the PE of rank
+    r + s (mod n), s the first rank of a host's block: the same J and link loads for
+    every pattern invariant under that shift (a ring, a periodic grid whose host blocks
+    are slabs).  :data:`HOSTS_BLOCK`: rank r on PE r, which ties where the winner's
+    groups and rank-order slabs cost the same (a periodic grid's rows against its
+    boxes).  Each is only offered: the caller evaluates it like any candidate.
+    O(n + g) each and O(m) for its J."""
+    pi = np.asarray(winner.mapping, dtype=np.int64)
+    if host_contiguous(machine, pi, level):
+        return ()
+    node = machine.group_ids[pi, level]
+    starts = np.flatnonzero(node != np.roll(node, 1))
+    out = []
+    # one run per host around the cycle: a rotation to a run's start makes each a block
+    if len(starts) == np.count_nonzero(np.bincount(node)):
+        shift = int(starts[0])
+        pe = np.roll(pi, -shift)
+        ev = evaluate(graph, machine, pe)
+        # the winner's own placement relabelled: its notes and its search's end hold
+        out.append(replace(winner, mapping=pe, objective=ev.objective, traffic=ev.traffic,
+                           algorithm=HOSTS_ROTATED, notes=(*winner.notes, (
+                               f"{HOSTS_ROTATED}: the placement found with its ranks "
+                               f"shifted by {shift}, rank r on the PE of rank r + {shift} "
+                               f"(mod {len(pi)})"))))
+    block = np.arange(len(pi), dtype=np.int64)
+    ev = evaluate(graph, machine, block)
+    out.append(MappingResult(block, ev.objective, ev.traffic, 0.0, HOSTS_BLOCK, winner.seed,
+                             notes=(f"{HOSTS_BLOCK}: rank r on PE r, node after node",)))
+    return tuple(out)

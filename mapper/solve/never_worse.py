@@ -7,9 +7,12 @@ baseline (beyond :data:`LINK_TOLERANCE`), raises a routed level's busiest link
 passed on, a latency pace or the exchange rounds' latency (:func:`phase_refusal`).
 Among the admitted, J decides, with the far traffic per node breaking near ties
 (:func:`near_j_least_far`) and the phase time where the link capacities are known
-(:func:`phase_timer`).  References: Hoefler & Snir, ICS 2011 (congestion along routed
-paths); the phase models of :mod:`mapper.objectives.phase_time` and
-:mod:`mapper.objectives.phase_waits`.  Complexity: O(n + m·L) per check.
+(:func:`phase_timer`).  Of placements that tie exactly (J within the tie tolerance,
+every link's load the same), one that keeps each host's ranks one block wins
+(:func:`host_contiguous_tie`): MPICH's and Intel MPI's mpiexec can launch no other.
+References: Hoefler & Snir, ICS 2011 (congestion along routed paths); the phase models
+of :mod:`mapper.objectives.phase_time` and :mod:`mapper.objectives.phase_waits`.
+Complexity: O(n + m·L) per check.
 """
 
 from __future__ import annotations
@@ -22,9 +25,15 @@ from typing import NamedTuple
 import numpy as np
 
 from ..model.graph import CommGraph
-from ..model.machine import Hierarchy, Machine, MachineError
+from ..model.machine import Hierarchy, Machine, MachineError, host_contiguous
 from ..model.phased_graph import PhasedGraph
-from ..objectives.congestion import LinkCapacities, raised_uplink, uplink_loads
+from ..objectives.congestion import (
+    LinkCapacities,
+    check_link_weights,
+    group_cuts,
+    raised_uplink,
+    uplink_loads,
+)
 from ..objectives.link_load import RoutedNetwork
 from ..objectives.phase_time import (
     phase_node_hop_bytes,
@@ -76,6 +85,7 @@ class Admission:
         self._routed_caps = (routed_search.caps_of(graph, links.routed, baseline)
                              if links.routed is not None else None)
         self._baseline_waits = cache(self._waits)
+        self.host_level = host_level(machine, self.levels)
 
     def baseline_result(self, seed: int) -> MappingResult:
         return MappingResult(self.baseline.copy(), self.base.objective, self.base.traffic,
@@ -113,24 +123,38 @@ class Admission:
         return waiting_time(self.graph, self.machine, self.baseline, self.levels,
                             level_capacities(self.links.link_capacities, self.levels))
 
-    def rank(self, admitted: list[tuple[MappingResult, str]]) -> tuple[MappingResult, str]:
+    def rank(self, admitted: list[tuple[MappingResult, str]],
+             tie_only: Sequence[tuple[MappingResult, str]] = ()) -> tuple[MappingResult, str]:
         """The winner of ``admitted`` (candidate, origin; the baseline first): the least
         phase time first where the link capacities are known (:func:`phase_timer`),
         then on a tree the least far traffic per node among those near the least J
-        (:func:`near_j_least_far`, with a note when that overrides J), else the least J.
+        (:func:`near_j_pool`, with a note when that overrides J), else the least J.
+        Of the others that tie that winner exactly (J within :attr:`tol`,
+        :meth:`ties_exactly`), and of ``tie_only`` (admitted candidates that may only
+        break such a tie: :func:`~mapper.solve.candidates.whole_host_variants`), one
+        whose hosts' ranks are each one block comes first (:func:`host_contiguous_tie`).
         O(k) evaluations of the measures for k candidates."""
         graph, machine, levels, tol = self.graph, self.machine, self.levels, self.tol
         timer = phase_timer(graph, machine, levels, self.links.link_capacities)
         if timer is not None:  # the least phase time first, then J
             admitted = near_least(admitted, timer)
-        by_j = least_j(admitted, tol)
-        if not levels:
-            return by_j
         # phases of per-rank groups are left to the phase time across levels where it runs
-        far_traffic = partial(phase_node_hop_bytes, graph, machine, levels=levels,
-                              own_groups=timer is None)
-        winner, origin = near_j_least_far(admitted, far_traffic, tol)
-        if winner is not by_j[0]:
+        far_traffic = (partial(phase_node_hop_bytes, graph, machine, levels=levels,
+                               own_groups=timer is None) if levels else None)
+        measures = tuple(m for m in (timer, far_traffic) if m is not None)
+        same = partial(self.ties_exactly, measures=measures)
+
+        def tie(winner: tuple[MappingResult, str], tied: list[tuple[MappingResult, str]]
+                ) -> tuple[MappingResult, str]:
+            also = [a for a in tie_only if abs(a[0].objective - winner[0].objective) <= tol]
+            return host_contiguous_tie(machine, self.host_level, winner, [*tied, *also], same)
+
+        if far_traffic is None:
+            return least_j(admitted, tol, tie)
+        by_j, pool = least_j(admitted, tol), near_j_pool(admitted, far_traffic)
+        winner, origin = least_j(pool, tol, tie)
+        # the note says where the far traffic, not J, chose (the tie-break adds its own)
+        if least_j(pool, tol)[0] is not by_j[0]:
             ratio = far_traffic(winner.mapping) / max(far_traffic(by_j[0].mapping), 1e-300)
             winner = replace(winner, notes=(*winner.notes, (
                 f"{origin} applied over {by_j[1]} ({j_gap(by_j[0], winner, tol)}):"
@@ -138,27 +162,118 @@ class Admission:
                 f"(mapper.objectives.phase_time.phase_node_hop_bytes)")))
         return winner, origin
 
+    def ties_exactly(self, winner: MappingResult, other: MappingResult,
+                     measures: Sequence[Callable[[np.ndarray], float]] = ()) -> bool:
+        """Whether ``other`` (whose J ties ``winner``'s) loads every link exactly as
+        ``winner`` does, as a multiset per level (:meth:`link_profile`: the same busiest
+        link, and the second busiest, ...), and no ranking ``measures`` (phase time, far
+        traffic) is higher: then nothing this rule measures tells them apart.  Loads
+        summed in another order differ in the last bits; :data:`EXACT` absorbs that
+        and nothing more.  O(n + m·L) per call."""
+        mine, theirs = self.link_profile(winner.mapping), self.link_profile(other.mapping)
+        if not all(np.allclose(a, b, rtol=EXACT, atol=EXACT * max(a.max(initial=0.0), 1.0))
+                   for a, b in zip(mine, theirs, strict=True)):
+            return False
+        return all(m(other.mapping) <= m(winner.mapping) * (1.0 + EXACT) for m in measures)
+
+    def link_profile(self, mapping: np.ndarray) -> list[np.ndarray]:
+        """Per congestion level, every group's uplink load (cut × link weight), sorted.
+        O(n + m·L)."""
+        assert not self.levels or isinstance(self.machine, Hierarchy)
+        weights = (None if self.links.link_weights is None
+                   else check_link_weights(self.machine, self.links.link_weights))
+        out = []
+        for level in self.levels:
+            cut = group_cuts(self.graph, self.machine, mapping, level)
+            w = None if weights is None else weights[level]
+            out.append(np.sort(cut if w is None else cut * w))
+        return out
+
+
+#: Relative gap within which link loads and ranking measures count as equal for the
+#: host-contiguity tie-break: rounding of sums taken in another order (1e-16 a term),
+#: the same scale as :attr:`Admission.tol` for J.
+EXACT = 1e-12
+
+
+def host_level(machine: Machine, levels: Sequence[int]) -> int | None:
+    """The level whose groups are hosts, for the host-contiguity tie-break on a tree
+    with congestion ``levels``: the one named ``node`` (what a Slurm layout names them),
+    else the innermost congestion level (a node's host link).  None without levels (no
+    links to compare, so no tie can be shown exact) and off a tree.  O(L)."""
+    if not levels or not isinstance(machine, Hierarchy):
+        return None
+    if "node" in machine.level_names:
+        return machine.level_names.index("node")
+    return min(levels)
+
+
+def host_contiguous_tie(machine: Machine, level: int | None, winner: tuple[MappingResult, str],
+                        tied: Sequence[tuple[MappingResult, str]],
+                        same: Callable[[MappingResult, MappingResult], bool]
+                         ) -> tuple[MappingResult, str]:
+    """``winner``, or where it interleaves hosts the first of ``tied`` (candidate,
+    name; their J within the tie tolerance of ``winner``'s) that keeps every host's
+    ranks one block (:func:`mapper.model.machine.host_contiguous` at ``level``) and that
+    ``same`` finds identical on everything else the rule measures, with a note.
+
+    Why: MPICH's and Intel MPI's mpiexec (Hydra) take hosts from a host file with one
+    ``host:count`` line per host in rank order, so a placement that interleaves hosts
+    leaves them with their own placement; where the model cannot tell two placements
+    apart, the one every launcher can launch is the better one.  Only exact ties move:
+    a placement with a lower J, or a busier link anywhere, is never traded for
+    contiguity.  O(n + g) per candidate for the test, plus ``same``'s cost for those
+    that pass it."""
+    if level is None or not tied or host_contiguous(machine, winner[0].mapping, level):
+        return winner
+    for cand, name in tied:
+        if host_contiguous(machine, cand.mapping, level) and same(winner[0], cand):
+            # a whole-host variant keeps the winner's origin; its own name tells them apart
+            label = cand.algorithm if name == winner[1] else name
+            note = (f"of placements with the same J and link loads, {label} applied over "
+                    f"{winner[1]}: it keeps every host's ranks in one block, which MPICH's "
+                    f"and Intel MPI's mpiexec need (the other interleaves hosts)")
+            return replace(cand, notes=(*cand.notes, note)), name
+    return winner
+
+
+TieBreak = Callable[[tuple[MappingResult, str], list[tuple[MappingResult, str]]],
+                    tuple[MappingResult, str]]
+
 
 def near_j_least_far(admitted: list[tuple[MappingResult, str]],
                      far_traffic: Callable[[np.ndarray], float], tol: float
                       ) -> tuple[MappingResult, str]:
     """Of ``admitted`` (candidate, name), those whose J is within :data:`NEAR_J` of
     the least, then of those the ones whose ``far_traffic`` is within
-    :data:`LINK_TOLERANCE` of the least, then the least J (the first on a tie within
-    ``tol``).  O(k) calls of ``far_traffic`` for k candidates."""
+    :data:`LINK_TOLERANCE` of the least (:func:`near_j_pool`), then the least J (the
+    first on a tie within ``tol``).  O(k) calls of ``far_traffic`` for k candidates."""
+    return least_j(near_j_pool(admitted, far_traffic), tol)
+
+
+def near_j_pool(admitted: list[tuple[MappingResult, str]],
+                far_traffic: Callable[[np.ndarray], float]) -> list[tuple[MappingResult, str]]:
+    """Those of ``admitted`` whose J is within :data:`NEAR_J` of the least and, of
+    those, whose ``far_traffic`` is within :data:`LINK_TOLERANCE` of the least, in
+    their order.  O(k) calls of ``far_traffic``."""
     least = min(cand.objective for cand, _ in admitted)
     near = [a for a in admitted if a[0].objective <= least + NEAR_J * abs(least)]
-    return least_j(near_least(near, far_traffic) if len(near) > 1 else near, tol)
+    return near_least(near, far_traffic) if len(near) > 1 else near
 
 
-def least_j(admitted: list[tuple[MappingResult, str]], tol: float
-             ) -> tuple[MappingResult, str]:
-    """The first of ``admitted`` whose J no later one beats by more than ``tol``."""
-    winner, origin = admitted[0]
-    for cand, name in admitted[1:]:
-        if cand.objective < winner.objective - tol:
-            winner, origin = cand, name
-    return winner, origin
+def least_j(admitted: list[tuple[MappingResult, str]], tol: float,
+            tie: TieBreak | None = None) -> tuple[MappingResult, str]:
+    """The first of ``admitted`` whose J no later one beats by more than ``tol``; with
+    ``tie``, its choice between that one and the others whose J is within ``tol`` of
+    it (:func:`host_contiguous_tie`).  O(k), plus ``tie``'s cost."""
+    winner = admitted[0]
+    for cand in admitted[1:]:
+        if cand[0].objective < winner[0].objective - tol:
+            winner = cand
+    if tie is None:
+        return winner
+    return tie(winner, [a for a in admitted if a is not winner
+                        and abs(a[0].objective - winner[0].objective) <= tol])
 
 
 def j_gap(lower: MappingResult, than: MappingResult, tol: float) -> str:

@@ -39,7 +39,10 @@ class MappingResult:
         ``"baseline regrouped in rank order"`` with its rank-order term);
         ``"grid boxes"`` or ``"grid boxes, outer faces shared"`` (with or without a
         baseline) when the graph's Cartesian grid cut into the tree's groups won
-        (:mod:`mapper.construction.boxes`).
+        (:mod:`mapper.construction.boxes`); ``"hosts in one block each (block
+        placement)"`` when rank r on PE r tied the winner and kept its hosts whole
+        (:func:`mapper.solve.candidates.whole_host_variants`; the winner's rotation onto
+        whole hosts keeps the winner's origin, with a note).
     candidates:
         J of every candidate that was compared, by name.
     rejected:

@@ -20,7 +20,7 @@ import numpy as np
 from mapper import CommGraph, MappingResult, evaluate
 from mapper.model.machine import Hierarchy
 from mapper.objectives.hop_bytes import has_hops, hop_bytes
-from mapper.solve.candidates import BOXES, BOXES_SHARED, REGROUPED_IN_ORDER
+from mapper.solve.candidates import BOXES, BOXES_SHARED, HOSTS_BLOCK, REGROUPED_IN_ORDER
 
 from ..common.hostlist import fold_hostlist
 from ..common.safe_text import escape_controls, escape_strings
@@ -160,6 +160,9 @@ def _summary(result: MappingResult | None, fallback_reason: str | None, default_
         how = "the profile's grid cut into the switch tree's groups by coordinate bisection"
         if result.origin == BOXES_SHARED:
             how += ", every node keeping a share of its switch's outer faces"
+    elif result.origin == HOSTS_BLOCK:
+        how = (f"rank r on slot r, node after node, which ties {result.algorithm}'s result "
+               f"and keeps every host's ranks in one block")
     else:
         how = (f"Slurm's {default_name} placement improved by local search "
                f"{result.origin.split('+', 1)[-1]}")
