@@ -64,6 +64,7 @@
 #include <string.h>
 #include <strings.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -401,7 +402,10 @@ static void bind_rank(void)
  * option that places the ranks, several programs (a : b), or a rank count other than the
  * plan's.  Open MPI 5's mpirun goes through rankmap-prterun, whose rule this is
  * (slurm_plugin/lifecycle/prterun_wrapper.py; a test runs one table of cases against
- * both). */
+ * both).  A placement that interleaves hosts reaches MPICH as a rank map too
+ * (HYDRA_CONFIG_FILE, the job's hydra_rankmap): a Hydra that cannot take it (before MPICH
+ * 5.0.2, Intel MPI) would run the ranks in blocks of the host file, so it is given none
+ * of them (takes_rank_map). */
 
 /* options by which the user places the ranks, per family (leading dashes stripped for
  * Hydra, which takes one or two) */
@@ -412,7 +416,7 @@ static const char *openmpi_placement[] = {
 static const char *openmpi_count[] = {"-np", "--np", "-n", "--n", "-c", NULL};
 static const char *hydra_placement[] = {"f", "hostfile", "machinefile", "machine", "hosts",
                                         "host", "ppn", "perhost", "rr", "grr", "configfile",
-                                        NULL};
+                                        "rankmap", NULL};
 static const char *hydra_count[] = {"n", "np", NULL};
 
 static int listed(const char *name, size_t len, const char **list)
@@ -534,11 +538,45 @@ static void unset_openmp_exports(void)
     }
 }
 
+/* Whether this Hydra takes a rank map (-rankmap, which the job's HYDRA_CONFIG_FILE gives
+ * a placement that interleaves hosts): MPICH 5.0.2 and later, whose mpiexec hands each
+ * proxy its ranks as --exec-rank; 4.1 to 5.0.1 accept -rankmap but number the ranks
+ * round-robin, Intel MPI's has none.  The executable is searched for that option's
+ * name (Hydra is linked into it). */
+static int takes_rank_map(void)
+{
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int found = 0;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map != MAP_FAILED) {
+            found = memmem(map, (size_t)st.st_size, "--exec-rank", 11) != NULL;
+            munmap(map, (size_t)st.st_size);
+        }
+    }
+    close(fd);
+    return found;
+}
+
+/* HYDRA_CONFIG_FILE names the job's rank map: the file beside RANKMAP_BIND_FILE. */
+static int job_rank_map_given(void)
+{
+    const char *config = getenv("HYDRA_CONFIG_FILE"), *bind = getenv("RANKMAP_BIND_FILE");
+    const char *slash = bind ? strrchr(bind, '/') : NULL;
+    size_t dir = slash ? (size_t)(slash - bind) : 0;
+    return config && slash && !strncmp(config, bind, dir + 1) &&
+           !strcmp(config + dir + 1, "hydra_rankmap");
+}
+
 __attribute__((constructor)) static void guard_launch(void)
 {
     static const char *openmpi_vars[] = {"OMPI_MCA_rmaps_rank_file_path",
                                          "OMPI_MCA_rmaps_rankfile_path", NULL};
-    static const char *hydra_vars[] = {"HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE", NULL};
+    static const char *hydra_vars[] = {"HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE",
+                                       "HYDRA_CONFIG_FILE", NULL};
     if (!getenv("RANKMAP_BIND_FILE"))
         return; /* not in a job rankmap placed */
     const char *family = launcher_family();
@@ -556,8 +594,13 @@ __attribute__((constructor)) static void guard_launch(void)
     static char *argv[2048];
     int argc = rankmap_own_argv(buf, sizeof buf, argv, 2048);
     char why[512];
-    if (argc < 1 ||
-        !launch_not_rankmaps(family, argc - 1, argv + 1, planned_ranks(), why, sizeof why))
+    if (!strcmp(family, "hydra") && job_rank_map_given() && !takes_rank_map())
+        snprintf(why, sizeof why, "this mpiexec cannot take the job's placement, whose "
+                 "hosts interleave (it needs MPICH 5.0.2 or later; Intel MPI has no rank "
+                 "map): Hydra places the ranks");
+    else if (argc < 1 ||
+             !launch_not_rankmaps(family, argc - 1, argv + 1, planned_ranks(), why,
+                                  sizeof why))
         return;
     for (int i = 0; vars[i]; i++)
         unsetenv(vars[i]);

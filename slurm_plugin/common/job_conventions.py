@@ -9,7 +9,7 @@ import re
 
 #: the files launchers read; none may survive a failed computation
 LAUNCHER_FILES = ("rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings",
-                  "hydra_hostfile")
+                  "hydra_hostfile", "hydra_rankmap")
 
 #: the SUMMA arrangement (``--rankmap=summa``; format: mapper.io.summa_files), written
 #: beside the rankfile; like a launcher file, it must not survive a failed computation
@@ -136,6 +136,14 @@ BIND_LAUNCHERS_VAR = "RANKMAP_BIND_LAUNCHERS"
 #: (slurm_plugin.lifecycle.hydra_srun says why the launcher)
 MPICH_HOSTFILE_VARS = ("HYDRA_HOST_FILE",)
 MPICH_LAUNCHER_VAR = "HYDRA_LAUNCHER_EXEC"
+#: MPICH's Hydra reads its own options from this file: the rank map of a placement that
+#: interleaves hosts (``-rankmap``, MPICH 5.0.2 and later); the binder unsets it in an
+#: mpiexec that cannot take it (rankmap_bind.c)
+MPICH_CONFIG_VAR = "HYDRA_CONFIG_FILE"
+#: the first line of a Hydra host file that lists each host once for a placement that
+#: interleaves hosts: without its rank map Hydra would run the ranks in blocks, so a job
+#: whose files lack the map hands the host file to no launcher (Hydra skips "#" lines)
+HYDRA_NEEDS_RANK_MAP = "# ranks interleave hosts: see hydra_rankmap\n"
 INTEL_HOSTFILE_VARS = ("I_MPI_HYDRA_HOST_FILE",)
 INTEL_LAUNCHER_VARS = {"I_MPI_HYDRA_BOOTSTRAP": "slurm"}
 INTEL_LAUNCHER_EXEC_VAR = "I_MPI_HYDRA_BOOTSTRAP_EXEC"

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 from .job_conventions import (
     FILE_NAMES,
+    HYDRA_NEEDS_RANK_MAP,
     INTEL_HOSTFILE_VARS,
     INTEL_LAUNCHER_EXEC_VAR,
     INTEL_LAUNCHER_VARS,
+    MPICH_CONFIG_VAR,
     MPICH_HOSTFILE_VARS,
     MPICH_LAUNCHER_VAR,
     OMPI_PRTERUN_VAR,
@@ -42,6 +44,8 @@ class LauncherOffer:
     binder: bool
     slurm_hostfile_exported: bool  # the site's switch: SLURM_HOSTFILE in every step
     slurm_hostfile: bool = False  # the file exists: a plain srun gets it (SPANK plugin)
+    #: the placement interleaves hosts and MPICH gets its rank map (Intel MPI nothing)
+    hydra_rankmap: bool = False
 
 
 class Launcher(ABC):
@@ -101,26 +105,37 @@ class OpenMPI(Launcher):
 class Hydra(Launcher):
     """MPICH's mpiexec and Intel MPI's mpirun: hosts from the Hydra host file, started
     through rankmap-hydra-srun, cores from the binder, when every host is on one line
-    of the file."""
+    of the file; a placement that interleaves hosts gives MPICH its rank map too
+    (``-rankmap`` in ``HYDRA_CONFIG_FILE``, MPICH 5.0.2 and later) and Intel MPI, which
+    has no rank map, nothing."""
 
-    family, reads = "hydra", ("hydra_hostfile", "bindings")
+    family, reads = "hydra", ("hydra_hostfile", "hydra_rankmap", "bindings")
 
     def sentences(self, offer: LauncherOffer) -> list[str]:
         what = "host and core" if offer.binder else "host only"
-        return [f"{mpi} {launcher}: {what}" if offer.hydra_hostfile else
-                f"{mpi} {launcher}: nothing (the placement interleaves hosts, which "
-                f"{mpi} cannot launch)"
-                for mpi, launcher in (("MPICH", "mpiexec"), ("Intel MPI", "mpirun"))]
+        cannot = "nothing (the placement interleaves hosts, which {} cannot launch)"
+        mpich = (f"MPICH mpiexec: {what}" + (" (5.0.2 and later: the placement interleaves "
+                                             "hosts; earlier ones keep their own)"
+                                             if offer.hydra_rankmap else "")
+                 if offer.hydra_hostfile else f"MPICH mpiexec: {cannot.format('MPICH')}")
+        intel = (f"Intel MPI mpirun: {what}" if offer.hydra_hostfile and not offer.hydra_rankmap
+                 else f"Intel MPI mpirun: {cannot.format('Intel MPI')}")
+        return [mpich, intel]
 
     def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
         # a host on several lines (an interleaved placement) starts several proxies per
         # node: MPICH ran that under Slurm 22.05 but hung under 24.11, and Intel MPI
-        # launched too many ranks; so the offer gives the file only with one line per host
+        # launched too many ranks; so the offer gives the file only with one line per
+        # host, and an interleaved placement to MPICH as a rank map over that file
         if not (script_step and offer.hydra_hostfile):
             return []
         hydra, launcher = os.path.join(job_dir, FILE_NAMES["hydra_hostfile"]), hydra_srun_path()
-        lines = [f"export {var}={hydra}" for var in (*MPICH_HOSTFILE_VARS, *INTEL_HOSTFILE_VARS)]
+        lines = [f"export {var}={hydra}" for var in MPICH_HOSTFILE_VARS]
         lines.append(f"export {MPICH_LAUNCHER_VAR}={launcher}")
+        if offer.hydra_rankmap:
+            return [*lines, f"export {MPICH_CONFIG_VAR}="
+                            f"{os.path.join(job_dir, FILE_NAMES['hydra_rankmap'])}"]
+        lines += [f"export {var}={hydra}" for var in INTEL_HOSTFILE_VARS]
         lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
         lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
         return lines
@@ -208,12 +223,17 @@ def planned_offer(supported: Sequence[str], files: Mapping[str, str], bind_libra
                   export_slurm_hostfile: bool) -> LauncherOffer:
     """The offer the TaskProlog will make for a job whose computation wrote ``files``
     (name → text) under this site's configuration: what the report says before the
-    job's steps start.  The libraries are looked for on this node (the job's)."""
+    job's steps start.  The libraries are looked for on this node (the job's).  A host
+    file of an interleaved placement (marked by its first line, ``# ranks interleave``)
+    is given only with its rank map."""
+    rank_map = bool(files.get("hydra_rankmap", "").strip())
+    needs_rank_map = files.get("hydra_hostfile", "").startswith(HYDRA_NEEDS_RANK_MAP)
     return LauncherOffer(
         supported=tuple(supported), rankfile="rankfile" in files,
         prterun_wrapper="rankfile" in files and os.path.isfile(prterun_wrapper),
         hydra_hostfile=one_line_per_host(hydra_hosts(files.get("hydra_hostfile", "")))
-        and os.path.isfile(hydra_srun),
+        and os.path.isfile(hydra_srun) and (rank_map or not needs_rank_map),
         binder="bindings" in files and bool(bind_library) and os.path.isfile(bind_library),
         slurm_hostfile_exported=export_slurm_hostfile and "slurm_hostfile" in files,
-        slurm_hostfile="slurm_hostfile" in files)
+        slurm_hostfile="slurm_hostfile" in files,
+        hydra_rankmap=rank_map)

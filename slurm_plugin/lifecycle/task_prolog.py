@@ -182,8 +182,9 @@ def job_offer(job_dir: Path, supported: list[str], bind_library: str,
 
     present = {name: "" for name in ("rankfile", "bindings", "slurm_hostfile")
                if _is_file(job_dir / FILE_NAMES[name])}
-    if _is_file(job_dir / FILE_NAMES["hydra_hostfile"]):
-        present["hydra_hostfile"] = _head(job_dir / FILE_NAMES["hydra_hostfile"])
+    for name in ("hydra_hostfile", "hydra_rankmap"):
+        if _is_file(job_dir / FILE_NAMES[name]):
+            present[name] = _head(job_dir / FILE_NAMES[name])
     return planned_offer(supported, present, bind_library, prterun_wrapper_path(),
                          hydra_srun_path(), export_slurm_hostfile)
 

@@ -53,6 +53,7 @@ RENDERERS = {
     "slurm_hostfile": render.render_slurm_hostfile,
     "bindings": render.render_bindfile,
     "hydra_hostfile": render.render_hydra_hostfile,
+    "hydra_rankmap": render.render_hydra_rankmap,
 }
 
 

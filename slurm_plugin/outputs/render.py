@@ -21,6 +21,7 @@ import jinja2
 import jinja2.meta
 import numpy as np
 
+from ..common.job_conventions import HYDRA_NEEDS_RANK_MAP
 from ..machine.layout import Layout
 
 
@@ -184,16 +185,70 @@ def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
     return "".join(line.ljust(width - 1) + "\n" for line in (header, *records))
 
 
+#: Hydra passes a rank map to its ranks compressed into at most this many characters
+#: (PMI_MAXVALLEN); a longer one crashes mpiexec (MPICH 5.0.2 pmiserv_utils.c), so a
+#: map that might be longer is not given
+HYDRA_MAP_LIMIT = 1024
+
+
+def hydra_runs(layout: Layout, mapping: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The maximal runs of consecutive ranks on one host, in rank order: (host index in
+    ``layout.nodes``, ranks in the run) per run.  O(n)."""
+    node = layout.pe_node[np.asarray(mapping, dtype=np.int64)]
+    starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]]) if len(node) else node
+    return node[starts], np.diff(np.r_[starts, len(node)])
+
+
+def hydra_rank_map(layout: Layout, mapping: np.ndarray) -> tuple[list[str], list[int]] | None:
+    """For a placement that interleaves hosts, Hydra's ``-rankmap`` (MPICH 5.0.2 and
+    later): the hosts once each, in order of their first rank, and per rank the index of
+    its host among them; None when no host has two runs, or when Hydra's compressed map
+    might pass :data:`HYDRA_MAP_LIMIT`.  Hydra compresses the map into blocks of
+    (first node, nodes, ranks per node), at most one per run, so the runs bound its
+    length.  O(n)."""
+    hosts, lengths = hydra_runs(layout, mapping)
+    if len(np.unique(hosts)) == len(hosts):
+        return None
+    first = list(dict.fromkeys(hosts.tolist()))
+    index = {h: i for i, h in enumerate(first)}
+    ids = [index[h] for h in hosts.tolist()]
+    block = sum(len(f"({i},1,{k}),") for i, k in zip(ids, lengths.tolist(), strict=True))
+    if len("(vector,)") + block >= HYDRA_MAP_LIMIT:
+        return None
+    per_rank = np.repeat(np.array(ids, dtype=np.int64), lengths).tolist()
+    return [layout.nodes[h] for h in first], per_rank
+
+
 def render_hydra_hostfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
     """Hydra's host file (``HYDRA_HOST_FILE``, Intel MPI's ``I_MPI_HYDRA_HOST_FILE``):
     ``host:n`` per run of consecutive ranks on one host, in rank order; Hydra deals the
     ranks to the lines in order, one proxy per line.  A placement that interleaves hosts
-    lists a host on several lines (never on two consecutive ones: runs are maximal),
-    which the TaskProlog hands to no launcher (docs/known-limits.md says why).  O(n)."""
-    node = layout.pe_node[np.asarray(mapping, dtype=np.int64)]
-    if len(node) == 0:
+    lists each host once with all its ranks when MPICH can take its rank map
+    (:func:`hydra_rank_map`, :func:`render_hydra_rankmap`); else on several lines (never
+    on two consecutive ones: runs are maximal), which the TaskProlog hands to no
+    launcher (docs/known-limits.md says why).  O(n)."""
+    interleaved = hydra_rank_map(layout, mapping)
+    if interleaved is not None:
+        hosts, per_rank = interleaved
+        counts = np.bincount(np.array(per_rank, dtype=np.int64), minlength=len(hosts))
+        return HYDRA_NEEDS_RANK_MAP + "".join(
+            f"{h}:{c}\n" for h, c in zip(hosts, counts.tolist(), strict=True))
+    hosts_of_runs, lengths = hydra_runs(layout, mapping)
+    return "".join(f"{layout.nodes[h]}:{c}\n" for h, c in zip(hosts_of_runs.tolist(),
+                                                              lengths.tolist(), strict=True))
+
+
+def render_hydra_rankmap(layout: Layout, mapping: np.ndarray, **_: object) -> str:
+    """MPICH's Hydra configuration file (``HYDRA_CONFIG_FILE``) for a placement that
+    interleaves hosts: ``-rankmap (I,1,K),...``, one block per run of K consecutive ranks
+    on line I of the host file (:func:`hydra_rank_map`; Hydra's block syntax, which keeps
+    the line as short as the map Hydra passes on, far below the 16 KiB it reads of a
+    line); empty when the host file alone says it all or the map is too long for
+    Hydra.  O(n)."""
+    if hydra_rank_map(layout, mapping) is None:
         return ""
-    starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
-    counts = np.diff(np.r_[starts, len(node)])
-    return "".join(f"{layout.nodes[h]}:{c}\n" for h, c in zip(node[starts].tolist(),
-                                                              counts.tolist(), strict=True))
+    hosts, lengths = hydra_runs(layout, mapping)
+    index: dict[int, int] = {}
+    ids = [index.setdefault(h, len(index)) for h in hosts.tolist()]
+    return "-rankmap " + ",".join(f"({i},1,{k})" for i, k in
+                                  zip(ids, lengths.tolist(), strict=True)) + "\n"

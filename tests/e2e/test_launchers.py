@@ -66,7 +66,7 @@ if [ -n "$RANKMAP_REPORT" ]; then
 fi
 [ -n "$RANKMAP_BIND_FILE" ] && sed 1d "$RANKMAP_BIND_FILE" | sed 's/^/BIND: /'
 shown='LD_PRELOAD|RANKMAP_[A-Z_]*|OMPI_PRTERUN|OMPI_MCA_rmaps_rank_file_path'
-shown="$shown|HYDRA_HOST_FILE|I_MPI_HYDRA_HOST_FILE|SLURM_HOSTFILE|SLURM_DISTRIBUTION"
+shown="$shown|HYDRA_HOST_FILE|HYDRA_CONFIG_FILE|I_MPI_HYDRA_HOST_FILE|SLURM_HOSTFILE|SLURM_DISTRIBUTION"
 env | grep -E "^($shown)=" | sort | sed 's/^/ENV: /'
 [ -n "$HYDRA_HOST_FILE" ] && sed 's/^/HYDRA_HF: /' "$HYDRA_HOST_FILE"
 [ -n "$RANKMAP_MACHINEFILE" ] && sed 's/^/MACHINEFILE: /' "$RANKMAP_MACHINEFILE"
@@ -306,6 +306,26 @@ def test_mpich_hydra_mpiexec(slurm_cluster, profiles, program, lane):
     assert_ranks_where_planned(job, plan)
 
 
+def test_mpich_hydra_mpiexec_with_interleaved_hosts(slurm_cluster, profiles, program, lane):
+    """Row 3b: a plan that interleaves hosts reaches MPICH 5.0.2's plain ``mpiexec`` as a
+    host file of each host once and a rank map (HYDRA_CONFIG_FILE: ``-rankmap`` blocks):
+    every rank on its planned host and core, one proxy per node."""
+    c = slurm_cluster
+    venv = lane("mpich")
+    prog = program("mpich")
+    setup = f"export PATH={venv}/bin:$PATH\nexport HYDRA_IFACE=lo\n"
+    job = c.run_launch_job(job_script(setup, f"mpiexec {prog} --affinity"), *JOB_ARGS,
+                           "--comm-profile=scrambled8", user=USER)
+    plan = assert_applied(job)
+    assert interleaved([plan[r][0] for r in range(N)]), plan
+    assert re.search(r"^ENV: HYDRA_CONFIG_FILE=\S+/hydra_rankmap$", job.output, re.M), \
+        job.output
+    assert sorted(re.findall(r"^HYDRA_HF: (\S+):\d+$", job.output, re.M)) == NODES, job.output
+    assert re.search(r"^rankmap: launchers: .*MPICH mpiexec: host and core \(5\.0\.2",
+                     job.output, re.M), job.output
+    assert_ranks_where_planned(job, plan)
+
+
 def test_intel_mpi_mpirun(slurm_cluster, profiles, program, lane):
     """Row 4: Intel MPI's plain ``mpirun`` (PyPI impi-rt lane, the MPICH-ABI build):
     the hosts from I_MPI_HYDRA_HOST_FILE, the cores from the binder (Intel pins in its
@@ -327,14 +347,15 @@ def test_intel_mpi_mpirun(slurm_cluster, profiles, program, lane):
 def test_intel_mpi_is_told_nothing_for_interleaved_hosts(slurm_cluster, profiles, program,
                                                           lane):
     """Never a false "applied": a plan that interleaves hosts, which Intel MPI cannot
-    launch, gives it no host file; the batch step says so, and its ranks keep Intel's
-    own placement (the binder sees no host file and leaves them, rank 0 saying so)."""
+    launch, gives it no host file; the batch step says so.  MPICH's host file and rank
+    map are in the job's environment too, and Intel's mpiexec.hydra, which has no rank
+    map, is not given them (the binder in it unsets them and says why): its ranks keep
+    Intel's own placement, all 8 of them."""
     c = slurm_cluster
     venv = lane("impi")
     prog = program("mpich")
     setup = (f"export PATH={venv}/bin:$PATH LD_LIBRARY_PATH={venv}/lib\n"
-             "export I_MPI_FABRICS=ofi FI_PROVIDER=tcp I_MPI_HYDRA_IFACE=lo\n"
-             "unset HYDRA_HOST_FILE HYDRA_LAUNCHER_EXEC\n")
+             "export I_MPI_FABRICS=ofi FI_PROVIDER=tcp I_MPI_HYDRA_IFACE=lo\n")
     job = c.run_launch_job(job_script(setup, f"mpirun {prog} --affinity"), *JOB_ARGS,
                            "--comm-profile=scrambled8", user=USER)
     plan = assert_applied(job)
@@ -344,9 +365,11 @@ def test_intel_mpi_is_told_nothing_for_interleaved_hosts(slurm_cluster, profiles
                      r"interleaves hosts", job.output, re.M), job.output
     assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
     assert len(ranks_of(job.output)) == N, job.output
-    assert not re.search(r"^rankmap: rank \d+: on \S+ bound to", job.output, re.M)
-    assert re.search(r"^rankmap: rank 0: Hydra placed the ranks itself", job.output, re.M), \
+    assert re.search(r"^ENV: HYDRA_CONFIG_FILE=\S+/hydra_rankmap$", job.output, re.M), \
         job.output
+    assert not re.search(r"^rankmap: rank \d+: on \S+ bound to", job.output, re.M)
+    assert re.search(r"^rankmap: this mpiexec cannot take the job's placement, whose hosts "
+                     r"interleave", job.output, re.M), job.output
 
 
 def test_plain_srun_pmi2(slurm_cluster, profiles, program, lane):

@@ -43,7 +43,8 @@ def test_nodes_of_one_shape_get_the_slots_computed_for_each():
                       children={"top": ("s1", "s2")})
     layout = build_layout(alloc, shape, tree, [1, 10, 100])
     for node, count in zip(nodes, tasks, strict=True):
-        own = _node_slots(node, shape, count, 2, alloc.cpu_ids.get(node))[0]
+        # -c 2 on 2 threads per core: one core per task, as Slurm counts CPUs
+        own = _node_slots(node, shape, count, 1, alloc.cpu_ids.get(node))[0]
         placed = [s for s in layout.slots if s.host == node]
         assert sorted(placed, key=repr) == sorted(own, key=repr)
         assert all(isinstance(s, Slot) for s in own)

@@ -58,6 +58,7 @@ HYDRA_CASES = [
     (["-perhost", "2", "./app"], False),
     (["-n", "2", "./a", ":", "-n", "2", "./b"], False),
     (["-genv", "FOO", "1", "./app"], True),
+    (["-rankmap", "0,1,1,0", "./app"], False),
 ]
 
 
@@ -100,9 +101,14 @@ def test_the_users_switch_turns_every_family_off(guard):
 SHOW_ENV = r"""
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef NEW_HYDRA
+/* what MPICH 5.0.2's mpiexec.hydra holds: the option it hands proxies their ranks by */
+const char *volatile proxy_option = "--exec-rank";
+#endif
 int main(void)
 {
-    const char *names[] = {"OMP_PLACES", "OMP_PROC_BIND", NULL};
+    const char *names[] = {"OMP_PLACES", "OMP_PROC_BIND", "HYDRA_HOST_FILE",
+                           "HYDRA_CONFIG_FILE", "RANKMAP_BIND", NULL};
     for (int i = 0; names[i]; i++)
         printf("%s=%s\n", names[i], getenv(names[i]) ? getenv(names[i]) : "(unset)");
     return 0;
@@ -123,6 +129,9 @@ def launchers(tmp_path_factory):
     (out / "show.c").write_text(SHOW_ENV)
     subprocess.run(["cc", "-o", str(out / "mpiexec.hydra"), str(out / "show.c")], check=True)
     shutil.copy(out / "mpiexec.hydra", out / "app")
+    (out / "new").mkdir()
+    subprocess.run(["cc", "-DNEW_HYDRA", "-o", str(out / "new" / "mpiexec.hydra"),
+                    str(out / "show.c")], check=True)
     (out / "bindings").write_text("rankmap-bind 1 1 32".ljust(31) + "\n")
 
     def run(program: str, **env: str) -> dict[str, str]:
@@ -130,8 +139,14 @@ def launchers(tmp_path_factory):
                 "RANKMAP_BIND_FILE": str(out / "bindings"), "PATH": "/usr/bin:/bin"}
         proc = subprocess.run([str(out / program)], env={**base, **env},
                               capture_output=True, text=True, check=True)
-        return dict(line.split("=", 1) for line in proc.stdout.split())
+        return {**dict(line.split("=", 1) for line in proc.stdout.split()),
+                "stderr": proc.stderr}
+    run.dir = out
     return run
+
+
+def omp(said: dict[str, str]) -> tuple[str, str]:
+    return said["OMP_PLACES"], said["OMP_PROC_BIND"]
 
 
 def test_hydra_does_not_pass_rankmaps_openmp_places_to_its_ranks(launchers):
@@ -142,13 +157,11 @@ def test_hydra_does_not_pass_rankmaps_openmp_places_to_its_ranks(launchers):
     ours = {"OMP_PLACES": "cores", "OMP_PROC_BIND": "close",
             OPENMP_SET_VAR: "OMP_PLACES,OMP_PROC_BIND"}
     assert ours.items() >= OPENMP_EXPORTS.items()
-    assert launchers("mpiexec.hydra", **ours) == {"OMP_PLACES": "(unset)",
-                                                  "OMP_PROC_BIND": "(unset)"}
-    assert launchers("app", **ours) == {"OMP_PLACES": "cores", "OMP_PROC_BIND": "close"}
+    assert omp(launchers("mpiexec.hydra", **ours)) == ("(unset)", "(unset)")
+    assert omp(launchers("app", **ours)) == ("cores", "close")
     # the user chose OMP_PROC_BIND (not listed) and changed OMP_PLACES after the prolog
     users = {"OMP_PLACES": "threads", "OMP_PROC_BIND": "close", OPENMP_SET_VAR: "OMP_PLACES"}
-    assert launchers("mpiexec.hydra", **users) == {"OMP_PLACES": "threads",
-                                                   "OMP_PROC_BIND": "close"}
+    assert omp(launchers("mpiexec.hydra", **users)) == ("threads", "close")
 
 
 def test_the_binder_knows_the_openmp_variables_the_task_prolog_sets():
@@ -156,3 +169,23 @@ def test_the_binder_knows_the_openmp_variables_the_task_prolog_sets():
     for name, value in OPENMP_EXPORTS.items():
         assert f'{{"{name}", "{value}"}}' in source, name
     assert f'getenv("{OPENMP_SET_VAR}")' in source
+
+
+def test_an_mpiexec_that_cannot_take_the_rank_map_keeps_its_own_placement(launchers):
+    """A placement that interleaves hosts reaches MPICH as a host file of each host once
+    plus a rank map (HYDRA_CONFIG_FILE, the job's hydra_rankmap): a Hydra that hands its
+    proxies their ranks (MPICH 5.0.2 and later) keeps both; one that does not (earlier
+    MPICH, Intel MPI) would put the ranks in blocks, so neither is passed on, its ranks
+    are not bound, and it says why."""
+    job = {"HYDRA_HOST_FILE": str(launchers.dir / "hydra_hostfile"),
+           "HYDRA_CONFIG_FILE": str(launchers.dir / "hydra_rankmap")}
+    new = launchers("new/mpiexec.hydra", **job)
+    assert (new["HYDRA_HOST_FILE"], new["HYDRA_CONFIG_FILE"], new["RANKMAP_BIND"]) == (
+        job["HYDRA_HOST_FILE"], job["HYDRA_CONFIG_FILE"], "(unset)"), new
+    old = launchers("mpiexec.hydra", **job)
+    assert (old["HYDRA_HOST_FILE"], old["HYDRA_CONFIG_FILE"], old["RANKMAP_BIND"]) == (
+        "(unset)", "(unset)", "off"), old
+    assert "cannot take the job's placement, whose hosts interleave" in old["stderr"]
+    # a configuration file of the user's is not the job's rank map: left to Hydra
+    mine = launchers("mpiexec.hydra", **{**job, "HYDRA_CONFIG_FILE": "/home/u/hydra.conf"})
+    assert mine["HYDRA_CONFIG_FILE"] == "/home/u/hydra.conf" and mine["RANKMAP_BIND"] == "(unset)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -19,11 +20,13 @@ import pytest
 
 import slurm_plugin.common.launcher_support  # noqa: F401  (see below)
 from mapper import Hierarchy
+from slurm_plugin.common.job_conventions import HYDRA_NEEDS_RANK_MAP
 from slurm_plugin.common.jobdir import create_job_dir
+from slurm_plugin.common.launcher_support import hydra_hosts
 from slurm_plugin.lifecycle.prterun_wrapper import placement_args, real_prterun
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.machine.layout import Layout, Slot
-from slurm_plugin.outputs.render import render_hydra_hostfile
+from slurm_plugin.outputs.render import render_hydra_hostfile, render_hydra_rankmap
 from tests.helpers.users_harness import as_user
 
 # The TaskProlog imports what it needs when it runs; imported here before as_user forks
@@ -51,9 +54,50 @@ def test_hydra_host_file_lists_runs_of_consecutive_ranks():
     assert render_hydra_hostfile(lay, np.array([4, 5, 0, 1, 2, 3])) == "n3:2\nn1:2\nn2:2\n"
 
 
-def test_hydra_host_file_of_interleaved_hosts_repeats_a_host_on_separate_lines():
+def test_interleaved_hosts_give_mpich_each_host_once_and_the_rank_map():
+    """Ranks 0, 3 on n1 and 1, 2 on n2: the host file lists each host once with all its
+    ranks, and the rank map (Hydra's block syntax) puts each run of ranks on its line;
+    evaluated independently: expanding the blocks gives every rank's planned host."""
     lay = layout(["n1", "n1", "n2", "n2"])
-    assert render_hydra_hostfile(lay, np.array([0, 2, 1, 3])) == "n1:1\nn2:1\nn1:1\nn2:1\n"
+    mapping = np.array([0, 2, 3, 1])
+    assert render_hydra_hostfile(lay, mapping) == HYDRA_NEEDS_RANK_MAP + "n1:2\nn2:2\n"
+    text = render_hydra_rankmap(lay, mapping)
+    assert text == "-rankmap (0,1,1),(1,1,2),(0,1,1)\n"
+    hosts = hydra_hosts(render_hydra_hostfile(lay, mapping))
+    ranks = [hosts[int(i)] for i, _, k in re.findall(r"\((\d+),(1),(\d+)\)", text)
+             for _ in range(int(k))]
+    assert ranks == [lay.slots[pe].host for pe in mapping]
+    assert render_hydra_rankmap(lay, np.array([0, 1, 2, 3])) == ""  # contiguous: no map
+
+
+def test_a_host_file_that_needs_its_rank_map_is_given_only_with_it(tmp_path):
+    """A site whose ``[render] files`` lists hydra_hostfile but not hydra_rankmap: the
+    host file of an interleaved placement (each host once) would have Hydra run the
+    ranks in blocks on the wrong hosts, so neither MPICH nor Intel MPI gets it."""
+    from slurm_plugin.common.launcher_support import planned_offer
+
+    hydra_srun = tmp_path / "rankmap-hydra-srun"
+    hydra_srun.write_text("")
+    hostfile = HYDRA_NEEDS_RANK_MAP + "n1:2\nn2:2\n"
+
+    def offer(files: dict[str, str]):
+        return planned_offer(["hydra"], files, "", "", str(hydra_srun), False)
+    assert not offer({"hydra_hostfile": hostfile}).hydra_hostfile
+    both = offer({"hydra_hostfile": hostfile, "hydra_rankmap": "-rankmap (0,1,1),(1,1,2)\n"})
+    assert both.hydra_hostfile and both.hydra_rankmap
+    assert offer({"hydra_hostfile": "n1:2\nn2:2\n"}).hydra_hostfile
+
+
+def test_a_rank_map_too_long_for_hydra_is_not_given():
+    """Hydra passes the map on in at most 1024 characters (a longer one crashed mpiexec):
+    a placement of 600 ranks alternating between two hosts gets no map, and its host
+    file repeats the hosts, which no launcher is given."""
+    lay = layout(["n1"] * 300 + ["n2"] * 300)
+    alternating = np.ravel(np.column_stack([np.arange(300), np.arange(300, 600)]))
+    assert render_hydra_rankmap(lay, alternating) == ""
+    assert render_hydra_hostfile(lay, alternating).startswith("n1:1\nn2:1\nn1:1\n")
+    short = np.r_[alternating[:40], np.sort(alternating[40:])]  # 42 runs: a short map
+    assert render_hydra_rankmap(lay, short).count("(") == 42
 
 
 @pytest.fixture
@@ -66,7 +110,7 @@ def job(tmp_path):
     lib.write_bytes(b"\x7fELF")
     lib.chmod(0o755)
 
-    def make(supported: str, hydra: str = "n1:2\n") -> dict[str, str]:
+    def make(supported: str, hydra: str = "n1:2\n", rankmap: str = "") -> dict[str, str]:
         cfg = base / "rankmap.toml"
         cfg.write_text(f'[general]\noutput_dir = "{out}"\nlog_file = ""\n'
                        f'[prolog]\nfallback_dir = "{base / "fallback"}"\n'
@@ -76,7 +120,7 @@ def job(tmp_path):
         with create_job_dir(out, "600", USER, USER) as jd:
             jd.write({"rankfile": "rank 0=n1 slot=0:0\nrank 1=n1 slot=0:1\n",
                       "bindings": "rankmap-bind 1 2 20\n", "hydra_hostfile": hydra,
-                      "slurm_hostfile": "n1\nn1\n",
+                      "slurm_hostfile": "n1\nn1\n", "hydra_rankmap": rankmap,
                       "report_json": json.dumps({"job_id": "600", "applied": True, "n": 2})})
         return {"SLURM_JOB_ID": "600", "RANKMAP_CONFIG": str(cfg),
                 "LD_PRELOAD": "/usr/lib/libmine.so"}
@@ -124,6 +168,21 @@ def test_interleaved_hosts_give_hydra_no_host_file(job):
     assert not any("HYDRA" in line for line in lines), lines
     assert any("MPICH mpiexec: nothing (the placement interleaves hosts" in line
                for line in lines), lines
+
+
+@root_only
+def test_interleaved_hosts_with_a_rank_map_give_mpich_both_and_intel_mpi_nothing(job):
+    job_dir, _, make = job
+    env = make('["hydra"]', hydra="n1:2\nn2:1\n", rankmap="-rankmap (0,1,1),(1,1,1),(0,1,1)\n")
+    lines = as_user(USER, lambda: exports(env))
+    if not user_sees(Path(sys.prefix) / "bin" / "rankmap-hydra-srun"):
+        pytest.skip("rankmap-hydra-srun is not installed beside this Python")
+    assert f"export HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in lines
+    assert f"export HYDRA_CONFIG_FILE={job_dir / 'hydra_rankmap'}" in lines
+    assert not any("I_MPI" in line for line in lines), lines
+    assert any("Intel MPI mpirun: nothing (the placement interleaves hosts" in line
+               for line in lines), lines
+    assert any("MPICH mpiexec: host and core (5.0.2 and later" in line for line in lines)
 
 
 @pytest.mark.parametrize("args, added", [
@@ -286,10 +345,11 @@ def test_config_check_warns_about_a_missing_binder_only_for_supported_launchers(
     assert launcher_warnings(cfg) == []
 
 
-@pytest.mark.parametrize("hydra_lines, export_hostfile", [
-    ("n1:1\nn2:1\n", False), ("n1:1\nn2:1\nn1:1\n", True)])
+@pytest.mark.parametrize("hydra_lines, rankmap, export_hostfile", [
+    ("n1:1\nn2:1\n", "", False), ("n1:1\nn2:1\nn1:1\n", "", True),
+    ("n1:2\nn2:1\n", "-rankmap (0,1,1),(1,1,1),(0,1,1)\n", False)])
 def test_the_report_the_exports_and_the_batch_line_come_from_one_offer(
-        tmp_path, hydra_lines, export_hostfile):
+        tmp_path, hydra_lines, rankmap, export_hostfile):
     """What the worker promised in the report (planned_offer on the files it wrote),
     what the TaskProlog exports, and what it tells the batch step are one computation:
     each family is exported exactly when its sentence says it gets the placement."""
@@ -304,7 +364,7 @@ def test_the_report_the_exports_and_the_batch_line_come_from_one_offer(
     lib = tmp_path / "librankmap_bind.so"
     lib.write_bytes(b"\x7fELF")
     files = {"rankfile": "rank 0=n1 slot=0:0\n", "bindings": "x",
-             "hydra_hostfile": hydra_lines, "slurm_hostfile": "n1\n"}
+             "hydra_hostfile": hydra_lines, "slurm_hostfile": "n1\n", "hydra_rankmap": rankmap}
     supported = ["openmpi", "hydra", "srun"]
     with create_job_dir(tmp_path, "700") as jd:
         jd.write(files)
@@ -316,6 +376,8 @@ def test_the_report_the_exports_and_the_batch_line_come_from_one_offer(
     exported = {line.split("=", 1)[0].removeprefix("export ") for line in lines}
     assert ("HYDRA_HOST_FILE" in exported) == offer.hydra_hostfile == (hydra_lines.count(
         "n1") == 1 and os.path.isfile(hydra_srun_path()))
+    assert ("HYDRA_CONFIG_FILE" in exported) == (offer.hydra_hostfile and bool(rankmap))
+    assert ("I_MPI_HYDRA_HOST_FILE" in exported) == (offer.hydra_hostfile and not rankmap)
     assert ("SLURM_HOSTFILE" in exported) == offer.slurm_hostfile_exported == export_hostfile
     assert ("OMPI_MCA_rmaps_rank_file_path" in exported) == offer.rankfile
     assert ("LD_PRELOAD" in exported) == offer.binder

@@ -379,7 +379,7 @@ def test_worker_writes_partition_rankfile_and_report(job):
     assert result["applied"] and result["n"] == 16 and result["reason"] is None
     assert sorted(os.listdir(job.dir)) == sorted([
         "partition", "rankfile", "hostfile", "machinefile", "slurm_hostfile", "bindings",
-        "hydra_hostfile",
+        "hydra_hostfile", "hydra_rankmap",
         "report.txt",
         "report.json"])
     part = read_partition((job.dir / "partition").read_text())

@@ -113,7 +113,9 @@ def edges_of(graph: CommGraph) -> list[tuple[int, int, float]]:
                                                            "random", "bottomup+n10"]))
 def test_rendered_files_evaluate_to_the_reported_j(cluster, seed, algorithm):
     conf, nodes, shapes, cpu_ids, tasks, cpt, _ = cluster
-    alloc = Allocation("1", tuple(nodes), tuple(tasks), cpt, cpu_ids=cpu_ids)
+    # cpt whole cores per task on every node, SMT or not: one thread of each counted
+    alloc = Allocation("1", tuple(nodes), tuple(tasks), cpt, threads_per_core=1,
+                       cpu_ids=cpu_ids)
     layout = build_layout(alloc, shapes, parse_topology_conf(conf), DISTANCES)
     graph = random_graph(layout.n, seed) if layout.n > 1 else generate("ring", 1)
     plan = make_plan(layout, graph, algorithm=algorithm, time_limit=30, seed=seed)
@@ -290,7 +292,8 @@ def test_oversubscribed_rankfile_evaluates_to_the_reported_j(cluster, seed, fact
     report gives."""
     conf, nodes, shapes, cpu_ids, tasks, cpt, _ = cluster
     crowded = [t * factor + (extra if i == 0 else 0) for i, t in enumerate(tasks)]
-    alloc = Allocation("1", tuple(nodes), tuple(crowded), cpt, cpu_ids=cpu_ids)
+    alloc = Allocation("1", tuple(nodes), tuple(crowded), cpt, threads_per_core=1,
+                       cpu_ids=cpu_ids)
     layout = build_layout(alloc, shapes, parse_topology_conf(conf), DISTANCES,
                           oversubscribe=True)
     assert layout.n == sum(crowded)

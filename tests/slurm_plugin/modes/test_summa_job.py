@@ -376,7 +376,8 @@ def test_worker_writes_arrangement_rankfile_and_report(job, tmp_path):
     assert result["applied"] and result["n"] == 16 and result["reason"] is None
     names = sorted(os.listdir(job.dir))
     assert names == sorted(["arrangement", "rankfile", "hostfile", "machinefile",
-                            "slurm_hostfile", "bindings", "hydra_hostfile", "report.txt",
+                            "slurm_hostfile", "bindings", "hydra_hostfile", "hydra_rankmap",
+                            "report.txt",
                             "report.json"])
     arrangement = (job.dir / "arrangement").read_text()
     assert len(read_arrangement(job.dir / "arrangement").height) == 16

@@ -136,7 +136,8 @@ def test_report_numbers_match_the_mapper():
     plan = make_plan(layout, graph, algorithm="topdown+n2", time_limit=5, job_id="42",
                      profile="ring")
     assert plan.applied and set(plan.files) == {"rankfile", "hostfile", "machinefile",
-                                                "slurm_hostfile", "bindings", "hydra_hostfile"}
+                                                "slurm_hostfile", "bindings", "hydra_hostfile",
+                                                "hydra_rankmap"}
     record = json.loads(plan.report_json)
     costs = {p["name"]: p for p in record["placements"]}
     for name, mapping in {"rankmap": plan.result.mapping, **default_placements(layout)}.items():

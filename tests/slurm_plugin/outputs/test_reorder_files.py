@@ -106,7 +106,9 @@ def jobs(draw):
         cpu_ids[node] = tuple(c * shape.threads_per_core + t for c in sorted(chosen)
                               for t in range(shape.threads_per_core))
         tasks.append(len(chosen) // cpt)
-    alloc = Allocation("7", tuple(names_), tuple(tasks), cpt, cpu_ids=cpu_ids)
+    # cpt whole cores per task on every node, SMT or not: one thread of each counted
+    alloc = Allocation("7", tuple(names_), tuple(tasks), cpt, threads_per_core=1,
+                       cpu_ids=cpu_ids)
     return alloc, shapes, conf
 
 
