@@ -82,6 +82,13 @@ echo "LAUNCH_RC=$?"
 MACHINEFILE = "SLURM_HOSTFILE=$RANKMAP_MACHINEFILE "
 
 
+def mpich_setup(venv: Path) -> str:
+    """The script lines that put an MPICH lane first on PATH."""
+    return (f"export PATH={venv}/bin:$PATH\n"
+            "# the node names are not in DNS here: the proxies reach mpiexec over lo\n"
+            "export HYDRA_IFACE=lo\n")
+
+
 def job_script(setup: str, launch: str, prefix: str = "") -> str:
     return HEADER + setup + LAUNCH.format(launch=launch, prefix=prefix)
 
@@ -292,11 +299,8 @@ def test_mpich_hydra_mpiexec(slurm_cluster, profiles, program, lane):
     c = slurm_cluster
     venv = lane("mpich")
     prog = program("mpich")
-    setup = (f"export PATH={venv}/bin:$PATH\n"
-             "# the node names are not in DNS here: the proxies reach mpiexec over lo\n"
-             "export HYDRA_IFACE=lo\n")
-    job = c.run_launch_job(job_script(setup, f"mpiexec {prog} --affinity"), *JOB_ARGS,
-                           f"--comm-profile={profile}", user=USER)
+    job = c.run_launch_job(job_script(mpich_setup(venv), f"mpiexec {prog} --affinity"),
+                           *JOB_ARGS, f"--comm-profile={profile}", user=USER)
     plan = assert_applied(job, contiguous=contiguous)
     if not contiguous:  # the row's point: a host on several lines of the host file
         assert interleaved([plan[r][0] for r in range(N)]), plan
@@ -313,9 +317,8 @@ def test_mpich_hydra_mpiexec_with_interleaved_hosts(slurm_cluster, profiles, pro
     c = slurm_cluster
     venv = lane("mpich")
     prog = program("mpich")
-    setup = f"export PATH={venv}/bin:$PATH\nexport HYDRA_IFACE=lo\n"
-    job = c.run_launch_job(job_script(setup, f"mpiexec {prog} --affinity"), *JOB_ARGS,
-                           "--comm-profile=scrambled8", user=USER)
+    job = c.run_launch_job(job_script(mpich_setup(venv), f"mpiexec {prog} --affinity"),
+                           *JOB_ARGS, "--comm-profile=scrambled8", user=USER)
     plan = assert_applied(job)
     assert interleaved([plan[r][0] for r in range(N)]), plan
     assert re.search(r"^ENV: HYDRA_CONFIG_FILE=\S+/hydra_rankmap$", job.output, re.M), \
@@ -537,8 +540,8 @@ def test_hybrid_hydra_ranks_keep_their_threads_inside_their_cores(
     MPI_Init, inherit its cores."""
     venv = lane("mpich")
     prog = omp_program("mpich")
-    setup = f"export PATH={venv}/bin:$PATH\nexport HYDRA_IFACE=lo\n"
-    job = slurm_cluster.run_launch_job(job_script(setup, f"mpiexec {prog}"), *HYBRID_ARGS,
+    job = slurm_cluster.run_launch_job(job_script(mpich_setup(venv), f"mpiexec {prog}"),
+                                       *HYBRID_ARGS,
                                        "--comm-profile=pairs4", user=USER)
     assert re.search(r"^ENV: RANKMAP_OMP_SET=OMP_PLACES,OMP_PROC_BIND$", job.output,
                      re.M), job.output

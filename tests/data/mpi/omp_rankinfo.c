@@ -13,39 +13,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#define THREADS 2
+#include "cpu_list.h"
 
-static void cpu_list(char *out, size_t len)
-{
-    cpu_set_t set;
-    size_t used = 0;
-    out[0] = '\0';
-    if (sched_getaffinity(0, sizeof set, &set) != 0) {
-        snprintf(out, len, "?");
-        return;
-    }
-    for (int c = 0; c < CPU_SETSIZE && used < len; c++) {
-        if (!CPU_ISSET(c, &set))
-            continue;
-        int last = c;
-        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set))
-            last++;
-        used += (size_t)snprintf(out + used, len - used, used ? ",%d" : "%d", c);
-        if (last > c && used < len)
-            used += (size_t)snprintf(out + used, len - used, "-%d", last);
-        c = last;
-    }
-}
+#define THREADS 2
 
 int main(int argc, char **argv)
 {
     char start[256], host[256], threads[THREADS][256];
     int rank;
-    cpu_list(start, sizeof start);
+    cpu_list(0, start, sizeof start);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 #pragma omp parallel num_threads(THREADS)
-    cpu_list(threads[omp_get_thread_num()], sizeof threads[0]);
+    cpu_list(0, threads[omp_get_thread_num()], sizeof threads[0]);
     gethostname(host, sizeof host);
     const char *places = getenv("OMP_PLACES"), *bind = getenv("OMP_PROC_BIND");
     printf("omp rank %d host %s start %s places %s bind %s threads %s;%s\n", rank, host,

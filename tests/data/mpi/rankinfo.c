@@ -19,6 +19,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cpu_list.h"
+
 static volatile pid_t early_tid, pinned_tid;
 static volatile int done;
 static int pin_to = -1;
@@ -43,28 +45,6 @@ static void *pinned_thread(void *arg)
     while (!done)
         usleep(1000);
     return NULL;
-}
-
-static void cpu_list(pid_t tid, char *out, size_t len)
-{
-    cpu_set_t set;
-    size_t used = 0;
-    out[0] = '\0';
-    if (sched_getaffinity(tid, sizeof set, &set) != 0) {
-        snprintf(out, len, "?");
-        return;
-    }
-    for (int c = 0; c < CPU_SETSIZE && used < len; c++) {
-        if (!CPU_ISSET(c, &set))
-            continue;
-        int last = c;
-        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set))
-            last++;
-        used += (size_t)snprintf(out + used, len - used, used ? ",%d" : "%d", c);
-        if (last > c && used < len)
-            used += (size_t)snprintf(out + used, len - used, "-%d", last);
-        c = last;
-    }
 }
 
 int main(int argc, char **argv)
