@@ -402,15 +402,18 @@ def test_a_profile_that_cannot_be_loaded_falls_back(scrambled, profile, reason):
 def test_a_plain_srun_follows_the_plan(scrambled):
     """A plain ``srun --mpi=pmix`` (nothing typed) on Slurm 24.11: the SPANK plugin gives
     srun the batch step's RANKMAP_SRUN_HOSTFILE; every rank on its planned host and
-    core."""
+    core, from its first instruction (the plugin binds each task before it execs)."""
     c = scrambled
     plugins = c.run(["srun", "--mpi=list"], check=False)
     if "pmix" not in plugins.stdout + plugins.stderr:
         pytest.skip(f"Debian 13's Slurm has no pmix plugin here: {plugins.stdout.strip()} "
                     f"{plugins.stderr.strip()}")
-    job = c.run_launch_job(mpi_job("srun --mpi=pmix {state}/bin/rankinfo"), *JOB_ARGS,
-                           "--comm-profile=zigzag8")
-    assert_ranks_ran_where_planned(job)
+    job = c.run_launch_job(mpi_job("srun --mpi=pmix {state}/bin/rankinfo --affinity --start"),
+                           *JOB_ARGS, "--comm-profile=zigzag8")
+    plan = assert_ranks_ran_where_planned(job)
+    started = {int(r): (h, s) for r, h, s in re.findall(
+        r"^rank (\d+) host (\S+) cpu \d+ allowed \S+ start (\S+)$", job.output, re.M)}
+    assert started == {r: (h, str(core)) for r, (h, _, core) in plan.items()}, job.output
 
 
 def test_srun_pmix_follows_the_machinefile(scrambled):
