@@ -223,18 +223,7 @@ static const char *hosts_given(const char *family)
 static int supported(const char *family)
 {
     const char *list = getenv("RANKMAP_BIND_LAUNCHERS");
-    size_t n = strlen(family);
-    if (!list)
-        return 1;
-    for (const char *p = list; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == n && !strncmp(p, family, n))
-            return 1;
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return 0;
+    return !list || rankmap_listed(list, family);
 }
 
 /* The plan's host is this one: the kernel's host name (short or full) or, for srun
@@ -529,11 +518,7 @@ static void unset_openmp_exports(void)
         return;
     for (size_t i = 0; i < sizeof openmp_exports / sizeof openmp_exports[0]; i++) {
         const char *name = openmp_exports[i][0], *v = getenv(name);
-        size_t n = strlen(name);
-        int listed_here = 0;
-        for (const char *p = set; *p; p += strcspn(p, ","), p += *p == ',')
-            listed_here |= strcspn(p, ",") == n && !strncmp(p, name, n);
-        if (listed_here && v && !strcmp(v, openmp_exports[i][1]))
+        if (rankmap_listed(set, name) && v && !strcmp(v, openmp_exports[i][1]))
             unsetenv(name);
     }
 }

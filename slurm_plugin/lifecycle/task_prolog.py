@@ -86,8 +86,6 @@ def exports(env: dict[str, str]) -> list[str]:
                     lines.append(f"export {var}={job_dir / FILE_NAMES[name]}")
             offer = job_offer(job_dir, supported, bind_library, export_slurm_hostfile)
             lines += launcher_exports(job_dir, env, script_step, offer, bind_library)
-            if offer.supported and offer.binder:
-                lines += openmp_exports(env, script_step)
             lines += reorder_exports(job_dir, env, record.get("n"))
         if script_step:  # the batch step: tell the user once
             if record.get("summary"):  # the report's own sentence: applied, kept, or why not
@@ -194,7 +192,8 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
     """The variables that hand the placement to each family ``offer`` says gets it
     (each family's own lines: :class:`slurm_plugin.common.launcher_support.Launcher`;
     docs/users.md has the table), and in every step the binder (LD_PRELOAD, after the
-    user's own preloads) with its bind file."""
+    user's own preloads) with its bind file and, for hybrid ranks, their OpenMP places
+    (:func:`openmp_exports`)."""
     from ..common.job_conventions import BIND_FILE_VAR, BIND_LAUNCHERS_VAR, FILE_NAMES
     from ..common.launcher_support import family_exports
 
@@ -205,6 +204,7 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
         lines.append(f"export LD_PRELOAD={':'.join([*preload, bind_library])}")
         lines.append(f"export {BIND_FILE_VAR}={job_dir / FILE_NAMES['bindings']}")
         lines.append(f"export {BIND_LAUNCHERS_VAR}={','.join(offer.supported)}")
+        lines += openmp_exports(env, script_step)
     return lines
 
 

@@ -199,24 +199,24 @@ def hydra_runs(layout: Layout, mapping: np.ndarray) -> tuple[np.ndarray, np.ndar
     return node[starts], np.diff(np.r_[starts, len(node)])
 
 
-def hydra_rank_map(layout: Layout, mapping: np.ndarray) -> tuple[list[str], list[int]] | None:
+def hydra_rank_map(layout: Layout, mapping: np.ndarray
+                   ) -> tuple[list[str], list[int], list[int]] | None:
     """For a placement that interleaves hosts, Hydra's ``-rankmap`` (MPICH 5.0.2 and
-    later): the hosts once each, in order of their first rank, and per rank the index of
-    its host among them; None when no host has two runs, or when Hydra's compressed map
-    might pass :data:`HYDRA_MAP_LIMIT`.  Hydra compresses the map into blocks of
-    (first node, nodes, ranks per node), at most one per run, so the runs bound its
-    length.  O(n)."""
+    later) per run of consecutive ranks on one host (:func:`hydra_runs`): the hosts once
+    each, in order of their first rank, and per run the index of its host among them
+    and its length; None when no host has two runs, or when Hydra's compressed map might
+    pass :data:`HYDRA_MAP_LIMIT`.  Hydra compresses the map into blocks of (first node,
+    nodes, ranks per node), at most one per run, so the runs bound its length.  O(n)."""
     hosts, lengths = hydra_runs(layout, mapping)
     if len(np.unique(hosts)) == len(hosts):
         return None
-    first = list(dict.fromkeys(hosts.tolist()))
-    index = {h: i for i, h in enumerate(first)}
-    ids = [index[h] for h in hosts.tolist()]
-    block = sum(len(f"({i},1,{k}),") for i, k in zip(ids, lengths.tolist(), strict=True))
-    if len("(vector,)") + block >= HYDRA_MAP_LIMIT:
+    index: dict[int, int] = {}
+    ids = [index.setdefault(h, len(index)) for h in hosts.tolist()]
+    runs = lengths.tolist()
+    if len("(vector,)") + sum(len(f"({i},1,{k}),") for i, k in zip(ids, runs, strict=True)) \
+            >= HYDRA_MAP_LIMIT:
         return None
-    per_rank = np.repeat(np.array(ids, dtype=np.int64), lengths).tolist()
-    return [layout.nodes[h] for h in first], per_rank
+    return [layout.nodes[h] for h in index], ids, runs
 
 
 def render_hydra_hostfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
@@ -229,8 +229,8 @@ def render_hydra_hostfile(layout: Layout, mapping: np.ndarray, **_: object) -> s
     launcher (docs/known-limits.md says why).  O(n)."""
     interleaved = hydra_rank_map(layout, mapping)
     if interleaved is not None:
-        hosts, per_rank = interleaved
-        counts = np.bincount(np.array(per_rank, dtype=np.int64), minlength=len(hosts))
+        hosts, ids, runs = interleaved
+        counts = np.bincount(ids, weights=runs, minlength=len(hosts)).astype(np.int64)
         return HYDRA_NEEDS_RANK_MAP + "".join(
             f"{h}:{c}\n" for h, c in zip(hosts, counts.tolist(), strict=True))
     hosts_of_runs, lengths = hydra_runs(layout, mapping)
@@ -245,10 +245,8 @@ def render_hydra_rankmap(layout: Layout, mapping: np.ndarray, **_: object) -> st
     the line as short as the map Hydra passes on, far below the 16 KiB it reads of a
     line); empty when the host file alone says it all or the map is too long for
     Hydra.  O(n)."""
-    if hydra_rank_map(layout, mapping) is None:
+    interleaved = hydra_rank_map(layout, mapping)
+    if interleaved is None:
         return ""
-    hosts, lengths = hydra_runs(layout, mapping)
-    index: dict[int, int] = {}
-    ids = [index.setdefault(h, len(index)) for h in hosts.tolist()]
-    return "-rankmap " + ",".join(f"({i},1,{k})" for i, k in
-                                  zip(ids, lengths.tolist(), strict=True)) + "\n"
+    _, ids, runs = interleaved
+    return "-rankmap " + ",".join(f"({i},1,{k})" for i, k in zip(ids, runs, strict=True)) + "\n"

@@ -20,12 +20,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
 #include <strings.h>
+#include <unistd.h>
 
 #define MAX_RECORD 4096
 #define MAX_CPUS CPU_SETSIZE
+
+/* Whether NAME is an item of the comma-separated LIST (inline: the SPANK plugin has no
+ * list to ask). */
+static inline int rankmap_listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
 
 /* RANKMAP_BIND's value V switches rankmap's placement off for a launch or step. */
 static int rankmap_off_value(const char *v)
