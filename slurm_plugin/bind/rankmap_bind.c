@@ -560,8 +560,7 @@ __attribute__((constructor)) static void guard_launch(void)
 {
     static const char *openmpi_vars[] = {"OMPI_MCA_rmaps_rank_file_path",
                                          "OMPI_MCA_rmaps_rankfile_path", NULL};
-    static const char *hydra_vars[] = {"HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE",
-                                       "HYDRA_CONFIG_FILE", NULL};
+    static const char *hydra_vars[] = {"HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE", NULL};
     if (!getenv("RANKMAP_BIND_FILE"))
         return; /* not in a job rankmap placed */
     const char *family = launcher_family();
@@ -570,7 +569,9 @@ __attribute__((constructor)) static void guard_launch(void)
     if (!strcmp(family, "hydra"))
         unset_openmp_exports();
     const char **vars = strcmp(family, "hydra") ? openmpi_vars : hydra_vars;
-    int given = 0;
+    /* a HYDRA_CONFIG_FILE of the user's own is theirs, whatever the launch */
+    int rank_map = !strcmp(family, "hydra") && job_rank_map_given();
+    int given = rank_map;
     for (int i = 0; vars[i]; i++)
         given |= getenv(vars[i]) && *getenv(vars[i]);
     if (!given)
@@ -579,7 +580,7 @@ __attribute__((constructor)) static void guard_launch(void)
     static char *argv[2048];
     int argc = rankmap_own_argv(buf, sizeof buf, argv, 2048);
     char why[512];
-    if (!strcmp(family, "hydra") && job_rank_map_given() && !takes_rank_map())
+    if (rank_map && !takes_rank_map())
         snprintf(why, sizeof why, "this mpiexec cannot take the job's placement, whose "
                  "hosts interleave (it needs MPICH 5.0.2 or later; Intel MPI has no rank "
                  "map): Hydra places the ranks");
@@ -589,6 +590,8 @@ __attribute__((constructor)) static void guard_launch(void)
         return;
     for (int i = 0; vars[i]; i++)
         unsetenv(vars[i]);
+    if (rank_map)
+        unsetenv("HYDRA_CONFIG_FILE");
     setenv("RANKMAP_BIND", "off", 1); /* and its ranks keep the launcher's binding */
     fprintf(stderr, "rankmap: %s\n", why);
 }

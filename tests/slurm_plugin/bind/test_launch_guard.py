@@ -189,3 +189,24 @@ def test_an_mpiexec_that_cannot_take_the_rank_map_keeps_its_own_placement(launch
     # a configuration file of the user's is not the job's rank map: left to Hydra
     mine = launchers("mpiexec.hydra", **{**job, "HYDRA_CONFIG_FILE": "/home/u/hydra.conf"})
     assert mine["HYDRA_CONFIG_FILE"] == "/home/u/hydra.conf" and mine["RANKMAP_BIND"] == "(unset)"
+
+
+def test_a_launch_that_is_not_rankmaps_keeps_the_users_own_hydra_config(launchers, tmp_path):
+    """``mpiexec -n 2`` in a job of another size: the job's host file is not passed on,
+    and neither is the job's rank map; a HYDRA_CONFIG_FILE of the user's own stays."""
+    program = launchers.dir / "new" / "mpiexec.hydra"
+    job = {"HYDRA_HOST_FILE": str(launchers.dir / "hydra_hostfile")}
+
+    def launch(**env: str) -> dict[str, str]:
+        # the guard reads the launch from the process's command line
+        proc = subprocess.run([str(program), "-n", "2", "./app"], capture_output=True,
+                              text=True, check=True,
+                              env={"LD_PRELOAD": str(launchers.dir / "librankmap_bind.so"),
+                                   "RANKMAP_BIND_FILE": str(launchers.dir / "bindings"),
+                                   "PATH": "/usr/bin:/bin", **env})
+        return dict(line.split("=", 1) for line in proc.stdout.split())
+    mine = launch(**job, HYDRA_CONFIG_FILE="/home/u/hydra.conf")
+    assert (mine["HYDRA_HOST_FILE"], mine["HYDRA_CONFIG_FILE"], mine["RANKMAP_BIND"]) == (
+        "(unset)", "/home/u/hydra.conf", "off"), mine
+    ours = launch(**job, HYDRA_CONFIG_FILE=str(launchers.dir / "hydra_rankmap"))
+    assert (ours["HYDRA_HOST_FILE"], ours["HYDRA_CONFIG_FILE"]) == ("(unset)", "(unset)"), ours
