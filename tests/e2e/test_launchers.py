@@ -617,19 +617,23 @@ echo "LAUNCH_RC=$rc"
 """
 
 
-@pytest.mark.parametrize("family", ["openmpi4", "openmpi5", "mpich"])
+@pytest.mark.parametrize("family, profile", [
+    ("openmpi4", "pairs8"), ("openmpi5", "pairs8"), ("mpich", "pairs8"),
+    ("mpich", "scrambled8")], ids=["openmpi4", "openmpi5", "mpich", "mpich-interleaved"])
 def test_a_launch_that_is_not_rankmaps_runs_as_without_rankmap(slurm_cluster, profiles,
-                                                               program, lane, family):
+                                                               program, lane, family,
+                                                               profile):
     """``mpirun -n 2`` / ``mpiexec -n 2`` in the 8-task job and ``RANKMAP_BIND=off`` in
     front of a full launch (Open MPI 4.1, which reads the exported rankfile by itself;
-    Open MPI 5 through rankmap-prterun; MPICH, which reads HYDRA_HOST_FILE): each rank
-    runs on the host and with the CPUs the same launch gets in a job rankmap left alone
-    (``--rankmap=off``), and the launcher's process says why."""
+    Open MPI 5 through rankmap-prterun; MPICH, which reads HYDRA_HOST_FILE, and for an
+    interleaved plan HYDRA_CONFIG_FILE's rank map too): each rank runs on the host and
+    with the CPUs the same launch gets in a job rankmap left alone (``--rankmap=off``),
+    and the launcher's process says why."""
     c = slurm_cluster
     if family == "mpich":
         venv = lane("mpich")
         prog = program("mpich")
-        setup, launcher = f"export PATH={venv}/bin:$PATH HYDRA_IFACE=lo\n", "mpiexec"
+        setup, launcher = mpich_setup(venv), "mpiexec"
     elif family == "openmpi5":
         venv = lane("openmpi5")
         prog = program("openmpi5")
@@ -637,9 +641,13 @@ def test_a_launch_that_is_not_rankmaps_runs_as_without_rankmap(slurm_cluster, pr
     else:
         prog, setup, launcher = program("debian"), "", "mpirun"
     script = HEADER + setup + NOT_RANKMAPS.format(launcher=launcher, prog=prog)
-    mapped = c.run_launch_job(script, *JOB_ARGS, "--comm-profile=pairs8", user=USER,
+    mapped = c.run_launch_job(script, *JOB_ARGS, f"--comm-profile={profile}", user=USER,
                               tries=SRUN_JOBS, retry=launch_failed)
-    plan = assert_applied(mapped, contiguous=True)
+    plan = assert_applied(mapped, contiguous=profile == "pairs8")
+    if profile != "pairs8":
+        assert interleaved([plan[r][0] for r in range(N)]), plan
+        assert re.search(r"^ENV: HYDRA_CONFIG_FILE=\S+/hydra_rankmap$", mapped.output,
+                         re.M), mapped.output
     alone = c.run_launch_job(script, *JOB_ARGS, "--rankmap=off", user=USER,
                              tries=SRUN_JOBS, retry=launch_failed)
     for job in (mapped, alone):
