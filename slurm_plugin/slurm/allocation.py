@@ -57,6 +57,11 @@ class Allocation:
     #: ``--distribution`` as Slurm spells it (``plane=4``, ``cyclic:block``); None when
     #: the source does not say (a slurmd prolog is not told it)
     distribution: str | None = None
+    #: per node, Slurm's indexes of the job's GPUs there (``IDX:`` of ``scontrol show job
+    #: -d``); empty when the job has none or the source does not say (env, pyslurm)
+    gpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: ``--gpus-per-task`` (TresPerTask ``gres/gpu``); 0: GPUs are not given per task
+    gpus_per_task: int = 0
 
     @property
     def ntasks(self) -> int:
@@ -175,6 +180,26 @@ def int_or_none(v: str | None) -> int | None:
 # -- scontrol backend ------------------------------------------------------------------
 
 _TOKEN = re.compile(r"(\S+?)=(\S*)")
+#: one GPU entry of a node's GRES: gpu[:TYPE]:COUNT(IDX:RANGES) (other gres are skipped)
+_GPU_IDX = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:\d+\(IDX:([^)]*)\)")
+#: the GPU count of a TresPerTask (gres:gpu:1 in 22.05; gres/gpu=1, gres/gpu:a100=1 later)
+_GPUS_PER_TASK = re.compile(r"gres[:/]gpu(?::[^:=,]+)?[:=](\d+)")
+
+
+def parse_gpu_indexes(text: str, field: str = "GRES") -> tuple[int, ...]:
+    """Slurm's indexes of the GPUs in one node's GRES text (``gpu:a100:2(IDX:0,2)``,
+    several types joined), ascending; () when it names none."""
+    ids: set[int] = set()
+    for ranges in _GPU_IDX.findall(text):
+        if ranges.strip() and ranges != "N/A":
+            ids.update(parse_id_ranges(ranges, field))
+    return tuple(sorted(ids))
+
+
+def parse_gpus_per_task(text: str | None) -> int:
+    """The GPUs per task of a TresPerTask text; 0 when it names none."""
+    m = _GPUS_PER_TASK.search(text or "")
+    return int(m.group(1)) if m else 0
 
 
 def parse_scontrol_job(text: str) -> Allocation:
@@ -184,15 +209,23 @@ def parse_scontrol_job(text: str) -> Allocation:
         raise AllocationError("scontrol output has no JobId= line")
     fields: dict[str, str] = {}
     cpu_ids: dict[str, tuple[int, ...]] = {}
+    gpus: dict[str, tuple[int, ...]] = {}
     pending_nodes: list[str] | None = None
+    group: list[str] = []  # the nodes of the last Nodes= group: its GRES= follows CPU_IDs=
     for key, value in _TOKEN.findall(line):
         if key == "Nodes":
-            pending_nodes = expand_hostlist(value)
+            pending_nodes = group = expand_hostlist(value)
         elif key == "CPU_IDs" and pending_nodes is not None:
             ids = parse_id_ranges(value)
             for node in pending_nodes:
                 cpu_ids[node] = ids
             pending_nodes = None
+        elif key == "GRES" and group:
+            ids = parse_gpu_indexes(value)
+            for node in group:
+                if ids:
+                    gpus[node] = ids
+            group = []
         else:
             fields.setdefault(key, "" if value == "(null)" else value)
     try:
@@ -220,7 +253,8 @@ def parse_scontrol_job(text: str) -> Allocation:
                       cpus_per_node=tuple(cpus), cpu_ids=cpu_ids,
                       partition=fields.get("Partition"),
                       account=fields.get("Account") or None, job_name=fields.get("JobName"),
-                      user=user, uid=uid, gid=gid)
+                      user=user, uid=uid, gid=gid, gpus=gpus,
+                      gpus_per_task=parse_gpus_per_task(fields.get("TresPerTask")))
 
 
 def _name_and_id(text: str) -> tuple[str | None, int | None]:
@@ -261,6 +295,10 @@ def parse_squeue_json(text: str, job_id: str) -> Allocation:
     slots = [c // cpt for c in cpus] if cpus and all(cpus) else [ntasks] * len(nodes)
     tasks = distribute_tasks(int(ntasks), slots, per_node or None)
     tpc = _number(job.get("threads_per_core"))
+    details = job.get("gres_detail") or []
+    gpus = {n: ids for n, d in zip(nodes, details, strict=True) if isinstance(d, str)
+            and (ids := parse_gpu_indexes(d, "gres_detail"))} \
+        if len(details) == len(nodes) else {}
     return Allocation(job_id=str(job_id), nodes=tuple(nodes), tasks_per_node=tuple(tasks),
                       cpus_per_task=int(cpt),
                       threads_per_core=int(tpc) if tpc and 0 < tpc < 0xFFFF else None,
@@ -268,7 +306,8 @@ def parse_squeue_json(text: str, job_id: str) -> Allocation:
                       cpu_ids=cpu_ids, partition=job.get("partition"),
                       account=job.get("account") or None, job_name=job.get("name"),
                       user=job.get("user_name"), uid=_number(job.get("user_id")),
-                      gid=_number(job.get("group_id")))
+                      gid=_number(job.get("group_id")), gpus=gpus,
+                      gpus_per_task=parse_gpus_per_task(job.get("tres_per_task")))
 
 
 def _allocated_cpus(entry: dict) -> int:
