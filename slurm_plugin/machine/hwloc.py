@@ -4,7 +4,8 @@ Slurm describes a node as sockets × cores; hwloc also knows the L3 caches (or d
 or groups) that share a socket.  For each core, in hwloc's logical order — which is
 Slurm's socket-major core numbering — this module finds the socket and the cache
 group within it, so that :func:`slurm_plugin.machine.layout.build_layout` can add a level
-between socket and core.
+between socket and core.  :func:`parse_hwloc_gpus` finds the node's GPUs and the cores
+each is attached to (its PCI locality), for nodes whose gres.conf gives no ``Cores=``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,16 @@ from mapper.errors import RankmapError
 
 #: hwloc object types that group cores below a package, innermost wins
 GROUP_TYPES = ("L3Cache", "Die", "Group", "L2Cache")
+
+
+#: hwloc objects below the CPU tree: an I/O object's locality is its nearest other ancestor
+IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
+#: PCI vendors whose display controllers (class 03xx) are compute GPUs: NVIDIA, AMD
+GPU_VENDORS = frozenset({"10de", "1002"})
+#: Intel's data-centre GPUs are display class 0380 / 3D 0302; its 0300 VGA is integrated
+INTEL_GPU_CLASSES = frozenset({"0380", "0302"})
+#: OS devices (``subtype``, or hwloc 3's ``Backend`` info) of a GPU's compute runtime
+COMPUTE_BACKENDS = frozenset({"CUDA", "NVML", "RSMI", "LevelZero", "OpenCL"})
 
 
 class HwlocError(RankmapError, ValueError):
@@ -30,11 +41,30 @@ class CoreGroups:
     group: tuple[int, ...]
 
 
-def parse_hwloc_xml(text: str, source: str = "hwloc XML") -> CoreGroups:
+@dataclass(frozen=True)
+class HwlocGpu:
+    """A GPU of an hwloc XML: its index among the node's GPUs (PCI bus order, which is
+    the order NVML and ROCm SMI enumerate and so Slurm's autodetected indexes), PCI bus
+    id, model (``PCIDevice`` or ``GPUModel`` info, else the PCI ids) and the logical cores of its
+    locality."""
+
+    index: int
+    busid: str
+    name: str
+    cores: tuple[int, ...]
+
+
+def _parse(text: str, source: str) -> ET.Element:
     try:
-        root = ET.fromstring(text)
+        return ET.fromstring(text)
     except ET.ParseError as exc:
         raise HwlocError(f"{source}: not valid XML: {exc}") from None
+
+
+def parse_hwloc_xml(text: str, source: str = "hwloc XML") -> CoreGroups:
+    """Socket and cache group of each core of an hwloc XML, in logical core order.
+    O(objects)."""
+    root = _parse(text, source)
     sockets: list[int] = []
     groups: list[int] = []
     package_index = -1
@@ -70,3 +100,61 @@ def parse_hwloc_xml(text: str, source: str = "hwloc XML") -> CoreGroups:
             per_socket[s] = seen[(s, g)] + 1
         numbered.append(seen[(s, g)])
     return CoreGroups(tuple(sockets), tuple(numbered))
+
+
+def _is_gpu(dev: ET.Element) -> bool:
+    pci_class, _, rest = (dev.get("pci_type") or "").partition(" [")
+    vendor = rest.partition(":")[0].lower()
+    if not pci_class.startswith("03"):
+        return False
+    if vendor in GPU_VENDORS or (vendor == "8086" and pci_class in INTEL_GPU_CLASSES):
+        return True
+    for osdev in dev.iter("object"):
+        backends = {osdev.get("subtype")} | {
+            info.get("value") for info in osdev.findall("info") if info.get("name") == "Backend"}
+        if backends & COMPUTE_BACKENDS:
+            return True
+    return False
+
+
+def parse_hwloc_gpus(text: str, source: str = "hwloc XML") -> tuple[HwlocGpu, ...]:
+    """The GPUs of an hwloc XML (hwloc 2 or 3), each with the logical cores below the
+    object its PCI tree hangs from: its locality, which ``lstopo`` draws it next to and
+    Slurm's autodetection writes as ``Cores=``.
+
+    A GPU is a PCI display controller (class 03xx) of NVIDIA or AMD, an Intel one of
+    class 0380/0302, or one that carries a compute OS device (CUDA, NVML, RSMI, Level
+    Zero, OpenCL); a board's management VGA (Matrox, ASPEED) is not.  Cores are numbered
+    in document order, as :func:`parse_hwloc_xml` does, so that the numbers are Slurm's.
+    O(objects)."""
+    root = _parse(text, source)
+    core_count = 0
+    found: list[tuple[str, str, ET.Element]] = []
+    span: dict[int, tuple[int, int]] = {}
+
+    def walk(obj: ET.Element, anchor: ET.Element) -> None:
+        nonlocal core_count
+        kind = obj.get("type")
+        if kind == "Core":
+            core_count += 1
+            return
+        if kind == "PCIDev" and _is_gpu(obj):
+            name = next((i.get("value") for i in obj.iter("info")
+                         if i.get("name") in ("PCIDevice", "GPUModel")), None)
+            found.append((obj.get("pci_busid") or "", name or obj.get("pci_type", ""), anchor))
+            return
+        if kind not in IO_TYPES:
+            anchor = obj
+        first = core_count
+        for child in obj.findall("object"):
+            walk(child, anchor)
+        if anchor is obj:
+            span[id(obj)] = (first, core_count)
+
+    for top in root.findall("object"):
+        walk(top, top)
+    if not core_count:
+        raise HwlocError(f"{source}: no Core objects found")
+    found.sort(key=lambda f: f[0])
+    return tuple(HwlocGpu(i, busid, name, tuple(range(*span[id(anchor)])))
+                 for i, (busid, name, anchor) in enumerate(found))

@@ -26,6 +26,7 @@ from mapper import Hierarchy
 
 from ..slurm.allocation import Allocation
 from ..slurm.topology import NodeShape, SwitchTree, TopologyError
+from .gpus import Gpu, gpu_slot_groups
 from .hwloc import CoreGroups
 
 
@@ -39,6 +40,9 @@ class Slot(NamedTuple):
     ``socket``/``cores`` are its first socket's part and ``more_sockets`` the rest,
     (socket, cores in it) each, which the rankfile writes as ``slot=0:2-3;1:0-1``.
 
+    ``gpus`` are Slurm's indexes of the node's GPUs the slot's rank gets (a job with
+    ``--gpus-per-task``; the slot's cores are those wired to them where the node says).
+
     A named tuple, not a dataclass: a whole-machine job has 10^6 of them, and a tuple
     is built in half the time.
     """
@@ -48,6 +52,7 @@ class Slot(NamedTuple):
     cores: tuple[int, ...]
     cpu_ids: tuple[int, ...]
     more_sockets: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,10 @@ class Layout:
     slots: tuple[Slot, ...]
     notes: tuple[str, ...] = ()  # e.g. "no topology plugin: node/socket/core levels only"
     nodes: tuple[str, ...] = ()
+    #: GPU jobs: the ``--gpu-bind=mask_gpu`` mask under which each task of a step sees
+    #: all of its node's GPUs of the job (:func:`slurm_plugin.machine.gpus.gpu_bind_mask`);
+    #: 0: none
+    gpu_mask: int = 0
 
     def __post_init__(self) -> None:
         if len(self.slots) != self.hierarchy.n:
@@ -140,7 +149,8 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
                  tree: SwitchTree | None, distances: Sequence[float],
                  core_groups: Mapping[str, CoreGroups] | None = None,
                  cache_distance: float | None = None, *,
-                 oversubscribe: bool = False) -> Layout:
+                 oversubscribe: bool = False,
+                 gpus: Mapping[str, tuple[Gpu, ...]] | None = None) -> Layout:
     """The job's slots and the hierarchy over them, in one depth-first order.
 
     Nodes under no switch, and switch trees of unequal depth, are padded with
@@ -162,7 +172,15 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
     say how many ranks share a core.  Every rank still gets exactly one slot, so the
     launcher files keep one line per rank.
 
-    Complexity: O(P · L) for P slots and L levels (one dictionary walk per slot).
+    A job with GPUs per task (``alloc.gpus_per_task``) and ``gpus`` (per node, its GPUs
+    with their cores: :func:`slurm_plugin.machine.gpus.job_gpus`) gets slots next to
+    GPUs: each task's GPUs (:func:`~slurm_plugin.machine.gpus.gpu_slot_groups`) and
+    as many cores wired to them as the allocation allows (:func:`_gpu_slots`), so a
+    rank the solver puts on a slot gets a GPU and the cores near it.  The hierarchy is
+    the same: a slot's socket is its GPU's.
+
+    Complexity: O(P · L) for P slots and L levels (one dictionary walk per slot); with
+    GPUs, O(C³) more per node type for C allocated cores.
     """
     notes = []
     if tree is None or tree.empty:
@@ -195,15 +213,22 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
         if shape is None:
             raise TopologyError(f"no sockets/cores known for node {node}")
         cpu_ids = alloc.cpu_ids.get(node)
-        key = (shape, ntasks, cpu_ids)
+        node_gpus = (gpus or {}).get(node) if alloc.gpus_per_task else None
+        key = (shape, ntasks, cpu_ids, node_gpus)
         if key in templates:
             first, shared = templates[key]
             slots = [Slot(node, *s[1:]) for s in first]
         else:
             threads = task_threads(shape, alloc.threads_per_core)
-            slots, shared = _node_slots(node, shape, ntasks,
-                                        -(-alloc.cpus_per_task // threads), cpu_ids,
-                                        oversubscribe, threads)
+            cpt = -(-alloc.cpus_per_task // threads)
+            slots = _gpu_slots(node, shape, cpt, cpu_ids, threads,
+                               gpu_slot_groups(node_gpus, ntasks, alloc.gpus_per_task)) \
+                if node_gpus else []
+            if len(slots) == ntasks:
+                shared = list(range(ntasks))
+            else:
+                slots, shared = _node_slots(node, shape, ntasks, cpt, cpu_ids,
+                                            oversubscribe, threads)
             templates[key] = (slots, shared)
         if len(set(shared)) < ntasks:
             crowded.append((node, ntasks, len(set(shared))))
@@ -358,6 +383,38 @@ def _distinct_slots(node: str, shape: NodeShape, ntasks: int, cpt: int,
             take, rest = rest[:cpt], rest[cpt:]
             slots.append(_slot(node, take, shape, threads))
     return slots
+
+
+def _gpu_slots(node: str, shape: NodeShape, cpt: int, cpu_ids: tuple[int, ...] | None,
+               threads: int, groups: list[tuple[Gpu, ...]]) -> list[Slot]:
+    """One slot per task of ``groups`` (its GPUs), ``cpt`` of the node's allocated cores
+    each, as many of them wired to the task's GPUs (gres.conf ``Cores=``) as any
+    assignment allows, then on those GPUs' sockets, then the lowest: an optimal
+    assignment of task cores to cores (the Hungarian method, scipy's
+    ``linear_sum_assignment``; Kuhn 1955) with costs 0 (wired), 1 (same socket), 2, and a
+    tie-break toward low cores.  [] when the node has fewer cores than the tasks want
+    (the caller then lays the node out without GPUs' cores).
+
+    Complexity: O(R² · C) for R = tasks × ``cpt`` ≤ C allocated cores; once per node type.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    cores = np.array(_allocated_cores(shape, cpu_ids), dtype=np.int64)
+    if len(groups) * cpt > len(cores):
+        return []
+    cps = shape.cores_per_socket
+    cost = np.empty((len(groups), len(cores)))
+    for t, group in enumerate(groups):
+        near = np.array(sorted({c for g in group for c in g.cores}), dtype=np.int64)
+        wired = np.isin(cores, near)
+        on_socket = np.isin(cores // cps, near // cps)
+        cost[t] = np.where(wired, 0.0, np.where(on_socket, 1.0, 2.0))
+    cost += np.arange(len(cores)) / (len(cores) * len(cores) * 4.0)
+    rows, cols = linear_sum_assignment(np.repeat(cost, cpt, axis=0))
+    taken = [sorted(cores[cols[rows // cpt == t]].tolist()) for t in range(len(groups))]
+    return [_slot(node, take, shape, threads)._replace(
+                gpus=tuple(sorted(g.index for g in group)))
+            for take, group in zip(taken, groups, strict=True)]
 
 
 def _slot(node: str, cores: list[int], shape: NodeShape, threads: int | None = None
