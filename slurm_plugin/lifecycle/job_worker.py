@@ -34,12 +34,14 @@ from ..common.launcher_support import (
     prterun_wrapper_path,
 )
 from ..common.user_paths import UserPathError
-from ..machine.hwloc import CoreGroups, parse_hwloc_xml
+from ..machine.gpus import Gpu, gpu_bind_mask, job_gpus
+from ..machine.hwloc import CoreGroups, HwlocError, parse_hwloc_gpus, parse_hwloc_xml
 from ..machine.layout import build_layout
 from ..modes.base import Job, JobPlan, ModeSettings
 from ..modes.registry import job_mode
 from ..profiles.store import bundled_store
 from ..site.config import Config, LaunchersSettings, load_config
+from ..slurm.allocation import Allocation
 from ..slurm.backends import (
     read_allocation,
     read_node_features,
@@ -47,6 +49,7 @@ from ..slurm.backends import (
     read_topology,
     resolve_backend,
 )
+from ..slurm.gres import GresConf, parse_gres_conf
 from ..slurm.slurm_commands import with_bin_dir
 from .limits import apply_worker_limits
 from .recording_setup import user_store
@@ -101,6 +104,43 @@ def read_core_groups(files: dict[str, str], nodes: tuple[str, ...]) -> dict[str,
     return out
 
 
+def read_gpus(cfg: Config, alloc: Allocation, env: dict[str, str]
+              ) -> tuple[dict[str, tuple[Gpu, ...]], tuple[str, ...], int]:
+    """The job's GPUs per node with their cores (gres.conf, else the [hwloc] XML), notes
+    and the srun GPU mask (:func:`~slurm_plugin.machine.gpus.gpu_bind_mask`); nothing for
+    a job without GPUs per task or when [gpus] is off.  A gres.conf
+    or XML that cannot be read is a note, not a failure: the GPUs keep index order."""
+    if not (cfg.gpus.enabled and alloc.gpus_per_task and alloc.gpus):
+        return {}, (), 0
+    notes: list[str] = []
+    path = cfg.gpus.gres_conf or os.path.join(
+        os.path.dirname(env.get("SLURM_CONF") or "/etc/slurm/slurm.conf"), "gres.conf")
+    gres: GresConf | None = None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            gres = parse_gres_conf(fh.read(), path)
+        notes += gres.notes
+    except (OSError, RankmapError) as exc:
+        notes.append(f"GPU cores: {exc}")
+    xml: dict[str, tuple] = {}
+    try:
+        for hosts, xml_path in cfg.hwloc.files.items():
+            members = set(expand_hostlist(hosts)) & set(alloc.gpus)
+            if members:
+                with open(xml_path, encoding="utf-8") as fh:
+                    found = parse_hwloc_gpus(fh.read(), xml_path)
+                for node in members:
+                    xml.setdefault(node, found)
+    except (OSError, HwlocError) as exc:
+        notes.append(f"GPU cores: {exc}")
+    gpus, more = job_gpus(alloc, gres, xml)
+    mask = gpu_bind_mask(alloc, gres)
+    if not mask:
+        notes.append("GPUs: some of the job's nodes have fewer GPUs than its highest GPU "
+                     "index: srun steps keep Slurm's GPU per task")
+    return gpus, (*notes, *more), mask
+
+
 @dataclass
 class WorkerOutput:
     """The job's files (FILE_NAMES key → text, in the order they are to be written:
@@ -134,10 +174,13 @@ def _compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
     alloc = read_allocation(request.job_id, env, backend, timeout)
     shapes = read_node_shapes(alloc.nodes, env, backend, timeout)
     tree = read_topology(cfg.slurm.topology, timeout, env, backend)
+    gpus, gpu_notes, gpu_mask = read_gpus(cfg, alloc, env)
     layout = build_layout(alloc, shapes, tree, cfg.solver.level_distances,
                           read_core_groups(cfg.hwloc.files, alloc.nodes),
                           cfg.hwloc.cache_distance,
-                          oversubscribe=cfg.solver.oversubscribe == "allow")
+                          oversubscribe=cfg.solver.oversubscribe == "allow", gpus=gpus)
+    if gpus:
+        layout = replace(layout, notes=(*layout.notes, *gpu_notes), gpu_mask=gpu_mask)
     job = Job(layout, tree, ModeSettings.of(cfg), request.profile, request.algorithm,
               request.time_limit,
               stores=job_stores(cfg, os.getuid()),

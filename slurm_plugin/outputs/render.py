@@ -171,17 +171,27 @@ def render_slurm_hostfile(layout: Layout, mapping: np.ndarray,
 
 def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
     """The bind file of ``librankmap_bind`` (slurm_plugin/bind/rankmap_bind.c): a header
-    ``rankmap-bind 1 NRANKS WIDTH`` and one record ``RANK HOST SOCKET:CORES`` per rank,
+    ``rankmap-bind 1 NRANKS WIDTH`` and one record ``RANK HOST SOCKET:CORES [gpu=I,J]``
+    per rank (``gpu=``: Slurm's indexes of the rank's GPUs, in GPU jobs, whose header
+    ends with `` gpumask=0xM gpunode=K``: the srun ``--gpu-bind`` mask,
+    :attr:`Layout.gpu_mask`, and the fewest GPUs of the job's nodes, which a launcher's
+    daemons ask for per node),
     every line padded with spaces to WIDTH bytes (newline included), so that a rank
     reads its own record with one ``pread`` at ``WIDTH * (rank + 1)``.  The slot text is
     the rankfile's.  Not a template: its layout is a contract with the C reader, which
     a site cannot change.  O(n) in the job's ranks."""
     cores = _core_texts(layout)
-    slots = [f"{s.host} {s.socket}:{c}" for s, c in zip(layout.slots, cores, strict=True)]
+    slots = [f"{s.host} {s.socket}:{c}" + (f" gpu={','.join(map(str, s.gpus))}" if s.gpus
+                                            else "")
+             for s, c in zip(layout.slots, cores, strict=True)]
     records = [f"{r} {slots[pe]}" for r, pe in enumerate(np.asarray(mapping).tolist())]
     n = len(records)
-    width = max(max((len(r) for r in records), default=0), len(f"rankmap-bind 1 {n} 9999")) + 1
-    header = f"rankmap-bind 1 {n} {width}"
+    per_node = min((sum(len(s.gpus) for s in layout.slots if s.host == h)
+                    for h in layout.nodes), default=0) if layout.gpu_mask else 0
+    gpus = f" gpumask=0x{layout.gpu_mask:x} gpunode={per_node}" if layout.gpu_mask else ""
+    width = max(max((len(r) for r in records), default=0),
+                len(f"rankmap-bind 1 {n} 9999{gpus}")) + 1
+    header = f"rankmap-bind 1 {n} {width}{gpus}"
     return "".join(line.ljust(width - 1) + "\n" for line in (header, *records))
 
 

@@ -63,6 +63,9 @@ class Report:
     units: str = "bytes"
     rejected: dict[str, str] = field(default_factory=dict)  # candidate → why refused
     hop_metrics: bool = False  # the machine is a hop matrix: placements carry ``hops``
+    #: GPU jobs the placement applies to: per rank, its host, Slurm's GPU indexes and
+    #: its Slurm CPU ids (:func:`rank_gpus`)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _saved(base: float, value: float) -> str:
@@ -124,6 +127,7 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
     elif fallback_reason:
         summary = f"rankmap was NOT applied: {fallback_reason}"
     hosts = layout.hosts()
+    gpus = rank_gpus(layout, result.mapping) if ours else []
     return Report(job_id, profile, layout.n, fold_hostlist(hosts), len(hosts),
                   machine.describe(),
                   ours, result.algorithm if result else None,
@@ -131,7 +135,18 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
                   distances, list(layout.notes) + list(extra_notes or ()), default_name,
                   default_assumed, summary, result.origin if result else None,
                   dict(result.candidates) if result else {}, units,
-                  dict(result.rejected) if result else {}, with_hops)
+                  dict(result.rejected) if result else {}, with_hops, gpus)
+
+
+def rank_gpus(layout: Layout, mapping: np.ndarray) -> list[dict[str, Any]]:
+    """Per rank of a GPU job, ``{"rank", "host", "gpus", "cpu_ids"}`` of its slot; []
+    when no slot has GPUs.  O(n)."""
+    slots = layout.slots
+    if not any(s.gpus for s in slots):
+        return []
+    return [{"rank": r, "host": slots[pe].host, "gpus": list(slots[pe].gpus),
+             "cpu_ids": list(slots[pe].cpu_ids)}
+            for r, pe in enumerate(np.asarray(mapping).tolist())]
 
 
 def _summary(result: MappingResult | None, fallback_reason: str | None, default_name: str,
@@ -216,7 +231,39 @@ def render_report_text(report: Report, templates_dir: str | None = None) -> str:
                    placements=placements, traffic_rows=rows,
                    names=[p.name for p in report.placements])
     text = render_template("report.txt.j2", templates_dir, **escape_strings(context))
-    return text + hop_table(report)
+    return text + hop_table(report) + gpu_table(report)
+
+
+#: ranks listed one per line in the text report's GPU table; the JSON has them all
+GPU_TABLE_RANKS = 64
+
+
+def gpu_table(report: Report) -> str:
+    """Which GPUs and CPUs each rank got, as text; empty unless the job maps GPU ranks
+    (appended after the template's text, as :func:`hop_table`)."""
+    if not report.gpus:
+        return ""
+    lines = ["", "  GPUs per rank (Slurm's GPU indexes; the rank's CUDA_VISIBLE_DEVICES, "
+             "ROCR_VISIBLE_DEVICES and ZE_AFFINITY_MASK name them):",
+             f"  {'rank':>6s}  {'host':20s} {'gpus':10s} cpus"]
+    for row in report.gpus[:GPU_TABLE_RANKS]:
+        lines.append(f"  {row['rank']:>6d}  {escape_controls(str(row['host'])):20s} "
+                     f"{','.join(map(str, row['gpus'])) or '-':10s} "
+                     f"{fold_ids(row['cpu_ids'])}")
+    if len(report.gpus) > GPU_TABLE_RANKS:
+        lines.append(f"  ... {len(report.gpus) - GPU_TABLE_RANKS} more ranks in report.json")
+    return "\n".join(lines) + "\n"
+
+
+def fold_ids(ids: list[int]) -> str:
+    """0,1,2,5 → 0-2,5."""
+    runs: list[list[int]] = []
+    for i in sorted(ids):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs) or "-"
 
 
 def hop_table(report: Report) -> str:

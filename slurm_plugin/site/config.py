@@ -401,6 +401,21 @@ class HwlocSettings:
 
 
 @dataclass(frozen=True)
+class GpusSettings:
+    """[gpus]: GPU ranks (jobs with --gpus-per-task)."""
+
+    enabled: bool = setting(
+        True, _bool,
+        "map GPU ranks: each rank of a --gpus-per-task job gets GPUs and the cores wired "
+        "to them, and its CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / ZE_AFFINITY_MASK "
+        "narrowed to them (false: Slurm's own GPU binding)")
+    gres_conf: str = setting(
+        "", _optional_path,
+        "gres.conf giving each GPU's Cores= (empty: gres.conf beside the slurm.conf "
+        "in use); GPUs without Cores= take their cores from the [hwloc] XML")
+
+
+@dataclass(frozen=True)
 class SpeedsSettings:
     """[speeds]: nodes' relative compute speeds."""
 
@@ -474,6 +489,7 @@ SECTIONS: dict[str, type] = {
     "render": RenderSettings,
     "launchers": LaunchersSettings,
     "hwloc": HwlocSettings,
+    "gpus": GpusSettings,
     "speeds": SpeedsSettings,
     "prolog": PrologSettings,
     "summa": SummaSettings,
@@ -769,6 +785,11 @@ class Config:
     def hwloc(self) -> HwlocSettings:
         """The checked [hwloc] section."""
         return HwlocSettings(**self.values["hwloc"])
+
+    @property
+    def gpus(self) -> GpusSettings:
+        """The checked [gpus] section."""
+        return GpusSettings(**self.values["gpus"])
 
     @property
     def speeds(self) -> SpeedsSettings:

@@ -37,3 +37,38 @@ def test_report_of_a_2048_node_plan_stays_short():
 ])
 def test_human_units(value, unit, text):
     assert human(value, unit) == text
+
+
+def test_a_gpu_jobs_report_and_bind_file_give_each_rank_its_gpu_next_to_its_cores():
+    """gres.conf wires GPUs 0,1 to socket 1 and 2,3 to socket 0: every rank's record
+    names one GPU, each GPU once per node, on cores gres.conf wires it to; the report
+    lists the same per rank, and the bind file's header carries srun's mask."""
+    from dataclasses import replace
+
+    from slurm_plugin.machine.gpus import gpu_bind_mask, job_gpus
+    from slurm_plugin.slurm.gres import parse_gres_conf
+
+    gres = parse_gres_conf("".join(
+        f"NodeName=g[1-2] Name=gpu File=/dev/nvidia{i} Cores={c}\n"
+        for i, c in enumerate(["4-7", "4-7", "0-3", "0-3"])), "gres.conf")
+    alloc = Allocation("9", ("g1", "g2"), (4, 4), gpus={"g1": (0, 1, 2, 3), "g2": (0, 1, 2, 3)},
+                       gpus_per_task=1)
+    gpus, _ = job_gpus(alloc, gres)
+    layout = replace(build_layout(alloc, NodeShape(2, 4), None, [1, 10, 100], gpus=gpus),
+                     gpu_mask=gpu_bind_mask(alloc, gres))
+    plan = make_plan(layout, generate("ring", layout.n), algorithm="greedy", time_limit=5,
+                     units="bytes")
+    header, *records = plan.files["bindings"].splitlines()
+    assert header.split()[4:] == ["gpumask=0xf", "gpunode=4"]
+    seen = set()
+    for rec in records:
+        _, host, slot, gpu = rec.split()
+        g = int(gpu.removeprefix("gpu="))
+        socket_, cores = slot.split(":")
+        cpus = {int(socket_) * 4 + int(c) for c in cores.split(",")}
+        assert cpus <= set(gres.of(host)[g].cores), rec
+        seen.add((host, g))
+    assert len(seen) == 8
+    rows = json.loads(plan.report_json)["gpus"]
+    assert {(r["host"], r["gpus"][0]) for r in rows} == seen
+    assert "GPUs per rank" in plan.report_text

@@ -96,6 +96,17 @@ def test_hwloc_files_are_checked():
         parse_config('[hwloc]\nfiles = { "n[1-" = "/a.xml" }\n', "h.toml")
 
 
+def test_gpus_settings_are_checked():
+    cfg = parse_config("", "g.toml")
+    assert cfg.gpus.enabled and cfg.gpus.gres_conf == ""
+    cfg = parse_config('[gpus]\nenabled = false\ngres_conf = "/etc/slurm/gres.conf"\n', "g.toml")
+    assert not cfg.gpus.enabled and cfg.gpus.gres_conf == "/etc/slurm/gres.conf"
+    with pytest.raises(ConfigError, match=r"g.toml: \[gpus\] enabled"):
+        parse_config('[gpus]\nenabled = "sometimes"\n', "g.toml")
+    with pytest.raises(ConfigError, match=r"\[gpus\] gres_conf: .*absolute path"):
+        parse_config('[gpus]\ngres_conf = "gres.conf"\n', "g.toml")
+
+
 def test_every_section_is_read_typed_and_frozen():
     """One typed settings class per section: its fields are exactly the section's keys,
     each value read from a file comes back with its annotated type (list/table/number/
