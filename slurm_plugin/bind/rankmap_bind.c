@@ -303,13 +303,69 @@ static int bind_threads(const cpu_set_t *set)
     return rc;
 }
 
+/* This process's record in the bind file when the launch is one rankmap placed (see
+ * the top of the file): 1 with its rank, host, slot and GPUs.  Otherwise 0, and, unless
+ * QUIET, rank 0 (or, for a reason of the rank's own, the first rank of each node) says
+ * why. */
+static int rank_record(int quiet, long *rank_out, char *host, size_t hostlen, char *slot,
+                       size_t slotlen, char *gpus, size_t gpuslen)
+{
+    char why[512] = "", here[256];
+    long rank = -1, size = -1;
+    const char *who = NULL, *family = NULL;
+    const char *path = getenv("RANKMAP_BIND_FILE");
+#define SAY(...) do { if (!quiet) say(__VA_ARGS__); } while (0)
+#define SAY_RANK(...) do { if (!quiet) say_rank(__VA_ARGS__); } while (0)
+    if (!path || !*path || switched_off())
+        return 0;
+    if (!launcher_rank(&rank, &size, &who, &family)) {
+        SAY(0, 1, "no launcher rank in the environment (OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                  "SLURM_PROCID): not bound");
+        return 0;
+    }
+    *rank_out = rank;
+    if (!supported(family)) {
+        SAY(rank, 1, "the site does not support %s launches ([launchers] supported): "
+                     "not bound", family);
+        return 0;
+    }
+    const char *hint = hosts_given(family);
+    if (hint) {
+        SAY(rank, 1, "%s: not bound", hint);
+        return 0;
+    }
+    if (size < 0) {
+        SAY(rank, 1, "the launcher gave no world size beside %s: not bound", who);
+        return 0;
+    }
+    if (rank >= size) {
+        SAY(rank, 1, "rank %ld outside a world of %ld: not bound", rank, size);
+        return 0;
+    }
+    int record = read_record(path, rank, size, host, hostlen, slot, slotlen, gpus, gpuslen,
+                             why, sizeof why);
+    if (record <= 0) {  /* the file's or the launch's reason (0), or this rank's (-1) */
+        if (record == 0)
+            SAY(rank, 1, "%s", why);
+        else
+            SAY_RANK(rank, "%s", why);
+        return 0;
+    }
+    if (!on_host(host, here, sizeof here)) {
+        SAY_RANK(rank, "runs on %s, the placement put it on %s (the launcher did not take "
+                       "rankmap's host list): not bound", here, host);
+        return 0;
+    }
+#undef SAY
+#undef SAY_RANK
+    return 1;
+}
+
 /* Decides once per process whether and where to bind; then (re)applies it. */
 static void bind_rank(void)
 {
-    char why[512] = "", host[256], slot[MAX_RECORD], here[256];
-    long rank = -1, size = -1;
-    const char *who = NULL, *family = NULL;
-    const char *path;
+    char why[512] = "", host[256], slot[MAX_RECORD], gpus[MAX_RECORD];
+    long rank = -1;
 
     if (bound_cpus == 0)
         return;
@@ -318,46 +374,8 @@ static void bind_rank(void)
         return;
     }
     bound_cpus = 0;
-    path = getenv("RANKMAP_BIND_FILE");
-    if (!path || !*path || switched_off())
+    if (!rank_record(0, &rank, host, sizeof host, slot, sizeof slot, gpus, sizeof gpus))
         return;
-    if (!launcher_rank(&rank, &size, &who, &family)) {
-        say(0, 1, "no launcher rank in the environment (OMPI_COMM_WORLD_RANK, PMI_RANK, "
-                  "SLURM_PROCID): not bound");
-        return;
-    }
-    if (!supported(family)) {
-        say(rank, 1, "the site does not support %s launches ([launchers] supported): "
-                     "not bound", family);
-        return;
-    }
-    const char *hint = hosts_given(family);
-    if (hint) {
-        say(rank, 1, "%s: not bound", hint);
-        return;
-    }
-    if (size < 0) {
-        say(rank, 1, "the launcher gave no world size beside %s: not bound", who);
-        return;
-    }
-    if (rank >= size) {
-        say(rank, 1, "rank %ld outside a world of %ld: not bound", rank, size);
-        return;
-    }
-    int record = read_record(path, rank, size, host, sizeof host, slot, sizeof slot, why,
-                             sizeof why);
-    if (record <= 0) {  /* the file's or the launch's reason (0), or this rank's (-1) */
-        if (record == 0)
-            say(rank, 1, "%s", why);
-        else
-            say_rank(rank, "%s", why);
-        return;
-    }
-    if (!on_host(host, here, sizeof here)) {
-        say_rank(rank, "runs on %s, the placement put it on %s (the launcher did not take "
-                       "rankmap's host list): not bound", here, host);
-        return;
-    }
     if (!slot_cpus(slot, &bound_set, why, sizeof why)) {
         say_rank(rank, "slot %.200s on %.200s: %.300s: not bound", slot, host, why);
         return;
@@ -375,8 +393,87 @@ static void bind_rank(void)
             if (CPU_ISSET(c, &bound_set))
                 used += (size_t)snprintf(list + used, sizeof list - used, "%s%d",
                                          used ? "," : "", c);
-        say(rank, 0, "on %s bound to cpus %s (slot %s)", host, list, slot);
+        say(rank, 0, "on %s bound to cpus %s (slot %s%s%s)", host, list, slot,
+            gpus[0] ? ", gpus " : "", gpus);
     }
+}
+
+static int process_env_get(void *ctx, const char *name, char *buf, size_t len)
+{
+    (void)ctx;
+    const char *v = getenv(name);
+    if (!v)
+        return 0;
+    snprintf(buf, len, "%s", v);
+    return 1;
+}
+
+static int process_env_set(void *ctx, const char *name, const char *value)
+{
+    (void)ctx;
+    return setenv(name, value, 1) == 0;
+}
+
+/* A rank of a GPU job: its device variables name its planned GPUs before the program
+ * runs (a CUDA or HIP runtime may start before MPI_Init, in a static constructor).  srun
+ * tasks come with them done by the SPANK plugin; the ranks of mpirun and mpiexec get
+ * them here.  What cannot be done is said once per node (RANKMAP_GPUS_SAID keeps a
+ * rank's own children quiet). */
+static void set_rank_gpus(void)
+{
+    char why[512] = "", host[256], slot[MAX_RECORD], gpus[MAX_RECORD];
+    long rank = -1;
+    /* the batch script's own processes carry SLURM_PROCID=0 but are no step's task */
+    if (!getenv("SLURM_STEP_ID") && !getenv("OMPI_COMM_WORLD_RANK") && !getenv("PMI_RANK"))
+        return;
+    if (!rank_record(1, &rank, host, sizeof host, slot, sizeof slot, gpus, sizeof gpus) ||
+        !gpus[0])
+        return;
+    if (narrow_gpus(gpus, NULL, process_env_get, process_env_set, why, sizeof why) ||
+        getenv("RANKMAP_GPUS_SAID"))
+        return;
+    say_rank(rank, "gpus %s on %s: %s", gpus, host, why);
+    setenv("RANKMAP_GPUS_SAID", "1", 1);
+}
+
+/* In a launch rankmap places: the daemons its mpirun or mpiexec starts with srun (orted,
+ * hydra_pmi_proxy: one task per node) see their node's GPUs of the job, so that each
+ * rank's can be narrowed to its own.  Their step inherits the job's GPUs per task (one
+ * task: one GPU), so it asks for the GPUs per node instead (the fewest of any node: a
+ * node with more keeps the rest from its ranks, which say so), seen by its one task
+ * (the mask).  Hydra hands its ranks mpiexec's environment over the proxy's: the batch
+ * host's device variables would reach every node, so mpiexec drops them and each rank
+ * keeps its proxy's. */
+static void widen_daemon_gpus(const char *family)
+{
+    char mask[64], text[80];
+    long per_node = 0;
+    read_gpu_mask(getenv("RANKMAP_BIND_FILE"), mask, sizeof mask, &per_node);
+    if (!mask[0] || per_node < 1)
+        return;
+    if (!strcmp(family, "hydra"))
+        for (int v = 0; gpu_vars[v]; v++)
+            unsetenv(gpu_vars[v]);
+    unsetenv("SLURM_GPUS_PER_TASK");
+    const char *tres = getenv("SLURM_TRES_PER_TASK");
+    if (tres) { /* cpu=2,gres/gpu:1 (Slurm 23.11+): its GPUs go, the rest stays */
+        char kept[MAX_RECORD] = "", copy[MAX_RECORD], *save = NULL;
+        snprintf(copy, sizeof copy, "%s", tres);
+        for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save))
+            if (strncmp(p, "gres/gpu", 8) && strncmp(p, "gres:gpu", 8))
+                snprintf(kept + strlen(kept), sizeof kept - strlen(kept), "%s%s",
+                         kept[0] ? "," : "", p);
+        if (kept[0])
+            setenv("SLURM_TRES_PER_TASK", kept, 1);
+        else
+            unsetenv("SLURM_TRES_PER_TASK");
+    }
+    snprintf(text, sizeof text, "%ld", per_node);
+    setenv("SLURM_GPUS_PER_NODE", text, 1);
+    if (getenv("SLURM_GPU_BIND"))
+        return;
+    snprintf(text, sizeof text, "mask_gpu:%s", mask);
+    setenv("SLURM_GPU_BIND", text, 1);
 }
 
 /* ---- the launch guard: a launch rankmap does not place gets no host list ----------------
@@ -564,8 +661,10 @@ __attribute__((constructor)) static void guard_launch(void)
     if (!getenv("RANKMAP_BIND_FILE"))
         return; /* not in a job rankmap placed */
     const char *family = launcher_family();
-    if (!family)
+    if (!family) {
+        set_rank_gpus();
         return;
+    }
     if (!strcmp(family, "hydra"))
         unset_openmp_exports();
     const char **vars = strcmp(family, "hydra") ? openmpi_vars : hydra_vars;
@@ -586,8 +685,11 @@ __attribute__((constructor)) static void guard_launch(void)
                  "map): Hydra places the ranks");
     else if (argc < 1 ||
              !launch_not_rankmaps(family, argc - 1, argv + 1, planned_ranks(), why,
-                                  sizeof why))
+                                  sizeof why)) {
+        if (!switched_off())
+            widen_daemon_gpus(family);
         return;
+    }
     for (int i = 0; vars[i]; i++)
         unsetenv(vars[i]);
     if (rank_map)

@@ -102,6 +102,44 @@ def real_prterun(env: Mapping[str, str], self_path: str) -> str | None:
     return None
 
 
+def gpu_header(bind_file: str) -> tuple[str, int] | None:
+    """The ``gpumask=0xM gpunode=K`` of a bind file's header (render.py
+    render_bindfile); None when it has none or cannot be read."""
+    try:
+        with open(bind_file, "rb") as fh:
+            header = fh.read(4096).split(b"\n", 1)[0].decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = dict(f.split("=", 1) for f in header.split()[4:] if "=" in f)
+    if not header.startswith("rankmap-bind ") or "gpumask" not in fields:
+        return None
+    try:
+        return fields["gpumask"], int(fields.get("gpunode", "0"))
+    except ValueError:
+        return None
+
+
+def daemon_gpu_env(env: Mapping[str, str]) -> dict[str, str | None]:
+    """For a launch rankmap places in a GPU job, the variables to change (None: unset)
+    so that the prted daemons prterun starts with srun (one task per node) ask for the
+    job's GPUs per node instead of its GPUs per task and their task sees them all; the
+    binder then narrows each rank's to its own (librankmap_bind's widen_daemon_gpus does
+    the same in Open MPI 4.1's mpirun).  {} when the bind file has no GPUs."""
+    found = gpu_header(env.get("RANKMAP_BIND_FILE", ""))
+    if not found or found[1] < 1:
+        return {}
+    mask, per_node = found
+    changes: dict[str, str | None] = {"SLURM_GPUS_PER_TASK": None,
+                                      "SLURM_GPUS_PER_NODE": str(per_node)}
+    tres = env.get("SLURM_TRES_PER_TASK")
+    if tres is not None:
+        kept = [t for t in tres.split(",") if not t.startswith(("gres/gpu", "gres:gpu"))]
+        changes["SLURM_TRES_PER_TASK"] = ",".join(kept) or None
+    if "SLURM_GPU_BIND" not in env:
+        changes["SLURM_GPU_BIND"] = f"mask_gpu:{mask}"
+    return changes
+
+
 def _say(text: str) -> None:
     print(f"rankmap: {text}", file=sys.stderr, flush=True)
 
@@ -122,6 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Open MPI places these ranks: librankmap_bind must not move them (it takes the
         # rankfile variable Open MPI 4.1 reads as the sign that the plan's hosts were used)
         os.environ["RANKMAP_BIND"] = "off"
+    elif extra:
+        for name, value in daemon_gpu_env(env).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     command = [real if os.path.isabs(argv[0]) else "prterun"]
     if not extra or not any(c in rankfile for c in "-:"):
         os.execv(real, [*command, *extra, *args])  # os.environ: RANKMAP_BIND travels

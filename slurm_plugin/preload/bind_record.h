@@ -206,11 +206,12 @@ static int slot_cpus(const char *slot, cpu_set_t *set, char *why, size_t whylen)
     return CPU_COUNT(set) > 0;
 }
 
-/* Reads record RANK of the bind file: its host and slot (1).  With a message in WHY: 0
- * when the file or the launch does not fit (every rank meets it), -1 when this rank's
- * record does not. */
+/* Reads record RANK of the bind file: its host, slot and GPUs ("" when the record has
+ * no gpu= field) (1).  With a message in WHY: 0 when the file or the launch does not fit
+ * (every rank meets it), -1 when this rank's record does not. */
 static int read_record(const char *path, long rank, long size, char *host, size_t hostlen,
-                       char *slot, size_t slotlen, char *why, size_t whylen)
+                       char *slot, size_t slotlen, char *gpus, size_t gpuslen, char *why,
+                       size_t whylen)
 {
     char buf[MAX_RECORD + 1];
     long version, nranks, width, r;
@@ -246,13 +247,150 @@ static int read_record(const char *path, long rank, long size, char *host, size_
         return -1;
     }
     buf[width - 1] = 0;
-    char hostbuf[256], slotbuf[MAX_RECORD];
-    if (sscanf(buf, "%ld %255s %4095s", &r, hostbuf, slotbuf) != 3 || r != rank) {
+    char hostbuf[256], slotbuf[MAX_RECORD], gpubuf[MAX_RECORD];
+    int fields = sscanf(buf, "%ld %255s %4095s gpu=%4095s", &r, hostbuf, slotbuf, gpubuf);
+    if (fields < 3 || r != rank) {
         snprintf(why, whylen, "%.300s: record %ld is not rank %ld's", path, rank, rank);
         return -1;
     }
     snprintf(host, hostlen, "%s", hostbuf);
     snprintf(slot, slotlen, "%s", slotbuf);
+    snprintf(gpus, gpuslen, "%s", fields == 4 ? gpubuf : "");
+    return 1;
+}
+
+/* The header's gpumask=0xM: the --gpu-bind mask under which every task of a step sees
+ * all of its node's GPUs (render.py render_bindfile), and gpunode=K, the fewest GPUs the
+ * job has on a node (PER_NODE, 0 when absent); "" when the file has none. */
+static void read_gpu_mask(const char *path, char *mask, size_t masklen, long *per_node)
+{
+    if (per_node)
+        *per_node = 0;
+    char buf[MAX_RECORD + 1];
+    mask[0] = 0;
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (fd < 0)
+        return;
+    ssize_t n = pread(fd, buf, MAX_RECORD, 0);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    buf[strcspn(buf, "\n")] = 0;
+    const char *m = strstr(buf, " gpumask=0x");
+    if (m && strncmp(buf, "rankmap-bind ", 13) == 0) {
+        m += 9;
+        size_t len = strspn(m + 2, "0123456789abcdefABCDEF") + 2;
+        if (len > 2 && len < masklen)
+            snprintf(mask, masklen, "%.*s", (int)len, m);
+        const char *k = strstr(buf, " gpunode=");
+        if (k && per_node)
+            *per_node = strtol(k + 9, NULL, 10);
+    }
+}
+
+/* ---- a rank's GPUs: its device variables narrowed to the GPUs of its record ---------
+ *
+ * Slurm lists a step's GPUs on the node in SLURM_STEP_GPUS (its GPU indexes, the
+ * record's numbering; the batch step's in SLURM_JOB_GPUS) and sets CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
+ * ZE_AFFINITY_MASK, GPU_DEVICE_ORDINAL to the same GPUs in the numbering the device
+ * runtime sees (the same indexes, or 0..n-1 under a device cgroup: ConstrainDevices).
+ * A planned GPU's position in SLURM_STEP_GPUS is therefore its position in each device
+ * variable, whatever the numbering; each variable Slurm set is narrowed to those
+ * positions.  Nothing changes when a variable does not list the step's GPUs one to one,
+ * or a planned GPU is not the step's (Slurm bound the task to other GPUs: a --gpu-bind
+ * of the user's), and WHY says so.  RANKMAP_GPUS records what was applied, so that the
+ * binder, after the SPANK plugin, does not apply it twice. */
+
+typedef int (*env_get_fn)(void *ctx, const char *name, char *buf, size_t len);
+typedef int (*env_set_fn)(void *ctx, const char *name, const char *value);
+
+static const char *gpu_vars[] = {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                                 "ZE_AFFINITY_MASK", "GPU_DEVICE_ORDINAL", NULL};
+
+#define MAX_GPU_ITEMS 256
+
+/* Splits the comma list TEXT (modified) into at most MAX_GPU_ITEMS items. */
+static int gpu_items(char *text, char **items)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *p = strtok_r(text, ",", &save); p && n < MAX_GPU_ITEMS;
+         p = strtok_r(NULL, ",", &save))
+        items[n++] = p;
+    return n;
+}
+
+/* 1: the variables name PLANNED (a comma list of GPU indexes) now; 0 with WHY: left
+ * as they were. */
+static int narrow_gpus(const char *planned, void *ctx, env_get_fn get, env_set_fn set,
+                       char *why, size_t whylen)
+{
+    static char step[MAX_RECORD], want[MAX_RECORD], done[MAX_RECORD];
+    static char values[4][MAX_RECORD], out[4][MAX_RECORD];
+    char *g[MAX_GPU_ITEMS], *p[MAX_GPU_ITEMS], *l[MAX_GPU_ITEMS];
+    int present[4] = {0, 0, 0, 0}, any = 0;
+    if (get(ctx, "RANKMAP_GPUS", done, sizeof done) && !strcmp(done, planned))
+        return 1;
+    /* a step's task: its step's GPUs on this node; a process of the batch step (the
+     * ranks Open MPI's mpirun starts beside itself): the job's on the batch host */
+    const char *list = get(ctx, "SLURM_STEP_ID", step, sizeof step) ? "SLURM_STEP_GPUS"
+                                                                      : "SLURM_JOB_GPUS";
+    if (!get(ctx, list, step, sizeof step) || !step[0]) {
+        snprintf(why, whylen, "no %s in this rank's environment: its GPUs are as Slurm "
+                 "set them", list);
+        return 0;
+    }
+    snprintf(want, sizeof want, "%s", planned);
+    char stepcopy[MAX_RECORD];
+    snprintf(stepcopy, sizeof stepcopy, "%s", step);
+    int ng = gpu_items(stepcopy, g), np = gpu_items(want, p);
+    int pos[MAX_GPU_ITEMS];
+    for (int i = 0; i < np; i++) {
+        pos[i] = -1;
+        for (int j = 0; j < ng; j++)
+            if (!strcmp(p[i], g[j]))
+                pos[i] = j;
+        if (pos[i] < 0) {
+            snprintf(why, whylen, "GPU %s is not among this step's GPUs on the node "
+                     "(%s=%.200s; a --gpu-bind or a step of its own?): its GPUs are as "
+                     "Slurm set them", p[i], list, step);
+            return 0;
+        }
+    }
+    for (int v = 0; gpu_vars[v]; v++) {
+        if (!get(ctx, gpu_vars[v], values[v], sizeof values[v]))
+            continue;
+        char copy[MAX_RECORD];
+        snprintf(copy, sizeof copy, "%s", values[v]);
+        if (gpu_items(copy, l) != ng) {
+            snprintf(why, whylen, "%s=%.100s does not list %s=%.100s one to one: its "
+                     "GPUs are as Slurm set them", gpu_vars[v], values[v], list, step);
+            return 0;
+        }
+        size_t used = 0;
+        out[v][0] = 0;
+        for (int i = 0; i < np; i++) {
+            int w = snprintf(out[v] + used, sizeof out[v] - used, "%s%s", i ? "," : "",
+                             l[pos[i]]);
+            if (w < 0 || (size_t)w >= sizeof out[v] - used) {
+                snprintf(why, whylen, "%s would be over %d characters: its GPUs are as "
+                         "Slurm set them", gpu_vars[v], MAX_RECORD - 1);
+                return 0;
+            }
+            used += (size_t)w;
+        }
+        present[v] = any = 1;
+    }
+    if (!any) {
+        snprintf(why, whylen, "Slurm set no device variable (CUDA_VISIBLE_DEVICES, ...) "
+                 "for this step: its GPUs are as Slurm set them");
+        return 0;
+    }
+    for (int v = 0; gpu_vars[v]; v++)
+        if (present[v])
+            set(ctx, gpu_vars[v], out[v]);
+    set(ctx, "RANKMAP_GPUS", planned);
     return 1;
 }
 

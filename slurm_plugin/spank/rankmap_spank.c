@@ -414,6 +414,29 @@ static void place_plain_step(void)
     if (typed || (setenv("SLURM_HOSTFILE", hostfile, 1) == 0 &&
                   setenv("SLURM_DISTRIBUTION", "arbitrary", 1) == 0))
         setenv(PLACED_VAR, "1", 1);
+    else
+        return;
+    /* GPU ranks: every task sees its node's GPUs of the step, and slurm_spank_task_init
+     * narrows them to the rank's (Slurm's --gpus-per-task binding would give task i the
+     * node's i-th GPU, whatever its cores); a --gpu-bind of the user's wins (srun takes
+     * its option over the variable) and the binder then says the GPUs are Slurm's */
+    char mask[64];
+    read_gpu_mask(getenv("RANKMAP_BIND_FILE"), mask, sizeof mask, NULL);
+    if (mask[0] && !getenv("SLURM_GPU_BIND")) {
+        char bind[80];
+        snprintf(bind, sizeof bind, "mask_gpu:%s", mask);
+        setenv("SLURM_GPU_BIND", bind, 1);
+    }
+}
+
+static int spank_env_get(void *sp, const char *name, char *buf, size_t len)
+{
+    return spank_getenv((spank_t)sp, name, buf, (int)len) == ESPANK_SUCCESS;
+}
+
+static int spank_env_set(void *sp, const char *name, const char *value)
+{
+    return spank_setenv((spank_t)sp, name, value, 1) == ESPANK_SUCCESS;
 }
 
 /* In an srun task, before it execs (remote context, after Slurm's own binding): a task
@@ -437,13 +460,16 @@ static void bind_placed_task(spank_t sp)
     if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &size) != ESPANK_SUCCESS)
         return;
-    char host[256], slot[MAX_RECORD], why[512];
+    char host[256], slot[MAX_RECORD], gpus[MAX_RECORD], why[512];
     cpu_set_t set;
-    if (read_record(path, (long)rank, (long)size, host, sizeof host, slot, sizeof slot, why,
-                    sizeof why) != 1 || strcmp(host, node) != 0 ||
-        !slot_cpus(slot, &set, why, sizeof why))
+    if (read_record(path, (long)rank, (long)size, host, sizeof host, slot, sizeof slot,
+                    gpus, sizeof gpus, why, sizeof why) != 1 || strcmp(host, node) != 0)
         return;
-    sched_setaffinity(0, sizeof set, &set);
+    /* the binder in the program says why when this does not apply */
+    if (gpus[0])
+        narrow_gpus(gpus, sp, spank_env_get, spank_env_set, why, sizeof why);
+    if (slot_cpus(slot, &set, why, sizeof why))
+        sched_setaffinity(0, sizeof set, &set);
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)

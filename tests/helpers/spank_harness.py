@@ -26,13 +26,16 @@ spank_err_t spank_job_control_setenv(spank_t sp, const char *n, const char *v, i
 void slurm_error(const char *fmt, ...) { (void)fmt; }
 spank_err_t spank_getenv(spank_t sp, const char *n, char *buf, int len)
 { (void)sp; (void)n; (void)buf; (void)len; return ESPANK_ENV_NOEXIST; }
+spank_err_t spank_setenv(spank_t sp, const char *n, const char *v, int o)
+{ (void)sp; (void)n; (void)v; (void)o; return ESPANK_SUCCESS; }
 spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
 { (void)sp; (void)item; return ESPANK_BAD_ARG; }
 int spank_remote(spank_t sp) { (void)sp; return 0; }
 int main(int argc, char **argv)
 {
     if (strcmp(argv[1], "place") == 0) {  /* what srun's environment becomes */
-        const char *names[] = {"SLURM_HOSTFILE", "SLURM_DISTRIBUTION", PLACED_VAR, NULL};
+        const char *names[] = {"SLURM_HOSTFILE", "SLURM_DISTRIBUTION", PLACED_VAR,
+                               "SLURM_GPU_BIND", NULL};
         place_plain_step();
         for (int i = 0; names[i]; i++)
             printf("%s=%s\n", names[i], getenv(names[i]) ? getenv(names[i]) : "(unset)");
@@ -80,9 +83,10 @@ def spank_checker(tmp_path: Path):
 
 
 def srun_environment(tmp_path: Path):
-    """``place(env) -> {name: value}``: srun's SLURM_HOSTFILE, SLURM_DISTRIBUTION and
-    RANKMAP_SRUN_PLACED after the plugin's ``place_plain_step`` ran in an srun whose
-    command line is a plain ``srun ./app`` and whose environment is ``env``."""
+    """``place(env) -> {name: value}``: srun's SLURM_HOSTFILE, SLURM_DISTRIBUTION,
+    RANKMAP_SRUN_PLACED and SLURM_GPU_BIND after the plugin's ``place_plain_step`` ran
+    in an srun whose command line is a plain ``srun ./app`` and whose environment is
+    ``env``."""
     (tmp_path / "h.c").write_text(HARNESS)
     subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
                     str(tmp_path / "h.c")], check=True)

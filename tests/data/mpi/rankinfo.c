@@ -8,7 +8,9 @@
  * after MPI_Init; with --pinned-thread CPU one more thread started before MPI_Init pins
  * itself to CPU (as an OpenMP runtime pins its pool to places) and the line ends in
  * " pinned LIST", its CPUs after MPI_Init.  With --start the line ends in " start LIST",
- * the CPUs the program was started on (its mask on entering main). */
+ * the CPUs the program was started on (its mask on entering main).  With --gpus it ends
+ * in " gpus C;R;Z;O": CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK and
+ * GPU_DEVICE_ORDINAL as the program started ("-": unset). */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
@@ -49,17 +51,24 @@ static void *pinned_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-    int rank, size, affinity = 0, early = 0, start = 0;
+    int rank, size, affinity = 0, early = 0, start = 0, gpus = 0;
     char host[256], allowed[1024] = "", thread[1024] = "", pinned[1024] = "",
-         started[1024] = "";
+         started[1024] = "", devices[1024] = "";
     pthread_t other, pinner;
     cpu_list(0, started, sizeof started);
     for (int i = 1; i < argc; i++) {
         early |= strcmp(argv[i], "--early-thread") == 0;
         start |= strcmp(argv[i], "--start") == 0;
+        gpus |= strcmp(argv[i], "--gpus") == 0;
         if (strcmp(argv[i], "--pinned-thread") == 0 && i + 1 < argc)
             pin_to = atoi(argv[i + 1]);
     }
+    if (gpus) /* as the program starts: a GPU runtime may read them before MPI_Init */
+        snprintf(devices, sizeof devices, " gpus %s;%s;%s;%s",
+                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "-",
+                 getenv("ROCR_VISIBLE_DEVICES") ? getenv("ROCR_VISIBLE_DEVICES") : "-",
+                 getenv("ZE_AFFINITY_MASK") ? getenv("ZE_AFFINITY_MASK") : "-",
+                 getenv("GPU_DEVICE_ORDINAL") ? getenv("GPU_DEVICE_ORDINAL") : "-");
     if (early) {
         pthread_create(&other, NULL, early_thread, NULL);
         while (!early_tid)
@@ -97,9 +106,10 @@ int main(int argc, char **argv)
         pthread_join(other, NULL);
     if (pin_to >= 0)
         pthread_join(pinner, NULL);
-    printf("rank %d host %s cpu %d%s%s%s%s%s%s%s%s\n", rank, host, sched_getcpu(),
+    printf("rank %d host %s cpu %d%s%s%s%s%s%s%s%s%s\n", rank, host, sched_getcpu(),
            affinity ? " allowed " : "", allowed, early ? " thread " : "", thread,
-           pin_to >= 0 ? " pinned " : "", pinned, start ? " start " : "", start ? started : "");
+           pin_to >= 0 ? " pinned " : "", pinned, start ? " start " : "", start ? started : "",
+           devices);
     MPI_Finalize();
     return 0;
 }

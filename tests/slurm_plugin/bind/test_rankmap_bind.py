@@ -209,6 +209,53 @@ def test_ranks_it_cannot_bind_say_so_once_per_node(built, tmp_path):
     assert allowed(proc)[0] == "0"
 
 
+def gpu_layout(host: str, gpus: list[int]) -> Layout:
+    h = Hierarchy.from_tree([len(gpus)], [1, 10], ["socket", "root"])
+    return Layout(h, tuple(Slot(host, 0, (r % 2,), (r % 2,), gpus=(g,))
+                           for r, g in enumerate(gpus)), gpu_mask=0b1111111)
+
+
+def devices(proc: subprocess.CompletedProcess) -> dict[int, list[str]]:
+    """rank -> its CUDA, ROCR, ZE and GPU_DEVICE_ORDINAL lists as the program started."""
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {int(r): d.split(";") for r, d in re.findall(r"^rank (\d+) .* gpus (\S+)$",
+                                                        proc.stdout, re.M)}
+
+
+def test_each_rank_sees_only_the_gpus_of_its_record_in_each_device_variable(built, tmp_path):
+    """Slurm gave the batch step GPUs 4 and 6 (SLURM_JOB_GPUS) and listed them in each
+    runtime's numbering; the ranks mpirun starts beside itself see the one planned for
+    them, by position, before main, whatever the variable's numbering."""
+    text = render_bindfile(gpu_layout(socket.gethostname(), [6, 4]), np.array([0, 1]))
+    env = {"SLURM_JOB_GPUS": "4,6", "CUDA_VISIBLE_DEVICES": "4,6",
+           "ROCR_VISIBLE_DEVICES": "0,1", "GPU_DEVICE_ORDINAL": "GPU-a,GPU-b"}
+    proc = launch(built, text, tmp_path, program_args=("--gpus",), **env)
+    assert devices(proc) == {0: ["6", "1", "-", "GPU-b"], 1: ["4", "0", "-", "GPU-a"]}
+    assert "rankmap:" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("case", ["not the step's", "not one to one", "no list"])
+def test_gpus_slurm_did_not_give_as_planned_are_left_and_one_rank_says_why(built, tmp_path,
+                                                                          case):
+    text = render_bindfile(gpu_layout(socket.gethostname(), [6, 5]), np.array([0, 1]))
+    env = {"SLURM_JOB_GPUS": "4,6", "CUDA_VISIBLE_DEVICES": "4,6"}
+    if case == "not one to one":
+        text = render_bindfile(gpu_layout(socket.gethostname(), [6, 4]), np.array([0, 1]))
+        env["CUDA_VISIBLE_DEVICES"] = "0"
+    elif case == "no list":
+        del env["SLURM_JOB_GPUS"]
+    proc = launch(built, text, tmp_path, program_args=("--gpus",), **env)
+    kept = env["CUDA_VISIBLE_DEVICES"]
+    assert {r: d[0] for r, d in devices(proc).items()} == (
+        {0: "6", 1: kept} if case == "not the step's" else {0: kept, 1: kept})
+    said = re.findall(r"^rankmap: rank (\d+): gpus (\S+) on \S+: (.*)$", proc.stderr, re.M)
+    reason = {"not the step's": "GPU 5 is not among this step's GPUs",
+              "not one to one": "does not list SLURM_JOB_GPUS=4,6 one to one",
+              "no list": "no SLURM_JOB_GPUS"}[case]
+    # rank 1 in the first case, both ranks in the others: said once per node
+    assert len(said) == 1 and reason in said[0][2], proc.stderr
+
+
 def _is_open_mpi_4() -> bool:
     out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True)
     return bool(re.search(r"Open MPI\)? 4\.", out.stdout + out.stderr))

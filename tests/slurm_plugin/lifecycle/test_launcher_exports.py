@@ -26,7 +26,11 @@ from slurm_plugin.common.launcher_support import hydra_hosts
 from slurm_plugin.lifecycle.prterun_wrapper import placement_args, real_prterun
 from slurm_plugin.lifecycle.task_prolog import exports
 from slurm_plugin.machine.layout import Layout, Slot
-from slurm_plugin.outputs.render import render_hydra_hostfile, render_hydra_rankmap
+from slurm_plugin.outputs.render import (
+    render_bindfile,
+    render_hydra_hostfile,
+    render_hydra_rankmap,
+)
 from tests.helpers.users_harness import as_user
 
 # The TaskProlog imports what it needs when it runs; imported here before as_user forks
@@ -433,3 +437,29 @@ def test_a_hybrid_job_gets_openmp_places_over_each_ranks_cores_unless_the_user_c
     # a site that gives no launcher the placement gives no OpenMP places either
     bare = {**make("[]"), "SLURM_STEP_ID": "batch", "SLURM_CPUS_PER_TASK": "2"}
     assert not any("OMP_" in line for line in as_user(USER, lambda: exports(bare)))
+
+
+def test_open_mpi_5s_daemons_ask_for_the_nodes_gpus_in_a_gpu_job_rankmap_places(tmp_path):
+    """prted starts as one srun task per node: with the job's --gpus-per-task it would
+    see one GPU, and no rank could be given its planned one.  The daemon step asks for
+    the GPUs per node of the bind file's header instead, seen whole (the mask), and
+    keeps the job's other per-task resources; a job without GPUs changes nothing."""
+    from slurm_plugin.lifecycle.prterun_wrapper import daemon_gpu_env
+
+    h = Hierarchy.from_tree([2], [1, 10], ["socket", "root"])
+    gpu = Layout(h, (Slot("n1", 0, (0,), (0,), gpus=(1,)), Slot("n1", 0, (1,), (1,), gpus=(0,))),
+                 gpu_mask=0b11)
+    bind = tmp_path / "bindings"
+    bind.write_text(render_bindfile(gpu, np.array([0, 1])))
+    env = {"RANKMAP_BIND_FILE": str(bind), "SLURM_GPUS_PER_TASK": "1",
+           "SLURM_TRES_PER_TASK": "cpu=2,gres/gpu:1"}
+    assert daemon_gpu_env(env) == {"SLURM_GPUS_PER_TASK": None, "SLURM_GPUS_PER_NODE": "2",
+                                   "SLURM_TRES_PER_TASK": "cpu=2",
+                                   "SLURM_GPU_BIND": "mask_gpu:0x3"}
+    assert daemon_gpu_env({**env, "SLURM_TRES_PER_TASK": "gres/gpu=1",
+                           "SLURM_GPU_BIND": "closest"}) == {
+        "SLURM_GPUS_PER_TASK": None, "SLURM_GPUS_PER_NODE": "2", "SLURM_TRES_PER_TASK": None}
+    bind.write_text(render_bindfile(Layout(h, tuple(s._replace(gpus=()) for s in gpu.slots)),
+                                    np.array([0, 1])))
+    assert daemon_gpu_env(env) == {}
+    assert daemon_gpu_env({}) == {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+import numpy as np
 import pytest
 
 from slurm_plugin.common.job_conventions import SRUN_HOSTFILE_VAR, SRUN_PLACED_VAR
@@ -121,17 +122,50 @@ def test_a_step_it_places_is_marked_for_its_tasks_and_no_other(tmp_path):
     job = {SRUN_HOSTFILE_VAR: str(hostfile), "RANKMAP_MACHINEFILE": str(machinefile),
            "SLURM_NTASKS": "3"}
     assert place(job) == {"SLURM_HOSTFILE": str(hostfile), "SLURM_DISTRIBUTION": "arbitrary",
-                          SRUN_PLACED_VAR: "1"}
+                          SRUN_PLACED_VAR: "1", "SLURM_GPU_BIND": "(unset)"}
     typed = place({**job, "SLURM_HOSTFILE": str(machinefile)})
     assert typed["SLURM_HOSTFILE"] == str(machinefile) and typed[SRUN_PLACED_VAR] == "1"
     nested = place({**job, "SLURM_STEP_ID": "0", SRUN_PLACED_VAR: "1"})
     assert nested == {"SLURM_HOSTFILE": "(unset)", "SLURM_DISTRIBUTION": "(unset)",
-                      SRUN_PLACED_VAR: "(unset)"}
+                      SRUN_PLACED_VAR: "(unset)", "SLURM_GPU_BIND": "(unset)"}
     own = place({**job, "SLURM_HOSTFILE": "/home/u/hosts"})
     assert own["SLURM_HOSTFILE"] == "/home/u/hosts" and own[SRUN_PLACED_VAR] == "(unset)"
     for off in ("off", "no", "0"):
         assert place({**job, "RANKMAP_BIND": off})[SRUN_PLACED_VAR] == "(unset)"
     assert place({**job, "SLURM_NTASKS": "2"})[SRUN_PLACED_VAR] == "(unset)"
+
+
+@needs_cc
+def test_a_placed_gpu_step_lets_each_task_see_its_nodes_gpus_unless_the_user_binds(tmp_path):
+    """Slurm's --gpus-per-task binding gives local task i the node's i-th GPU; in a step
+    the plugin places, every task sees the step's GPUs of its node (the bind file's
+    mask) so that the task's own GPU can be chosen at task start.  A --gpu-bind of the
+    user's, and a step the plugin leaves alone, keep Slurm's binding."""
+    from dataclasses import replace
+
+    from slurm_plugin.machine.gpus import Gpu
+    from slurm_plugin.machine.layout import build_layout
+    from slurm_plugin.outputs.render import render_bindfile
+    from slurm_plugin.slurm.allocation import Allocation
+    from slurm_plugin.slurm.topology import NodeShape
+
+    alloc = Allocation("1", ("n1", "n2"), (3, 3), gpus={"n1": (0, 1, 2), "n2": (0, 1, 2)},
+                       gpus_per_task=1)
+    gpus = {n: tuple(Gpu(i, ()) for i in range(3)) for n in alloc.nodes}
+    plain = build_layout(alloc, NodeShape(sockets=1, cores_per_socket=4), None, [1, 10],
+                         gpus=gpus)
+    bind = tmp_path / "bind"
+    bind.write_text(render_bindfile(replace(plain, gpu_mask=0b111), np.arange(6)))
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("n1\nn1\nn1\nn2\nn2\nn2\n")
+    place = srun_environment(tmp_path)
+    job = {SRUN_HOSTFILE_VAR: str(hostfile), "SLURM_NTASKS": "6",
+           "RANKMAP_BIND_FILE": str(bind)}
+    assert place(job)["SLURM_GPU_BIND"] == "mask_gpu:0x7"
+    assert place({**job, "SLURM_GPU_BIND": "closest"})["SLURM_GPU_BIND"] == "closest"
+    assert place({**job, "SLURM_NTASKS": "2"})["SLURM_GPU_BIND"] == "(unset)"
+    bind.write_text(render_bindfile(plain, np.arange(6)))
+    assert place(job)["SLURM_GPU_BIND"] == "(unset)"
 
 
 def test_the_plugin_marks_steps_with_the_name_the_project_uses():
