@@ -12,7 +12,10 @@ loopback, each in its own UTS namespace so that ``hostname`` prints the node nam
 Topology: two leaf switches s1 (n1, n2) and s2 (n3, n4) under a spine
 (``--topology tree``, the default), or with names that do not follow the wiring, s1
 (n1, n3) and s2 (n2, n4) (``--topology interleaved``); every node has 2 sockets x 4
-cores.  Everything lives in the state directory; ``down`` stops only the
+cores and 4 fake GPUs (gres ``gpu:fake``: device files under the state directory that
+are links to /dev/null; GPUs 0-1 are wired to socket 0 and 2-3 to socket 1 on n1 and
+n2, the other way round on n3 and n4, in gres.conf).  Everything lives in the state
+directory; ``down`` stops only the
 processes ``up`` started (their pid files, checked against /proc/PID/exe) and removes
 nothing outside the state directory.  Needs root and Debian's munge, slurmctld, slurmd
 and slurm-client.  Use ``export SLURM_CONF=DIR/slurm.conf`` to talk to the cluster.
@@ -93,6 +96,7 @@ def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
         f"SlurmdLogFile={state}/slurmd-%n.log",
         f"TmpFS={state}/tmp/%n",
         "PrologFlags=Alloc",
+        "GresTypes=gpu",
     ]
     for key, value in (("Prolog", opts.prolog), ("Epilog", opts.epilog),
                        ("TaskProlog", opts.task_prolog),
@@ -107,7 +111,8 @@ def slurm_conf(state: Path, opts: argparse.Namespace) -> str:
         lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
                      f"Port={getattr(opts, 'slurmd_port', SLURMD_PORT0) + i} "
                      "Sockets=2 CoresPerSocket=4 ThreadsPerCore=1 "
-                     f"CPUs=8 RealMemory=1000 State=UNKNOWN")
+                     f"CPUs=8 RealMemory=1000 Gres=gpu:fake:{len(GPU_CORES)} "
+                     "State=UNKNOWN")
     lines.append("PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP")
     lines.append("PartitionName=mapped Nodes=n[1-4] MaxTime=INFINITE State=UP")
     if getattr(opts, "topology_file", "conf") == "yaml":
@@ -147,6 +152,34 @@ def block_conf() -> str:
     """topology.conf for topology/block: the same blocks as topology.yaml's."""
     return "".join(f"BlockName={b} Nodes={','.join(ns)}\n" for b, ns in BLOCKS.items()) + \
         "BlockSizes=2,4\n"
+
+
+#: per fake GPU of a node, the cores gres.conf wires it to (Slurm's core numbers)
+GPU_CORES = ["0-3", "0-3", "4-7", "4-7"]
+#: nodes on which the wiring is the other way round (GPU 0 near the second socket)
+GPU_REVERSED = ("n3", "n4")
+
+
+def gres_conf(state: Path) -> str:
+    """gres.conf of the fake GPUs: one line per node and GPU (AutoDetect=off: there is
+    nothing to detect); their files are made by :func:`fake_gpu_files`."""
+    lines = ["AutoDetect=off"]
+    for node in NODES:
+        cores = GPU_CORES[::-1] if node in GPU_REVERSED else GPU_CORES
+        lines += [f"NodeName={node} Name=gpu Type=fake File={state}/dev/{node}/nvidia{i} "
+                  f"Cores={c}" for i, c in enumerate(cores)]
+    return "\n".join(lines) + "\n"
+
+
+def fake_gpu_files(state: Path) -> None:
+    """Slurm accepts a gres File= only when it is a device: links to /dev/null are."""
+    for node in NODES:
+        folder = state / "dev" / node
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(len(GPU_CORES)):
+            link = folder / f"nvidia{i}"
+            if not link.is_symlink():
+                link.symlink_to("/dev/null")
 
 
 def slurm_bin(prefix: str) -> tuple[str, str]:
@@ -266,6 +299,8 @@ def up(opts: argparse.Namespace) -> None:
         prefix = build(opts.slurm_archive)
     (state / "slurm-prefix").write_text(prefix + "\n")
     (state / "slurm.conf").write_text(slurm_conf(state, opts))
+    fake_gpu_files(state)
+    (state / "gres.conf").write_text(gres_conf(state))
     (state / "job_submit.lua").unlink(missing_ok=True)
     if getattr(opts, "job_submit_lua", ""):
         shutil.copyfile(opts.job_submit_lua, state / "job_submit.lua")

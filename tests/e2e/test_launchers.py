@@ -39,6 +39,7 @@ bound at all here (TaskPlugin=task/none: ``allowed 0-1``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -121,6 +122,10 @@ def profiles(slurm_cluster):
     perm = np.random.default_rng(10).permutation(10)
     write_mtx(CommGraph.from_edges(perm[u], perm[v], w, n=10), store / "scrambled10.mtx")
     (store / "scrambled10.toml").write_text('ranks = 10\nfile = "scrambled10.mtx"\n')
+    u, v, w = generate("stencil2d:2x3", 6).edges()
+    perm = np.random.default_rng(6).permutation(6)
+    write_mtx(CommGraph.from_edges(perm[u], perm[v], w, n=6), store / "scrambled6.mtx")
+    (store / "scrambled6.toml").write_text('ranks = 6\nfile = "scrambled6.mtx"\n')
     heavy, medium = 1e8, 1e6
     edges = [(2 * p, 2 * p + 1, heavy) for p in range(4)]
     edges += [(0, 6, medium), (1, 7, medium), (2, 4, medium), (3, 5, medium)]
@@ -685,3 +690,91 @@ def test_the_typed_srun_line_of_earlier_releases_runs_in_a_job_rankmap_left_alon
     assert "Hostlist is empty" not in job.output, job.output
     assert {r: h for r, (h, _, _) in ranks_of(job.output).items()} == dict(
         enumerate(block_hosts())), job.output
+
+
+# -- GPU ranks: fake gres devices (deploy/testcluster/cluster.py) ------------------------
+
+#: three GPU ranks on each of n2 (GPUs 0-1 wired to socket 0, 2-3 to socket 1) and n3
+#: (the other way round)
+GPU_ARGS = ("-N2", "-w", "n2,n3", "--ntasks-per-node=3", "--gpus-per-task=1")
+#: row -> (program and lane, launch line).
+#: Slurm 22.05 spreads GPU tasks over both sockets (cores 0 and 4, GPUs 0 and 2, even
+#: with -B 1 -m block:block): Open MPI 4.1 is shown the emulated nodes' 2x4 layout so
+#: that it takes a rankfile with socket 1.  Open MPI 5 cannot be (PRRTE has no
+#: topology-file parameter, and refuses a slot past this machine's two real cores), so
+#: its daemons' GPUs are checked by test_launcher_exports.py only
+GPU_LAUNCH = {"srun": ("debian", "srun --mpi=pmix {prog} --gpus"),
+              "openmpi4": ("debian", "mpirun {prog} --gpus"),
+              "mpich": ("mpich", "mpiexec {prog} --gpus")}
+
+
+def gpu_setup(row: str, state: Path, venv: Path | None) -> str:
+    if row == "openmpi4":
+        return f"export OMPI_MCA_hwloc_base_topo_file={state}/topo-2x4.xml\n"
+    if row == "mpich":
+        return mpich_setup(venv)
+    return f"export PATH={venv}/bin:$PATH\n" if venv else ""
+
+
+def gres_cores(state: Path) -> dict[tuple[str, int], set[int]]:
+    """(node, Slurm GPU index) -> the cores gres.conf wires it to, read from the cluster's
+    gres.conf as slurmd reads it with AutoDetect=off (lines in order)."""
+    wired: dict[tuple[str, int], set[int]] = {}
+    count: dict[str, int] = {}
+    for line in (state / "gres.conf").read_text().splitlines():
+        m = re.match(r"NodeName=(\S+) Name=gpu .*Cores=(\d+)-(\d+)", line)
+        if m:
+            node, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
+            index = count.get(node, 0)
+            count[node] = index + 1
+            wired[(node, index)] = set(range(lo, hi + 1))
+    return wired
+
+
+@pytest.mark.parametrize("row", sorted(GPU_LAUNCH))
+def test_gpu_ranks_get_their_planned_gpu_next_to_their_cores(slurm_cluster, profiles,
+                                                             program, lane, row):
+    """A --gpus-per-task job: every rank's bind record names one GPU of its node, wired
+    (gres.conf) to the rank's cores wherever the node's allocated cores allow it, and
+    the rank starts with CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK and
+    GPU_DEVICE_ORDINAL naming exactly that GPU (task/none: Slurm's indexes are the
+    device numbers).  Under srun the plan differs from Slurm's own GPU per task (local
+    task i gets the node's i-th GPU), so a rank left to Slurm fails the check; under
+    mpirun and mpiexec a rank not narrowed sees its daemon's GPUs (all of the node's, or
+    the one GPU of a daemon step left with the job's GPUs per task)."""
+    c = slurm_cluster
+    name, launch = GPU_LAUNCH[row]
+    venv = lane(name) if name != "debian" else None
+    prog = program(name)
+    job = c.run_launch_job(job_script(gpu_setup(row, c.state, venv), launch.format(prog=prog)),
+                           *GPU_ARGS, "--comm-profile=scrambled6", user=USER,
+                           tries=SRUN_JOBS, retry=launch_failed)
+    assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
+    assert re.search(r"^RECORD: .*\"applied\": true", job.output, re.M), job.output
+    plan = {int(r): (h, int(s), c_, int(g)) for r, h, s, c_, g in re.findall(
+        r"^BIND: (\d+) (\S+) (\d+):(\S+) gpu=(\d+) *$", job.output, re.M)}
+    assert sorted(plan) == list(range(6)), job.output
+    record = json.loads(re.search(r"^RECORD: (.*)$", job.output, re.M).group(1))
+    assert {g["rank"]: (g["host"], g["gpus"]) for g in record["gpus"]} == \
+        {r: (h, [g]) for r, (h, _, _, g) in plan.items()}, record["gpus"]
+    alloc = dict(re.findall(r"Nodes=(n\d) CPU_IDs=\S+ Mem=\S+ GRES=gpu:fake:\d+\(IDX:(\S+)\)",
+                            c.run(["scontrol", "show", "job", "-d", "-o", job.job_id]).stdout))
+    wired = gres_cores(c.state)
+    differs = False
+    for node in ("n2", "n3"):
+        ranks = sorted(r for r, p in plan.items() if p[0] == node)
+        gpus = sorted(plan[r][3] for r in ranks)
+        assert len(set(gpus)) == 3, plan
+        cores = [{plan[r][1] * 4 + int(k) for k in plan[r][2].split(",")} for r in ranks]
+        near = sum(cs <= wired[(node, plan[r][3])] for r, cs in zip(ranks, cores, strict=True))
+        # the best any pairing of these cores with these GPUs reaches (brute force)
+        best = max(sum(cs <= wired[(node, g)] for cs, g in zip(cores, perm, strict=True))
+                   for perm in itertools.permutations(gpus))
+        assert near == best, (node, plan, alloc)
+        slurms = dict(zip(ranks, gpus, strict=True))  # Slurm's own: local task i -> i-th GPU
+        differs |= any(slurms[r] != plan[r][3] for r in ranks)
+    assert differs or row != "srun", f"the plan gives every rank Slurm's own GPU: {plan}"
+    ran = {int(r): (h, d) for r, h, d in re.findall(
+        r"^rank (\d+) host (\S+) cpu -?\d+ gpus (\S+)$", job.output, re.M)}
+    assert ran == {r: (h, ";".join([str(g)] * 4)) for r, (h, _, _, g) in plan.items()}, \
+        job.output
