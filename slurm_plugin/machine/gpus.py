@@ -21,11 +21,13 @@ from ..slurm.gres import GresConf
 
 
 class Gpu(NamedTuple):
-    """One of the job's GPUs on a node: Slurm's index and the node-wide core numbers it
-    is wired to (() when no source says)."""
+    """One of the job's GPUs on a node: Slurm's index, the node-wide core numbers it is
+    wired to (() when no source says) and the RDMA NIC nearest to it (``mlx5_0:1``, from
+    the node's hwloc XML; "" when unknown)."""
 
     index: int
     cores: tuple[int, ...]
+    nic: str = ""
 
 
 def job_gpus(alloc: Allocation, gres: GresConf | None = None,
@@ -34,13 +36,15 @@ def job_gpus(alloc: Allocation, gres: GresConf | None = None,
     """Per node of the job, its GPUs with their cores, and notes on what is not known.
 
     ``hwloc``: per node, the GPUs of its hwloc XML in index order (objects with
-    ``index`` and ``cores``).  O(GPUs of the job)."""
+    ``index``, ``cores`` and ``nic``: :class:`~slurm_plugin.machine.hwloc.HwlocGpu`).
+    O(GPUs of the job)."""
     out: dict[str, tuple[Gpu, ...]] = {}
     unwired: list[str] = []
     for node, indexes in alloc.gpus.items():
         conf = {d.index: d.cores for d in gres.of(node)} if gres else {}
-        xml = {g.index: tuple(g.cores) for g in (hwloc or {}).get(node, ())}
-        gpus = tuple(Gpu(i, conf.get(i) or xml.get(i) or ()) for i in indexes)
+        xml = {g.index: g for g in (hwloc or {}).get(node, ())}
+        gpus = tuple(Gpu(i, conf.get(i) or (tuple(xml[i].cores) if i in xml else ()),
+                         getattr(xml.get(i), "nic", "")) for i in indexes)
         if any(not g.cores for g in gpus):
             unwired.append(node)
         out[node] = gpus

@@ -21,12 +21,19 @@ GROUP_TYPES = ("L3Cache", "Die", "Group", "L2Cache")
 
 #: hwloc objects below the CPU tree: an I/O object's locality is its nearest other ancestor
 IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
-#: PCI vendors whose display controllers (class 03xx) are compute GPUs: NVIDIA, AMD
-GPU_VENDORS = frozenset({"10de", "1002"})
-#: Intel's data-centre GPUs are display class 0380 / 3D 0302; its 0300 VGA is integrated
-INTEL_GPU_CLASSES = frozenset({"0380", "0302"})
+#: (PCI vendor, class) of compute GPUs without a compute OS device in the XML: NVIDIA's
+#: VGA and 3D controllers; AMD's and Intel's data-centre ones (display 0380, 3D 0302,
+#: AMD's processing accelerators 1200).  A VGA (0300) of another vendor, or AMD's or
+#: Intel's, is a GPU only with a compute OS device: boards' management VGAs (Matrox,
+#: ASPEED, ATI ES1000) are not.
+GPU_CLASSES = frozenset({("10de", "0300"), ("10de", "0302"), ("1002", "0380"),
+                         ("1002", "0302"), ("1002", "1200"), ("8086", "0380"),
+                         ("8086", "0302")})
 #: OS devices (``subtype``, or hwloc 3's ``Backend`` info) of a GPU's compute runtime
 COMPUTE_BACKENDS = frozenset({"CUDA", "NVML", "RSMI", "LevelZero", "OpenCL"})
+#: hwloc's OpenFabrics OS device type (an RDMA NIC: mlx5_0, hfi1_0): hwloc 2 numbers
+#: the types (3), hwloc 3's XML writes them as flags (32)
+OPENFABRICS_V2, OPENFABRICS_V3_FLAG = 3, 32
 
 
 class HwlocError(RankmapError, ValueError):
@@ -45,13 +52,15 @@ class CoreGroups:
 class HwlocGpu:
     """A GPU of an hwloc XML: its index among the node's GPUs (PCI bus order, which is
     the order NVML and ROCm SMI enumerate and so Slurm's autodetected indexes), PCI bus
-    id, model (``PCIDevice`` or ``GPUModel`` info, else the PCI ids) and the logical cores of its
-    locality."""
+    id, model (``PCIDevice`` or ``GPUModel`` info, else the PCI ids), the logical cores
+    of its locality, and the RDMA NIC nearest to it (``mlx5_0:1``: device and active
+    port, as UCX_NET_DEVICES names it; "" when the node has none)."""
 
     index: int
     busid: str
     name: str
     cores: tuple[int, ...]
+    nic: str = ""
 
 
 def _parse(text: str, source: str) -> ET.Element:
@@ -105,10 +114,10 @@ def parse_hwloc_xml(text: str, source: str = "hwloc XML") -> CoreGroups:
 def _is_gpu(dev: ET.Element) -> bool:
     pci_class, _, rest = (dev.get("pci_type") or "").partition(" [")
     vendor = rest.partition(":")[0].lower()
-    if not pci_class.startswith("03"):
-        return False
-    if vendor in GPU_VENDORS or (vendor == "8086" and pci_class in INTEL_GPU_CLASSES):
+    if (vendor, pci_class) in GPU_CLASSES:
         return True
+    if not pci_class.startswith(("03", "12")):
+        return False
     for osdev in dev.iter("object"):
         backends = {osdev.get("subtype")} | {
             info.get("value") for info in osdev.findall("info") if info.get("name") == "Backend"}
@@ -117,22 +126,56 @@ def _is_gpu(dev: ET.Element) -> bool:
     return False
 
 
+def _rdma_nic(osdev: ET.Element, flags: bool) -> str:
+    """``name:port`` of an OpenFabrics OS device (its first active port, else port 1),
+    "" for any other OS device."""
+    try:
+        kind = int(osdev.get("osdev_type", ""))
+    except ValueError:
+        return ""
+    if (kind & OPENFABRICS_V3_FLAG) if flags else kind == OPENFABRICS_V2:
+        states = {i.get("name"): i.get("value") for i in osdev.findall("info")}
+        port = next((n for n in range(1, 9) if states.get(f"Port{n}State") == "4"), 1)
+        return f"{osdev.get('name')}:{port}"
+    return ""
+
+
+def _nearest(path: tuple[int, ...], anchor: int,
+             nics: list[tuple[str, tuple[int, ...], int]]) -> str:
+    """The NIC sharing the longest run of PCI bridges with ``path`` (the same PCIe
+    switch, then the same host bridge), then one of the same locality, then the first
+    by name."""
+    def shared(other: tuple[int, ...]) -> int:
+        n = 0
+        while n < min(len(path), len(other)) and path[n] == other[n]:
+            n += 1
+        return n
+    best = min(nics, key=lambda nic: (-shared(nic[1]), nic[2] != anchor, nic[0]),
+               default=None)
+    return best[0] if best else ""
+
+
 def parse_hwloc_gpus(text: str, source: str = "hwloc XML") -> tuple[HwlocGpu, ...]:
     """The GPUs of an hwloc XML (hwloc 2 or 3), each with the logical cores below the
-    object its PCI tree hangs from: its locality, which ``lstopo`` draws it next to and
-    Slurm's autodetection writes as ``Cores=``.
+    object its PCI tree hangs from (its locality, which ``lstopo`` draws it next to and
+    Slurm's autodetection writes as ``Cores=``) and its nearest RDMA NIC.
 
-    A GPU is a PCI display controller (class 03xx) of NVIDIA or AMD, an Intel one of
-    class 0380/0302, or one that carries a compute OS device (CUDA, NVML, RSMI, Level
-    Zero, OpenCL); a board's management VGA (Matrox, ASPEED) is not.  Cores are numbered
-    in document order, as :func:`parse_hwloc_xml` does, so that the numbers are Slurm's.
-    O(objects)."""
+    A GPU is a PCI device of a compute GPU's vendor and class (:data:`GPU_CLASSES`) or a
+    display controller or accelerator that carries a compute OS device (CUDA, NVML,
+    RSMI, Level Zero, OpenCL).  Cores are numbered in document order, as
+    :func:`parse_hwloc_xml` does, so that the numbers are Slurm's.  The nearest NIC is
+    the one whose PCI path from the host shares the most bridges with the GPU's (what
+    GPUDirect RDMA wants: the same PCIe switch), then one of the same locality.
+
+    Complexity: O(objects + G · N · depth) for G GPUs and N NICs."""
     root = _parse(text, source)
+    flags = (root.get("version") or "").startswith("3")
     core_count = 0
-    found: list[tuple[str, str, ET.Element]] = []
+    found: list[tuple[str, str, ET.Element, tuple[int, ...]]] = []
+    nics: list[tuple[str, tuple[int, ...], int]] = []
     span: dict[int, tuple[int, int]] = {}
 
-    def walk(obj: ET.Element, anchor: ET.Element) -> None:
+    def walk(obj: ET.Element, anchor: ET.Element, path: tuple[int, ...]) -> None:
         nonlocal core_count
         kind = obj.get("type")
         if kind == "Core":
@@ -141,20 +184,29 @@ def parse_hwloc_gpus(text: str, source: str = "hwloc XML") -> tuple[HwlocGpu, ..
         if kind == "PCIDev" and _is_gpu(obj):
             name = next((i.get("value") for i in obj.iter("info")
                          if i.get("name") in ("PCIDevice", "GPUModel")), None)
-            found.append((obj.get("pci_busid") or "", name or obj.get("pci_type", ""), anchor))
+            found.append((obj.get("pci_busid") or "", name or obj.get("pci_type", ""),
+                          anchor, path))
             return
-        if kind not in IO_TYPES:
+        if kind == "OSDev":
+            nic = _rdma_nic(obj, flags)
+            if nic:
+                nics.append((nic, path, id(anchor)))
+            return
+        if kind == "Bridge":
+            path = (*path, id(obj))
+        elif kind not in IO_TYPES:
             anchor = obj
         first = core_count
         for child in obj.findall("object"):
-            walk(child, anchor)
+            walk(child, anchor, path)
         if anchor is obj:
             span[id(obj)] = (first, core_count)
 
     for top in root.findall("object"):
-        walk(top, top)
+        walk(top, top, ())
     if not core_count:
         raise HwlocError(f"{source}: no Core objects found")
     found.sort(key=lambda f: f[0])
-    return tuple(HwlocGpu(i, busid, name, tuple(range(*span[id(anchor)])))
-                 for i, (busid, name, anchor) in enumerate(found))
+    return tuple(HwlocGpu(i, busid, name, tuple(range(*span[id(anchor)])),
+                          _nearest(path, id(anchor), nics))
+                 for i, (busid, name, anchor, path) in enumerate(found))

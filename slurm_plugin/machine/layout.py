@@ -41,7 +41,8 @@ class Slot(NamedTuple):
     (socket, cores in it) each, which the rankfile writes as ``slot=0:2-3;1:0-1``.
 
     ``gpus`` are Slurm's indexes of the node's GPUs the slot's rank gets (a job with
-    ``--gpus-per-task``; the slot's cores are those wired to them where the node says).
+    ``--gpus-per-task``; the slot's cores are those wired to them where the node says),
+    ``nic`` the RDMA NIC nearest to its first GPU (``mlx5_0:1``; "" when unknown).
 
     A named tuple, not a dataclass: a whole-machine job has 10^6 of them, and a tuple
     is built in half the time.
@@ -53,6 +54,7 @@ class Slot(NamedTuple):
     cpu_ids: tuple[int, ...]
     more_sockets: tuple[tuple[int, tuple[int, ...]], ...] = ()
     gpus: tuple[int, ...] = ()
+    nic: str = ""
 
 
 @dataclass(frozen=True)
@@ -413,7 +415,8 @@ def _gpu_slots(node: str, shape: NodeShape, cpt: int, cpu_ids: tuple[int, ...] |
     rows, cols = linear_sum_assignment(np.repeat(cost, cpt, axis=0))
     taken = [sorted(cores[cols[rows // cpt == t]].tolist()) for t in range(len(groups))]
     return [_slot(node, take, shape, threads)._replace(
-                gpus=tuple(sorted(g.index for g in group)))
+                gpus=tuple(sorted(g.index for g in group)),
+                nic=min(group, key=lambda g: g.index).nic if group else "")
             for take, group in zip(taken, groups, strict=True)]
 
 
