@@ -307,8 +307,7 @@ static int bind_threads(const cpu_set_t *set)
  * the top of the file): 1 with its rank, host, slot and GPUs.  Otherwise 0, and, unless
  * QUIET, rank 0 (or, for a reason of the rank's own, the first rank of each node) says
  * why. */
-static int rank_record(int quiet, long *rank_out, char *host, size_t hostlen, char *slot,
-                       size_t slotlen, char *gpus, size_t gpuslen)
+static int rank_record(int quiet, long *rank_out, struct bind_record *rec)
 {
     char why[512] = "", here[256];
     long rank = -1, size = -1;
@@ -342,8 +341,7 @@ static int rank_record(int quiet, long *rank_out, char *host, size_t hostlen, ch
         SAY(rank, 1, "rank %ld outside a world of %ld: not bound", rank, size);
         return 0;
     }
-    int record = read_record(path, rank, size, host, hostlen, slot, slotlen, gpus, gpuslen,
-                             why, sizeof why);
+    int record = read_record(path, rank, size, rec, why, sizeof why);
     if (record <= 0) {  /* the file's or the launch's reason (0), or this rank's (-1) */
         if (record == 0)
             SAY(rank, 1, "%s", why);
@@ -351,9 +349,9 @@ static int rank_record(int quiet, long *rank_out, char *host, size_t hostlen, ch
             SAY_RANK(rank, "%s", why);
         return 0;
     }
-    if (!on_host(host, here, sizeof here)) {
+    if (!on_host(rec->host, here, sizeof here)) {
         SAY_RANK(rank, "runs on %s, the placement put it on %s (the launcher did not take "
-                       "rankmap's host list): not bound", here, host);
+                       "rankmap's host list): not bound", here, rec->host);
         return 0;
     }
 #undef SAY
@@ -364,7 +362,9 @@ static int rank_record(int quiet, long *rank_out, char *host, size_t hostlen, ch
 /* Decides once per process whether and where to bind; then (re)applies it. */
 static void bind_rank(void)
 {
-    char why[512] = "", host[256], slot[MAX_RECORD], gpus[MAX_RECORD];
+    static struct bind_record rec; /* once per process (bound_cpus), MPI_Init's thread */
+    char why[512] = "";
+    const char *host = rec.host, *slot = rec.slot, *gpus = rec.gpus;
     long rank = -1;
 
     if (bound_cpus == 0)
@@ -374,7 +374,7 @@ static void bind_rank(void)
         return;
     }
     bound_cpus = 0;
-    if (!rank_record(0, &rank, host, sizeof host, slot, sizeof slot, gpus, sizeof gpus))
+    if (!rank_record(0, &rank, &rec))
         return;
     if (!slot_cpus(slot, &bound_set, why, sizeof why)) {
         say_rank(rank, "slot %.200s on %.200s: %.300s: not bound", slot, host, why);
@@ -421,18 +421,19 @@ static int process_env_set(void *ctx, const char *name, const char *value)
  * rank's own children quiet). */
 static void set_rank_gpus(void)
 {
-    char why[512] = "", host[256], slot[MAX_RECORD], gpus[MAX_RECORD];
+    static struct bind_record rec; /* the constructor: one thread */
+    char why[512] = "";
     long rank = -1;
     /* the batch script's own processes carry SLURM_PROCID=0 but are no step's task */
     if (!getenv("SLURM_STEP_ID") && !getenv("OMPI_COMM_WORLD_RANK") && !getenv("PMI_RANK"))
         return;
-    if (!rank_record(1, &rank, host, sizeof host, slot, sizeof slot, gpus, sizeof gpus) ||
-        !gpus[0])
+    if (!rank_record(1, &rank, &rec) || !rec.gpus[0])
         return;
-    if (narrow_gpus(gpus, NULL, process_env_get, process_env_set, why, sizeof why) ||
+    set_rank_nic(rec.nic, NULL, process_env_get, process_env_set);
+    if (narrow_gpus(rec.gpus, NULL, process_env_get, process_env_set, why, sizeof why) ||
         getenv("RANKMAP_GPUS_SAID"))
         return;
-    say_rank(rank, "gpus %s on %s: %s", gpus, host, why);
+    say_rank(rank, "gpus %s on %s: %s", rec.gpus, rec.host, why);
     setenv("RANKMAP_GPUS_SAID", "1", 1);
 }
 

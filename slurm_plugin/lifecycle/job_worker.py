@@ -110,8 +110,11 @@ def read_gpus(cfg: Config, alloc: Allocation, env: dict[str, str]
     and the srun GPU mask (:func:`~slurm_plugin.machine.gpus.gpu_bind_mask`); nothing for
     a job without GPUs per task or when [gpus] is off.  A gres.conf
     or XML that cannot be read is a note, not a failure: the GPUs keep index order."""
-    if not (cfg.gpus.enabled and alloc.gpus_per_task and alloc.gpus):
+    if not (cfg.gpus.enabled and alloc.gpus_per_task):
         return {}, (), 0
+    if not alloc.gpus:
+        return {}, ("GPUs: the Slurm backend gave no GPU indexes per node (the CLI "
+                    "backend reads them from scontrol -d): ranks keep Slurm's GPUs",), 0
     notes: list[str] = []
     path = cfg.gpus.gres_conf or os.path.join(
         os.path.dirname(env.get("SLURM_CONF") or "/etc/slurm/slurm.conf"), "gres.conf")
@@ -134,6 +137,9 @@ def read_gpus(cfg: Config, alloc: Allocation, env: dict[str, str]
     except (OSError, HwlocError) as exc:
         notes.append(f"GPU cores: {exc}")
     gpus, more = job_gpus(alloc, gres, xml)
+    if not cfg.gpus.nics:
+        gpus = {node: tuple(g._replace(nic="") for g in node_gpus)
+                for node, node_gpus in gpus.items()}
     mask = gpu_bind_mask(alloc, gres)
     if not mask:
         notes.append("GPUs: some of the job's nodes have fewer GPUs than its highest GPU "

@@ -171,8 +171,9 @@ def render_slurm_hostfile(layout: Layout, mapping: np.ndarray,
 
 def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
     """The bind file of ``librankmap_bind`` (slurm_plugin/bind/rankmap_bind.c): a header
-    ``rankmap-bind 1 NRANKS WIDTH`` and one record ``RANK HOST SOCKET:CORES [gpu=I,J]``
-    per rank (``gpu=``: Slurm's indexes of the rank's GPUs, in GPU jobs, whose header
+    ``rankmap-bind 1 NRANKS WIDTH`` and one record ``RANK HOST SOCKET:CORES [gpu=I,J
+    [nic=DEV:PORT]]`` per rank (``gpu=``: Slurm's indexes of the rank's GPUs, ``nic=``
+    the RDMA NIC nearest to them where the node's hwloc XML says, in GPU jobs, whose header
     ends with `` gpumask=0xM gpunode=K``: the srun ``--gpu-bind`` mask,
     :attr:`Layout.gpu_mask`, and the fewest GPUs of the job's nodes, which a launcher's
     daemons ask for per node),
@@ -182,7 +183,8 @@ def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
     a site cannot change.  O(n) in the job's ranks."""
     cores = _core_texts(layout)
     slots = [f"{s.host} {s.socket}:{c}" + (f" gpu={','.join(map(str, s.gpus))}" if s.gpus
-                                            else "")
+                                            else "") + (f" nic={s.nic}" if s.gpus and s.nic
+                                                        else "")
              for s, c in zip(layout.slots, cores, strict=True)]
     records = [f"{r} {slots[pe]}" for r, pe in enumerate(np.asarray(mapping).tolist())]
     n = len(records)

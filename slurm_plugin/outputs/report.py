@@ -139,13 +139,14 @@ def build_report(layout: Layout, graph: CommGraph | None, result: MappingResult 
 
 
 def rank_gpus(layout: Layout, mapping: np.ndarray) -> list[dict[str, Any]]:
-    """Per rank of a GPU job, ``{"rank", "host", "gpus", "cpu_ids"}`` of its slot; []
+    """Per rank of a GPU job, ``{"rank", "host", "gpus", "cpu_ids", "nic"}`` of its slot
+    (``nic``: the NIC for its UCX_NET_DEVICES, "" when none); []
     when no slot has GPUs.  O(n)."""
     slots = layout.slots
     if not any(s.gpus for s in slots):
         return []
     return [{"rank": r, "host": slots[pe].host, "gpus": list(slots[pe].gpus),
-             "cpu_ids": list(slots[pe].cpu_ids)}
+             "cpu_ids": list(slots[pe].cpu_ids), "nic": slots[pe].nic}
             for r, pe in enumerate(np.asarray(mapping).tolist())]
 
 
@@ -243,12 +244,16 @@ def gpu_table(report: Report) -> str:
     (appended after the template's text, as :func:`hop_table`)."""
     if not report.gpus:
         return ""
+    nics = any(row.get("nic") for row in report.gpus)
     lines = ["", "  GPUs per rank (Slurm's GPU indexes; the rank's CUDA_VISIBLE_DEVICES, "
-             "ROCR_VISIBLE_DEVICES and ZE_AFFINITY_MASK name them):",
-             f"  {'rank':>6s}  {'host':20s} {'gpus':10s} cpus"]
+             "ROCR_VISIBLE_DEVICES and ZE_AFFINITY_MASK name them"
+             + ("; nic: its UCX_NET_DEVICES" if nics else "") + "):",
+             f"  {'rank':>6s}  {'host':20s} {'gpus':10s} " + (f"{'nic':12s} " if nics else "")
+             + "cpus"]
     for row in report.gpus[:GPU_TABLE_RANKS]:
+        nic = f"{escape_controls(str(row.get('nic') or '-')):12s} " if nics else ""
         lines.append(f"  {row['rank']:>6d}  {escape_controls(str(row['host'])):20s} "
-                     f"{','.join(map(str, row['gpus'])) or '-':10s} "
+                     f"{','.join(map(str, row['gpus'])) or '-':10s} {nic}"
                      f"{fold_ids(row['cpu_ids'])}")
     if len(report.gpus) > GPU_TABLE_RANKS:
         lines.append(f"  ... {len(report.gpus) - GPU_TABLE_RANKS} more ranks in report.json")

@@ -206,12 +206,20 @@ static int slot_cpus(const char *slot, cpu_set_t *set, char *why, size_t whylen)
     return CPU_COUNT(set) > 0;
 }
 
-/* Reads record RANK of the bind file: its host, slot and GPUs ("" when the record has
- * no gpu= field) (1).  With a message in WHY: 0 when the file or the launch does not fit
- * (every rank meets it), -1 when this rank's record does not. */
-static int read_record(const char *path, long rank, long size, char *host, size_t hostlen,
-                       char *slot, size_t slotlen, char *gpus, size_t gpuslen, char *why,
-                       size_t whylen)
+/* One rank's record: host, slot (the rankfile's text), GPUs (Slurm's indexes, "" when
+ * the record has no gpu= field) and the NIC nearest them ("" without nic=). */
+struct bind_record {
+    char host[256];
+    char slot[MAX_RECORD];
+    char gpus[MAX_RECORD];
+    char nic[256];
+};
+
+/* Reads record RANK of the bind file into REC (1).  With a message in WHY: 0 when the
+ * file or the launch does not fit (every rank meets it), -1 when this rank's record
+ * does not. */
+static int read_record(const char *path, long rank, long size, struct bind_record *rec,
+                       char *why, size_t whylen)
 {
     char buf[MAX_RECORD + 1];
     long version, nranks, width, r;
@@ -247,15 +255,13 @@ static int read_record(const char *path, long rank, long size, char *host, size_
         return -1;
     }
     buf[width - 1] = 0;
-    char hostbuf[256], slotbuf[MAX_RECORD], gpubuf[MAX_RECORD];
-    int fields = sscanf(buf, "%ld %255s %4095s gpu=%4095s", &r, hostbuf, slotbuf, gpubuf);
+    rec->gpus[0] = rec->nic[0] = 0;
+    int fields = sscanf(buf, "%ld %255s %4095s gpu=%4095s nic=%255s", &r, rec->host,
+                        rec->slot, rec->gpus, rec->nic);
     if (fields < 3 || r != rank) {
         snprintf(why, whylen, "%.300s: record %ld is not rank %ld's", path, rank, rank);
         return -1;
     }
-    snprintf(host, hostlen, "%s", hostbuf);
-    snprintf(slot, slotlen, "%s", slotbuf);
-    snprintf(gpus, gpuslen, "%s", fields == 4 ? gpubuf : "");
     return 1;
 }
 
@@ -319,6 +325,18 @@ static int gpu_items(char *text, char **items)
          p = strtok_r(NULL, ",", &save))
         items[n++] = p;
     return n;
+}
+
+/* UCX_NET_DEVICES names the rank's NIC (the record's nic=, the one nearest its GPUs),
+ * unless the job set it: UCX (Open MPI's and MPICH's UCX layers) then uses that NIC for
+ * the rank's network traffic; intra-node transports are not affected. */
+static void set_rank_nic(const char *nic, void *ctx, env_get_fn get, env_set_fn set)
+{
+    char had[256];
+    if (!nic[0] || get(ctx, "UCX_NET_DEVICES", had, sizeof had))
+        return;
+    set(ctx, "UCX_NET_DEVICES", nic);
+    set(ctx, "RANKMAP_NIC", nic);
 }
 
 /* 1: the variables name PLANNED (a comma list of GPU indexes) now; 0 with WHY: left

@@ -413,6 +413,11 @@ class GpusSettings:
         "", _optional_path,
         "gres.conf giving each GPU's Cores= (empty: gres.conf beside the slurm.conf "
         "in use); GPUs without Cores= take their cores from the [hwloc] XML")
+    nics: bool = setting(
+        True, _bool,
+        "each GPU rank's UCX_NET_DEVICES set, unless the job sets it, to the RDMA NIC "
+        "nearest its GPU in the node's [hwloc] XML (same PCIe switch, else socket); "
+        "nothing for nodes without an XML")
 
 
 @dataclass(frozen=True)

@@ -460,15 +460,18 @@ static void bind_placed_task(spank_t sp)
     if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &size) != ESPANK_SUCCESS)
         return;
-    char host[256], slot[MAX_RECORD], gpus[MAX_RECORD], why[512];
+    static struct bind_record rec; /* slurmstepd's task process: one thread */
+    char why[512];
     cpu_set_t set;
-    if (read_record(path, (long)rank, (long)size, host, sizeof host, slot, sizeof slot,
-                    gpus, sizeof gpus, why, sizeof why) != 1 || strcmp(host, node) != 0)
+    if (read_record(path, (long)rank, (long)size, &rec, why, sizeof why) != 1 ||
+        strcmp(rec.host, node) != 0)
         return;
     /* the binder in the program says why when this does not apply */
-    if (gpus[0])
-        narrow_gpus(gpus, sp, spank_env_get, spank_env_set, why, sizeof why);
-    if (slot_cpus(slot, &set, why, sizeof why))
+    if (rec.gpus[0]) {
+        set_rank_nic(rec.nic, sp, spank_env_get, spank_env_set);
+        narrow_gpus(rec.gpus, sp, spank_env_get, spank_env_set, why, sizeof why);
+    }
+    if (slot_cpus(rec.slot, &set, why, sizeof why))
         sched_setaffinity(0, sizeof set, &set);
 }
 

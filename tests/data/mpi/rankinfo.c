@@ -10,7 +10,9 @@
  * " pinned LIST", its CPUs after MPI_Init.  With --start the line ends in " start LIST",
  * the CPUs the program was started on (its mask on entering main).  With --gpus it ends
  * in " gpus C;R;Z;O": CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK and
- * GPU_DEVICE_ORDINAL as the program started ("-": unset). */
+ * GPU_DEVICE_ORDINAL as the program started ("-": unset); with --nic it then ends in
+ * " nic U", UCX_NET_DEVICES as the program started, and with --mark in " mark M",
+ * RANKMAP_GPUS (the GPUs rankmap applied). */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
@@ -51,15 +53,17 @@ static void *pinned_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-    int rank, size, affinity = 0, early = 0, start = 0, gpus = 0;
+    int rank, size, affinity = 0, early = 0, start = 0, gpus = 0, nic = 0, mark = 0;
     char host[256], allowed[1024] = "", thread[1024] = "", pinned[1024] = "",
-         started[1024] = "", devices[1024] = "";
+         started[1024] = "", devices[1024] = "", nics[1024] = "";
     pthread_t other, pinner;
     cpu_list(0, started, sizeof started);
     for (int i = 1; i < argc; i++) {
         early |= strcmp(argv[i], "--early-thread") == 0;
         start |= strcmp(argv[i], "--start") == 0;
         gpus |= strcmp(argv[i], "--gpus") == 0;
+        nic |= strcmp(argv[i], "--nic") == 0;
+        mark |= strcmp(argv[i], "--mark") == 0;
         if (strcmp(argv[i], "--pinned-thread") == 0 && i + 1 < argc)
             pin_to = atoi(argv[i + 1]);
     }
@@ -69,6 +73,12 @@ int main(int argc, char **argv)
                  getenv("ROCR_VISIBLE_DEVICES") ? getenv("ROCR_VISIBLE_DEVICES") : "-",
                  getenv("ZE_AFFINITY_MASK") ? getenv("ZE_AFFINITY_MASK") : "-",
                  getenv("GPU_DEVICE_ORDINAL") ? getenv("GPU_DEVICE_ORDINAL") : "-");
+    if (nic)
+        snprintf(nics, sizeof nics, " nic %s",
+                 getenv("UCX_NET_DEVICES") ? getenv("UCX_NET_DEVICES") : "-");
+    if (mark)
+        snprintf(nics + strlen(nics), sizeof nics - strlen(nics), " mark %s",
+                 getenv("RANKMAP_GPUS") ? getenv("RANKMAP_GPUS") : "-");
     if (early) {
         pthread_create(&other, NULL, early_thread, NULL);
         while (!early_tid)
@@ -106,10 +116,10 @@ int main(int argc, char **argv)
         pthread_join(other, NULL);
     if (pin_to >= 0)
         pthread_join(pinner, NULL);
-    printf("rank %d host %s cpu %d%s%s%s%s%s%s%s%s%s\n", rank, host, sched_getcpu(),
+    printf("rank %d host %s cpu %d%s%s%s%s%s%s%s%s%s%s\n", rank, host, sched_getcpu(),
            affinity ? " allowed " : "", allowed, early ? " thread " : "", thread,
            pin_to >= 0 ? " pinned " : "", pinned, start ? " start " : "", start ? started : "",
-           devices);
+           devices, nics);
     MPI_Finalize();
     return 0;
 }

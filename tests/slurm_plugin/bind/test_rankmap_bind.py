@@ -209,9 +209,10 @@ def test_ranks_it_cannot_bind_say_so_once_per_node(built, tmp_path):
     assert allowed(proc)[0] == "0"
 
 
-def gpu_layout(host: str, gpus: list[int]) -> Layout:
+def gpu_layout(host: str, gpus: list[int], nics: list[str] | None = None) -> Layout:
     h = Hierarchy.from_tree([len(gpus)], [1, 10], ["socket", "root"])
-    return Layout(h, tuple(Slot(host, 0, (r % 2,), (r % 2,), gpus=(g,))
+    return Layout(h, tuple(Slot(host, 0, (r % 2,), (r % 2,), gpus=(g,),
+                                nic=nics[r] if nics else "")
                            for r, g in enumerate(gpus)), gpu_mask=0b1111111)
 
 
@@ -232,6 +233,28 @@ def test_each_rank_sees_only_the_gpus_of_its_record_in_each_device_variable(buil
     proc = launch(built, text, tmp_path, program_args=("--gpus",), **env)
     assert devices(proc) == {0: ["6", "1", "-", "GPU-b"], 1: ["4", "0", "-", "GPU-a"]}
     assert "rankmap:" not in proc.stderr, proc.stderr
+
+
+def test_each_gpu_rank_gets_the_nic_of_its_record_unless_the_job_chose_one(built, tmp_path):
+    """UCX_NET_DEVICES names the NIC nearest the rank's GPU (the record's nic=) before
+    main, so UCX uses it from MPI_Init on; a value the job set is kept."""
+    text = render_bindfile(gpu_layout(socket.gethostname(), [6, 4], ["mlx5_1:1", "mlx5_0:2"]),
+                           np.array([0, 1]))
+    assert " gpu=6 nic=mlx5_1:1" in text
+    env = {"SLURM_JOB_GPUS": "4,6", "CUDA_VISIBLE_DEVICES": "4,6"}
+    proc = launch(built, text, tmp_path, program_args=("--gpus", "--nic"), **env)
+    nics = dict(re.findall(r"^rank (\d+) .* nic (\S+)$", proc.stdout, re.M))
+    assert nics == {"0": "mlx5_1:1", "1": "mlx5_0:2"}, proc.stdout + proc.stderr
+    assert {r: d[0] for r, d in devices_with_nic(proc).items()} == {0: "6", 1: "4"}
+    kept = launch(built, text, tmp_path, program_args=("--gpus", "--nic"),
+                  UCX_NET_DEVICES="mlx5_3:1", **env)
+    assert set(re.findall(r" nic (\S+)$", kept.stdout, re.M)) == {"mlx5_3:1"}, kept.stdout
+
+
+def devices_with_nic(proc: subprocess.CompletedProcess) -> dict[int, list[str]]:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {int(r): d.split(";") for r, d in re.findall(r"^rank (\d+) .* gpus (\S+) nic \S+$",
+                                                        proc.stdout, re.M)}
 
 
 @pytest.mark.parametrize("case", ["not the step's", "not one to one", "no list"])

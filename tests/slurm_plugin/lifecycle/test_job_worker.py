@@ -33,8 +33,16 @@ def test_gpus_take_their_cores_from_gres_conf_else_from_the_nodes_hwloc_xml(tmp_
     assert [g.cores for g in gpus["n1"]] == [tuple(range(8))] + [tuple(range(8, 16))] * 3
     assert [g.cores for g in gpus["n2"]] == [tuple(range(8, 16)), tuple(range(8))]
     assert mask == 0xf and not notes
+    assert {g.nic for g in gpus["n1"] + gpus["n2"]} == {"mlx5_0:1"}   # the XML's ConnectX-4
+    off = parse_config(f'[gpus]\ngres_conf = "{gres}"\nnics = false\n'
+                       f'[hwloc]\nfiles = {{ "n[1-2]" = "{xml}" }}\n', "r.toml")
+    assert {g.nic for g in read_gpus(off, alloc, {})[0]["n1"]} == {""}
 
     gres.unlink()
     gpus, notes, _ = read_gpus(cfg, alloc, {})
     assert gpus["n2"][1].cores == tuple(range(8, 16))          # the XML's, for GPU 3
     assert any("gres.conf" in n for n in notes)
+
+    no_indexes = Allocation("1", ("n1",), (4,), gpus_per_task=1)
+    assert read_gpus(cfg, no_indexes, {})[0] == {}
+    assert "gave no GPU indexes" in read_gpus(cfg, no_indexes, {})[1][0]

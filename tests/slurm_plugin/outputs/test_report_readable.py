@@ -54,6 +54,8 @@ def test_a_gpu_jobs_report_and_bind_file_give_each_rank_its_gpu_next_to_its_core
     alloc = Allocation("9", ("g1", "g2"), (4, 4), gpus={"g1": (0, 1, 2, 3), "g2": (0, 1, 2, 3)},
                        gpus_per_task=1)
     gpus, _ = job_gpus(alloc, gres)
+    gpus = {n: tuple(g._replace(nic=f"mlx5_{g.index // 2}:1") for g in gs)
+            for n, gs in gpus.items()}
     layout = replace(build_layout(alloc, NodeShape(2, 4), None, [1, 10, 100], gpus=gpus),
                      gpu_mask=gpu_bind_mask(alloc, gres))
     plan = make_plan(layout, generate("ring", layout.n), algorithm="greedy", time_limit=5,
@@ -62,8 +64,9 @@ def test_a_gpu_jobs_report_and_bind_file_give_each_rank_its_gpu_next_to_its_core
     assert header.split()[4:] == ["gpumask=0xf", "gpunode=4"]
     seen = set()
     for rec in records:
-        _, host, slot, gpu = rec.split()
+        _, host, slot, gpu, nic = rec.split()
         g = int(gpu.removeprefix("gpu="))
+        assert nic == f"nic=mlx5_{g // 2}:1", rec
         socket_, cores = slot.split(":")
         cpus = {int(socket_) * 4 + int(c) for c in cores.split(",")}
         assert cpus <= set(gres.of(host)[g].cores), rec
@@ -71,4 +74,5 @@ def test_a_gpu_jobs_report_and_bind_file_give_each_rank_its_gpu_next_to_its_core
     assert len(seen) == 8
     rows = json.loads(plan.report_json)["gpus"]
     assert {(r["host"], r["gpus"][0]) for r in rows} == seen
-    assert "GPUs per rank" in plan.report_text
+    assert {r["nic"] for r in rows} == {"mlx5_0:1", "mlx5_1:1"}
+    assert "GPUs per rank" in plan.report_text and "mlx5_1:1" in plan.report_text
