@@ -290,7 +290,7 @@ def scrambled(debian13):
     """zigzag8 (as in test_current_slurm): 8 ranks in a ring that alternates between
     the halves of the rank range, so that Slurm's block placement (2 ranks per node)
     sends every message between nodes and rankmap's placement is applied; and a corrupt
-    profile."""
+    profile; gpu6 for the GPU job."""
     store = debian13.state / "profiles"
     order = [0, 4, 1, 5, 2, 6, 3, 7]
     edges = [(order[i] + 1, order[(i + 1) % 8] + 1) for i in range(8)]
@@ -299,6 +299,13 @@ def scrambled(debian13):
         + "".join(f"{u} {v} 1000000\n" for u, v in edges))
     (store / "zigzag8.toml").write_text('ranks = 8\nunits = "bytes"\nfile = "zigzag8.mtx"\n')
     (store / "corrupt.toml").write_text('ranks = 8\nfile = "corrupt.mtx"\n')
+    # gpu6: 6 ranks, 3 per node, in a ring over the two nodes' halves (block splits it)
+    order = [0, 3, 1, 4, 2, 5]
+    edges = [(order[i] + 1, order[(i + 1) % 6] + 1) for i in range(6)]
+    (store / "gpu6.mtx").write_text(
+        "%%MatrixMarket matrix coordinate real general\n6 6 6\n"
+        + "".join(f"{u} {v} 1000000\n" for u, v in edges))
+    (store / "gpu6.toml").write_text('ranks = 6\nunits = "bytes"\nfile = "gpu6.mtx"\n')
     (store / "corrupt.mtx").write_text("%%MatrixMarket matrix coordinate real general\n"
                                        "8 8 2\n1 2 5\nthis is not a number\n")
     return debian13
@@ -429,6 +436,32 @@ def test_srun_pmix_follows_the_machinefile(scrambled):
                 before='export SLURM_HOSTFILE="$RANKMAP_MACHINEFILE"'),
         *JOB_ARGS, "--comm-profile=zigzag8")
     assert_ranks_ran_where_planned(job)
+
+
+def test_a_plain_srun_gives_each_gpu_rank_its_planned_gpu(scrambled):
+    """Slurm 24.11 with the local cluster's fake GPUs (--gpus-per-task=1, three tasks on
+    each of two nodes): every rank of a plain ``srun`` starts with the four device
+    variables naming exactly its bind record's GPU, three GPUs per node, and the mark
+    of the SPANK plugin's narrowing (RANKMAP_GPUS): Slurm 24.11's own binding (local task
+    i: the node's i-th GPU) may give the same GPUs.  Cores are not checked: Slurm
+    spreads GPU tasks over both sockets, past this machine's two cores."""
+    c = scrambled
+    plugins = c.run(["srun", "--mpi=list"], check=False)
+    if "pmix" not in plugins.stdout + plugins.stderr:
+        pytest.skip("Debian 13's Slurm has no pmix plugin here")
+    job = c.run_launch_job(mpi_job("srun --mpi=pmix {state}/bin/rankinfo --gpus --mark"),
+                           "-N2", "-w", "n2,n3", "--ntasks-per-node=3", "--gpus-per-task=1",
+                           "--comm-profile=gpu6", user=USERS[0])
+    assert job.state == "COMPLETED" and "MPIRUN_RC=0" in job.output, job.output
+    assert "REPORT:   rankmap's placement applied" in job.output, job.output
+    plan = {int(r): (h, g) for r, h, g in re.findall(
+        r"^BIND: (\d+) (\S+) \d+:\S+ gpu=(\d+)\s*$", job.output, re.M)}
+    assert sorted(plan) == list(range(6)), job.output
+    ran = {int(r): (h, d, m) for r, h, d, m in re.findall(
+        r"^rank (\d+) host (\S+) cpu -?\d+ gpus (\S+) mark (\S+)$", job.output, re.M)}
+    assert ran == {r: (h, ";".join([g] * 4), g) for r, (h, g) in plan.items()}, job.output
+    for node in ("n2", "n3"):
+        assert len({g for h, g in plan.values() if h == node}) == 3, plan
 
 
 def test_open_mpi_5_monitoring_records_a_users_job(debian13):
