@@ -699,15 +699,21 @@ __attribute__((constructor)) static void guard_launch(void)
     fprintf(stderr, "rankmap: %s\n", why);
 }
 
-/* The MPI's own NAME (../preload/mpi_symbol.h); a program without MPI aborts here. */
+/* MPI's error class MPI_ERR_OTHER in MPICH (15; Intel MPI the same) and Open MPI (16):
+ * both are nonzero, which is all a caller can test without its MPI's header */
+#define NO_MPI_ERROR 16
+
+/* The MPI's own NAME (../preload/mpi_symbol.h), or NULL, said once: a process that
+ * calls MPI_Init with no MPI loaded (a weak reference to MPI_Init, which the preload
+ * makes non-null) gets an error code back, never an abort. */
 static void *next(const char *name, void *self)
 {
+    static int said;
     void *f = rankmap_mpi_symbol(name, self);
-    if (!f) {
-        fprintf(stderr, "rankmap: %s not found after librankmap_bind in the link order "
-                        "(is this program linked with MPI?)\n", name);
-        abort();
-    }
+    if (!f && !said++)
+        fprintf(stderr, "rankmap: %s: no MPI library in this process defines it (a weak "
+                        "reference to MPI, made non-null by librankmap_bind?): returning "
+                        "an error\n", name);
     return f;
 }
 
@@ -715,6 +721,8 @@ static int init(const char *name, void *self, int *argc, char ***argv)
 {
     init_fn real = (init_fn)next(name, self);
     int rc;
+    if (!real)
+        return NO_MPI_ERROR;
     if (depth++ == 0)
         bind_rank();
     rc = real(argc, argv);
@@ -728,6 +736,8 @@ static int init_thread(const char *name, void *self, int *argc, char ***argv,
 {
     init_thread_fn real = (init_thread_fn)next(name, self);
     int rc;
+    if (!real)
+        return NO_MPI_ERROR;
     if (depth++ == 0)
         bind_rank();
     rc = real(argc, argv, required, provided);
