@@ -104,6 +104,18 @@ def read_core_groups(files: dict[str, str], nodes: tuple[str, ...]) -> dict[str,
     return out
 
 
+def node_gpu_domains(domains: dict[str, list[list[int]]], nodes: tuple[str, ...]
+                     ) -> dict[str, list[list[int]]]:
+    """The ``[gpus] domains`` of each of the job's nodes (the first host list naming
+    it)."""
+    out: dict[str, list[list[int]]] = {}
+    job = set(nodes)
+    for hosts, groups in domains.items():
+        for node in set(expand_hostlist(hosts)) & job:
+            out.setdefault(node, groups)
+    return out
+
+
 def read_gpus(cfg: Config, alloc: Allocation, env: dict[str, str]
               ) -> tuple[dict[str, tuple[Gpu, ...]], tuple[str, ...], int]:
     """The job's GPUs per node with their cores (gres.conf, else the [hwloc] XML), notes
@@ -184,7 +196,8 @@ def _compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
     layout = build_layout(alloc, shapes, tree, cfg.solver.level_distances,
                           read_core_groups(cfg.hwloc.files, alloc.nodes),
                           cfg.hwloc.cache_distance,
-                          oversubscribe=cfg.solver.oversubscribe == "allow", gpus=gpus)
+                          oversubscribe=cfg.solver.oversubscribe == "allow", gpus=gpus,
+                          gpu_domains=node_gpu_domains(cfg.gpus.domains, alloc.nodes))
     if gpus:
         layout = replace(layout, notes=(*layout.notes, *gpu_notes), gpu_mask=gpu_mask)
     job = Job(layout, tree, ModeSettings.of(cfg), request.profile, request.algorithm,

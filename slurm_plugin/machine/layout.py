@@ -152,7 +152,9 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
                  core_groups: Mapping[str, CoreGroups] | None = None,
                  cache_distance: float | None = None, *,
                  oversubscribe: bool = False,
-                 gpus: Mapping[str, tuple[Gpu, ...]] | None = None) -> Layout:
+                 gpus: Mapping[str, tuple[Gpu, ...]] | None = None,
+                 gpu_domains: Mapping[str, Sequence[Sequence[int]]] | None = None
+                 ) -> Layout:
     """The job's slots and the hierarchy over them, in one depth-first order.
 
     Nodes under no switch, and switch trees of unequal depth, are padded with
@@ -179,7 +181,11 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
     GPUs: each task's GPUs (:func:`~slurm_plugin.machine.gpus.gpu_slot_groups`) and
     as many cores wired to them as the allocation allows (:func:`_gpu_slots`), so a
     rank the solver puts on a slot gets a GPU and the cores near it.  The hierarchy is
-    the same: a slot's socket is its GPU's.
+    the same: a slot's socket is its GPU's.  With ``gpu_domains`` (per node, groups of
+    GPU indexes joined by NVLink, NVSwitch or xGMI: the site's ``[gpus] domains``) a
+    GPU slot's level below the node is its first GPU's domain instead of its socket (a
+    GPU in no domain is one of its own), at the socket distance: GPU ranks talk over
+    the GPUs' links, whatever sockets their cores are on.
 
     Complexity: O(P · L) for P slots and L levels (one dictionary walk per slot); with
     GPUs, O(C³) more per node type for C allocated cores.
@@ -243,6 +249,7 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
     # shared slot), in order of first appearance: the same for every node of one
     # template and hwloc data, so computed once per such pair, not per slot
     grouping: dict[tuple, list[tuple[tuple, list[int]]]] = {}
+    by_domain = False
     for node, shape, slots, shared, template in per_node:
         running.append(node)
         groups = (core_groups or {}).get(node)
@@ -252,10 +259,13 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
         node_group = root
         for label in tuple(reversed(padded[node])) + (node,):
             node_group = node_group.setdefault(label, {})
-        labelled = grouping.get((template, id(groups)))
+        domains = _domain_of((gpu_domains or {}).get(node)) if gpus else None
+        by_domain |= bool(domains) and any(s.gpus for s in slots)
+        cache_key = (template, id(groups), tuple(sorted(domains.items())) if domains else ())
+        labelled = grouping.get(cache_key)
         if labelled is None:
-            labelled = grouping[(template, id(groups))] = _labelled_slots(
-                slots, shared, shape, groups, with_cache, bool(crowded))
+            labelled = grouping[cache_key] = _labelled_slots(
+                slots, shared, shape, groups, with_cache, bool(crowded), domains)
         for key, members in labelled:
             container = node_group
             for label in key[:-1]:
@@ -263,8 +273,11 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
             container.setdefault(key[-1], []).extend([slots[i] for i in members])
     counts, ordered = _walk(root)
     dist = level_distances(distances, depth)
-    names = ["socket", "node"] + [f"switch level {i}" if i else "leaf switch"
-                                  for i in range(depth)] + ["root"]
+    names = ["socket or GPU domain" if by_domain else "socket", "node"] + [
+        f"switch level {i}" if i else "leaf switch" for i in range(depth)] + ["root"]
+    if by_domain:
+        notes.append("GPU domains ([gpus] domains): GPU ranks are grouped by their GPUs' "
+                     "domain, not by socket, below the node")
     if with_cache:
         inner = dist[0] / 2 if cache_distance is None else cache_distance
         if inner > dist[0]:
@@ -282,18 +295,31 @@ def build_layout(alloc: Allocation, shapes: Mapping[str, NodeShape] | NodeShape,
     return Layout(hierarchy, tuple(ordered), tuple(notes), tuple(running))
 
 
+def _domain_of(domains: Sequence[Sequence[int]] | None) -> dict[int, int]:
+    """GPU index → its domain's position in ``domains``."""
+    return {g: d for d, members in enumerate(domains or ()) for g in members}
+
+
 def _labelled_slots(slots: list[Slot], shared: list[int], shape: NodeShape,
-                    groups: CoreGroups | None, with_cache: bool, crowded: bool
+                    groups: CoreGroups | None, with_cache: bool, crowded: bool,
+                    domains: Mapping[int, int] | None = None
                     ) -> list[tuple[tuple, list[int]]]:
     """(labels below the node, indices of the node's slots that carry them) in order
-    of first appearance: the socket, then the cache group with hwloc data, then the
-    shared slot when the job is oversubscribed."""
+    of first appearance: the socket (a GPU slot's GPU domain, with ``domains``), then
+    the cache group with hwloc data, then the shared slot when the job is
+    oversubscribed."""
     out: dict[tuple, list[int]] = {}
     for i, (slot, share) in enumerate(zip(slots, shared, strict=True)):
-        key: tuple = (slot.socket,)
+        if domains and slot.gpus:
+            first = slot.gpus[0]
+            key: tuple = (("gpu domain", domains.get(first, f"gpu {first}")),)
+        else:
+            key = (slot.socket,)
         if with_cache:
             core = slot.cpu_ids[0] // shape.threads_per_core
-            key += (groups.group[core] if groups is not None else 0,)
+            group = groups.group[core] if groups is not None else 0
+            # a domain may span sockets, whose cache groups are numbered per socket
+            key += ((slot.socket, group) if domains and slot.gpus else group,)
         if crowded:
             key += (share,)
         out.setdefault(key, []).append(i)

@@ -13,6 +13,7 @@ import errno
 import fnmatch
 import math
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -181,6 +182,32 @@ def _hwloc_files(v: Any) -> dict[str, str]:
             raise ValueError(f"{hosts!r}: {exc}") from None
         _abs_path(path)
     return dict(v)
+
+
+def _gpu_domains(v: Any) -> dict[str, list[list[int]]]:
+    """``{ "n[1-16]" = [[0, 1, 2, 3], [4, 5, 6, 7]] }``: host list → the node type's GPU
+    domains (GPUs joined by NVLink/xGMI, by Slurm's GPU index); a GPU in two domains of
+    one type is an error."""
+    from ..common.hostlist import HostlistError, expand_hostlist
+
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a table of host list = [[GPU indexes], ...], got {v!r}")
+    for hosts, domains in v.items():
+        try:
+            expand_hostlist(hosts)
+        except HostlistError as exc:
+            raise ValueError(f"{hosts!r}: {exc}") from None
+        if not isinstance(domains, list) or not all(
+                isinstance(d, list) and d and all(
+                    isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in d)
+                for d in domains):
+            raise ValueError(f"{hosts!r}: must be a list of lists of GPU indexes (0, 1, "
+                             f"...), got {domains!r}")
+        counts = Counter(i for d in domains for i in d)
+        twice = sorted(i for i, n in counts.items() if n > 1)
+        if twice:
+            raise ValueError(f"{hosts!r}: GPU {twice[0]} is in two domains")
+    return {hosts: [list(d) for d in domains] for hosts, domains in v.items()}
 
 
 def _speed(v: Any) -> float:
@@ -418,6 +445,11 @@ class GpusSettings:
         "each GPU rank's UCX_NET_DEVICES set, unless the job sets it, to the RDMA NIC "
         "nearest its GPU in the node's [hwloc] XML (same PCIe switch, else socket); "
         "nothing for nodes without an XML")
+    domains: dict[str, list[list[int]]] = setting(
+        {}, _gpu_domains,
+        "GPU domains per node type (GPUs joined by NVLink/NVSwitch/xGMI, by Slurm's GPU "
+        "index): { \"n[1-16]\" = [[0, 1, 2, 3], [4, 5, 6, 7]] }; a GPU job's ranks are "
+        "grouped by domain instead of by socket")
 
 
 @dataclass(frozen=True)
