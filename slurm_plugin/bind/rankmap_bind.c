@@ -695,6 +695,10 @@ __attribute__((constructor)) static void guard_launch(void)
         unsetenv(vars[i]);
     if (rank_map)
         unsetenv("HYDRA_CONFIG_FILE");
+    /* Intel MPI's count per host, when it is still the one the TaskProlog set */
+    const char *perhost = getenv("I_MPI_PERHOST"), *ours = getenv("RANKMAP_I_MPI_PERHOST");
+    if (!strcmp(family, "hydra") && perhost && ours && !strcmp(perhost, ours))
+        unsetenv("I_MPI_PERHOST");
     setenv("RANKMAP_BIND", "off", 1); /* and its ranks keep the launcher's binding */
     fprintf(stderr, "rankmap: %s\n", why);
 }

@@ -147,6 +147,12 @@ HYDRA_NEEDS_RANK_MAP = "# ranks interleave hosts: see hydra_rankmap\n"
 INTEL_HOSTFILE_VARS = ("I_MPI_HYDRA_HOST_FILE",)
 INTEL_LAUNCHER_VARS = {"I_MPI_HYDRA_BOOTSTRAP": "slurm"}
 INTEL_LAUNCHER_EXEC_VAR = "I_MPI_HYDRA_BOOTSTRAP_EXEC"
+#: Intel MPI's mpirun ignores a host file's ``host:n`` counts and runs as many ranks per
+#: host as the node has cores unless told the count: the TaskProlog exports it, and
+#: names the value it set (the binder unsets it, unless changed, for a launch that is
+#: not rankmap's)
+INTEL_PERHOST_VAR = "I_MPI_PERHOST"
+INTEL_PERHOST_SET_VAR = "RANKMAP_I_MPI_PERHOST"
 #: the batch step's srun host file: the SPANK plugin makes it SLURM_HOSTFILE for a plain
 #: srun of the job's size (slurm_plugin/spank/rankmap_spank.c reads this name)
 SRUN_HOSTFILE_VAR = "RANKMAP_SRUN_HOSTFILE"

@@ -23,6 +23,8 @@ from .job_conventions import (
     INTEL_HOSTFILE_VARS,
     INTEL_LAUNCHER_EXEC_VAR,
     INTEL_LAUNCHER_VARS,
+    INTEL_PERHOST_SET_VAR,
+    INTEL_PERHOST_VAR,
     MPICH_CONFIG_VAR,
     MPICH_HOSTFILE_VARS,
     MPICH_LAUNCHER_VAR,
@@ -46,6 +48,9 @@ class LauncherOffer:
     slurm_hostfile: bool = False  # the file exists: a plain srun gets it (SPANK plugin)
     #: the placement interleaves hosts and MPICH gets its rank map (Intel MPI nothing)
     hydra_rankmap: bool = False
+    #: the ranks of every host of the Hydra host file, when they are the same (Intel
+    #: MPI's mpirun takes one count for all hosts); 0 when they differ
+    hydra_perhost: int = 0
 
 
 class Launcher(ABC):
@@ -118,8 +123,13 @@ class Hydra(Launcher):
                                              "hosts; earlier ones keep their own)"
                                              if offer.hydra_rankmap else "")
                  if offer.hydra_hostfile else f"MPICH mpiexec: {cannot.format('MPICH')}")
-        intel = (f"Intel MPI mpirun: {what}" if offer.hydra_hostfile and not offer.hydra_rankmap
-                 else f"Intel MPI mpirun: {cannot.format('Intel MPI')}")
+        if offer.hydra_hostfile and not offer.hydra_rankmap and offer.hydra_perhost:
+            intel = f"Intel MPI mpirun: {what}"
+        elif offer.hydra_hostfile and not offer.hydra_rankmap:
+            intel = ("Intel MPI mpirun: nothing (the placement gives hosts different "
+                     "numbers of ranks, and Intel MPI takes one number for every host)")
+        else:
+            intel = f"Intel MPI mpirun: {cannot.format('Intel MPI')}"
         return [mpich, intel]
 
     def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
@@ -135,10 +145,14 @@ class Hydra(Launcher):
         if offer.hydra_rankmap:
             return [*lines, f"export {MPICH_CONFIG_VAR}="
                             f"{os.path.join(job_dir, FILE_NAMES['hydra_rankmap'])}"]
+        if not offer.hydra_perhost:
+            return lines
         lines += [f"export {var}={hydra}" for var in INTEL_HOSTFILE_VARS]
         lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
         lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
-        return lines
+        # the TaskProlog drops these two where the job already has its own count
+        n = offer.hydra_perhost
+        return [*lines, f"export {INTEL_PERHOST_VAR}={n}", f"export {INTEL_PERHOST_SET_VAR}={n}"]
 
     def helpers(self) -> list[tuple[str, str]]:
         return [(hydra_srun_path(), "rankmap-hydra-srun (MPICH's and Intel MPI's hosts)")]
@@ -208,6 +222,17 @@ def hydra_hosts(text: str) -> list[str]:
             if line.strip() and not line.startswith("#")]
 
 
+def hydra_perhost(text: str) -> int:
+    """The ranks per host of a Hydra host file (``host:n``, n 1 when absent) when every
+    line has the same; 0 when they differ or the file has no hosts."""
+    counts = set()
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            count = line.partition(":")[2].strip() or "1"
+            counts.add(int(count) if count.isdigit() else 0)
+    return counts.pop() if len(counts) == 1 else 0
+
+
 def one_line_per_host(hosts: list[str]) -> bool:
     """Every host on one line: what Intel MPI's Hydra can launch."""
     return bool(hosts) and len(set(hosts)) == len(hosts)
@@ -236,4 +261,5 @@ def planned_offer(supported: Sequence[str], files: Mapping[str, str], bind_libra
         binder="bindings" in files and bool(bind_library) and os.path.isfile(bind_library),
         slurm_hostfile_exported=export_slurm_hostfile and "slurm_hostfile" in files,
         slurm_hostfile="slurm_hostfile" in files,
-        hydra_rankmap=rank_map)
+        hydra_rankmap=rank_map,
+        hydra_perhost=hydra_perhost(files.get("hydra_hostfile", "")))

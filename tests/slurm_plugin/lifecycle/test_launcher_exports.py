@@ -189,6 +189,37 @@ def test_interleaved_hosts_with_a_rank_map_give_mpich_both_and_intel_mpi_nothing
     assert any("MPICH mpiexec: host and core (5.0.2 and later" in line for line in lines)
 
 
+@root_only
+def test_intel_mpi_is_told_the_ranks_per_host_and_nothing_when_hosts_differ(job):
+    """Intel MPI's mpirun ignores the host file's ``host:n`` and runs one rank per core of
+    each node (2 here, whatever the job's tasks per node): it gets the count per host
+    (I_MPI_PERHOST) when every host has the same, unless the job set its own, and
+    nothing, said, when they differ; MPICH takes the counts and gets the file either way."""
+    job_dir, _, make = job
+    if not user_sees(Path(sys.prefix) / "bin" / "rankmap-hydra-srun"):
+        pytest.skip("rankmap-hydra-srun is not installed beside this Python")
+    env = make('["hydra"]', hydra="n1:3\nn2:3\n")
+    lines = as_user(USER, lambda: exports(env))
+    assert "export I_MPI_PERHOST=3" in lines and "export RANKMAP_I_MPI_PERHOST=3" in lines
+    assert f"export I_MPI_HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in lines
+    own = as_user(USER, lambda: exports({**env, "I_MPI_PERHOST": "allcores"}))
+    assert not any("PERHOST" in line for line in own), own
+    env = make('["hydra"]', hydra="n1:3\nn2:2\n")
+    uneven = as_user(USER, lambda: exports(env))
+    assert not any("I_MPI" in line for line in uneven), uneven
+    assert f"export HYDRA_HOST_FILE={job_dir / 'hydra_hostfile'}" in uneven
+    assert any("Intel MPI mpirun: nothing (the placement gives hosts different numbers"
+               in line for line in uneven), uneven
+
+
+def test_the_binder_names_the_intel_count_the_task_prolog_sets():
+    from slurm_plugin.common.job_conventions import INTEL_PERHOST_SET_VAR, INTEL_PERHOST_VAR
+
+    source = (Path(__file__).parents[3] / "slurm_plugin/bind/rankmap_bind.c").read_text()
+    assert f'getenv("{INTEL_PERHOST_VAR}")' in source
+    assert f'getenv("{INTEL_PERHOST_SET_VAR}")' in source
+
+
 @pytest.mark.parametrize("args, added", [
     (["./app"], True),
     (["-np", "2", "./app"], True),
