@@ -130,6 +130,10 @@ def profiles(slurm_cluster):
     edges = [(2 * p, 2 * p + 1, heavy) for p in range(4)]
     edges += [(0, 6, medium), (1, 7, medium), (2, 4, medium), (3, 5, medium)]
     _write_profile(store, "pairs8", edges, 8)
+    # 6 ranks in two host blocks whose heavy pairs (0,1), (3,4) Slurm's cyclic socket
+    # order splits: a plan that Intel MPI can launch (no interleaved hosts)
+    _write_profile(store, "sockets6", [(0, 1, heavy), (3, 4, heavy), (1, 2, medium),
+                                       (4, 5, medium), (2, 3, 1e3)], 6)
     return store
 
 
@@ -705,7 +709,8 @@ GPU_ARGS = ("-N2", "-w", "n2,n3", "--ntasks-per-node=3", "--gpus-per-task=1")
 #: its daemons' GPUs are checked by test_launcher_exports.py only
 GPU_LAUNCH = {"srun": ("debian", "srun --mpi=pmix {prog} --gpus"),
               "openmpi4": ("debian", "mpirun {prog} --gpus"),
-              "mpich": ("mpich", "mpiexec {prog} --gpus")}
+              "mpich": ("mpich", "mpiexec {prog} --gpus"),
+              "intel": ("impi", "mpirun {prog} --gpus")}
 
 
 def gpu_setup(row: str, state: Path, venv: Path | None) -> str:
@@ -713,6 +718,9 @@ def gpu_setup(row: str, state: Path, venv: Path | None) -> str:
         return f"export OMPI_MCA_hwloc_base_topo_file={state}/topo-2x4.xml\n"
     if row == "mpich":
         return mpich_setup(venv)
+    if row == "intel":
+        return (f"export PATH={venv}/bin:$PATH LD_LIBRARY_PATH={venv}/lib\n"
+                "export I_MPI_FABRICS=ofi FI_PROVIDER=tcp I_MPI_HYDRA_IFACE=lo\n")
     return f"export PATH={venv}/bin:$PATH\n" if venv else ""
 
 
@@ -745,9 +753,10 @@ def test_gpu_ranks_get_their_planned_gpu_next_to_their_cores(slurm_cluster, prof
     c = slurm_cluster
     name, launch = GPU_LAUNCH[row]
     venv = lane(name) if name != "debian" else None
-    prog = program(name)
+    prog = program("mpich" if name == "impi" else name)  # Intel runs the MPICH-ABI build
+    profile = "sockets6" if row == "intel" else "scrambled6"  # Intel: hosts in blocks
     job = c.run_launch_job(job_script(gpu_setup(row, c.state, venv), launch.format(prog=prog)),
-                           *GPU_ARGS, "--comm-profile=scrambled6", user=USER,
+                           *GPU_ARGS, f"--comm-profile={profile}", user=USER,
                            tries=SRUN_JOBS, retry=launch_failed)
     assert job.state == "COMPLETED" and "LAUNCH_RC=0" in job.output, job.output
     assert re.search(r"^RECORD: .*\"applied\": true", job.output, re.M), job.output
