@@ -170,16 +170,24 @@ def _algorithm(v: Any) -> str:
     return normalize_algorithm(_string(v))
 
 
-def _hwloc_files(v: Any) -> dict[str, str]:
+def _host_table(v: Any, what: str) -> list[tuple[str, list[str], Any]]:
+    """(host list, its node names, value) of a ``{ "n[1-16]" = VALUE }`` table, the
+    host lists checked; ``what`` names the value in the error for a non-table."""
     from ..common.hostlist import HostlistError, expand_hostlist
 
     if not isinstance(v, dict):
-        raise ValueError(f"must be a table of host list = XML path, got {v!r}")
-    for hosts, path in v.items():
+        raise ValueError(f"must be a table of host list = {what}, got {v!r}")
+    out = []
+    for hosts, value in v.items():
         try:
-            expand_hostlist(hosts)
+            out.append((hosts, expand_hostlist(hosts), value))
         except HostlistError as exc:
             raise ValueError(f"{hosts!r}: {exc}") from None
+    return out
+
+
+def _hwloc_files(v: Any) -> dict[str, str]:
+    for _, _, path in _host_table(v, "XML path"):
         _abs_path(path)
     return dict(v)
 
@@ -188,15 +196,7 @@ def _gpu_domains(v: Any) -> dict[str, list[list[int]]]:
     """``{ "n[1-16]" = [[0, 1, 2, 3], [4, 5, 6, 7]] }``: host list → the node type's GPU
     domains (GPUs joined by NVLink/xGMI, by Slurm's GPU index); a GPU in two domains of
     one type is an error."""
-    from ..common.hostlist import HostlistError, expand_hostlist
-
-    if not isinstance(v, dict):
-        raise ValueError(f"must be a table of host list = [[GPU indexes], ...], got {v!r}")
-    for hosts, domains in v.items():
-        try:
-            expand_hostlist(hosts)
-        except HostlistError as exc:
-            raise ValueError(f"{hosts!r}: {exc}") from None
+    for hosts, _, domains in _host_table(v, "[[GPU indexes], ...]"):
         if not isinstance(domains, list) or not all(
                 isinstance(d, list) and d and all(
                     isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in d)
@@ -219,17 +219,9 @@ def _speed(v: Any) -> float:
 def _speeds_by_nodes(v: Any) -> dict[str, float]:
     """``{ "n[1-16]" = 2.0, ... }``: host list → relative speed; a node in two keys is an
     error naming both."""
-    from ..common.hostlist import HostlistError, expand_hostlist
-
-    if not isinstance(v, dict):
-        raise ValueError(f"must be a table of host list = speed, got {v!r}")
     owner: dict[str, str] = {}
     out = {}
-    for hosts, speed in v.items():
-        try:
-            names = expand_hostlist(hosts)
-        except HostlistError as exc:
-            raise ValueError(f"{hosts!r}: {exc}") from None
+    for hosts, names, speed in _host_table(v, "speed"):
         if not names:
             raise ValueError(f"{hosts!r}: names no node")
         try:
