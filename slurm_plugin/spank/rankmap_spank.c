@@ -105,16 +105,27 @@ static int all_digits(const char *s)
     return 1;
 }
 
+/* S is a decimal number of at least MIN, of any length (as the Python side reads it;
+ * atoi's overflow is undefined) */
+static int number_at_least(const char *s, long min)
+{
+    if (!all_digits(s))
+        return 0;
+    while (s[0] == '0' && s[1])
+        s++;
+    return strlen(s) > 9 || strtol(s, NULL, 10) >= min;
+}
+
 static int valid_neighbourhood(const char *s)
 {
     if (strcasecmp(s, "n2") == 0 || strcasecmp(s, "np") == 0)
         return 1;
     if (strncasecmp(s, "np", 2) == 0)
-        return all_digits(s + 2) && atoi(s + 2) >= 2;
+        return number_at_least(s + 2, 2);
     if (strncasecmp(s, "nc", 2) == 0)
-        return all_digits(s + 2) && atoi(s + 2) >= 1;
+        return number_at_least(s + 2, 1);
     if (s[0] == 'n' || s[0] == 'N')
-        return all_digits(s + 1) && atoi(s + 1) >= 1;
+        return number_at_least(s + 1, 1);
     return 0;
 }
 
@@ -487,9 +498,17 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
     for (int i = 0; i < ac; i++) {
-        if (strncmp(av[i], "max_time=", 9) == 0)
-            max_time = strtod(av[i] + 9, NULL);
-        else
+        if (strncmp(av[i], "max_time=", 9) == 0) {
+            char *end = NULL;
+            errno = 0;
+            double t = strtod(av[i] + 9, &end);
+            /* a bad value is said and ignored: failing here would fail every srun */
+            if (errno || end == av[i] + 9 || *end || !(t > 0.0))
+                slurm_error("rankmap: plugstack argument %s: expected a positive number of "
+                            "seconds; no maximum is applied", av[i]);
+            else
+                max_time = t;
+        } else
             slurm_error("rankmap: unknown plugstack argument %s (known: max_time=SECONDS)",
                         av[i]);
     }
@@ -512,14 +531,24 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     spank_context_t ctx = spank_context();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR)
         return 0;
-    if (profile[0])
-        spank_job_control_setenv(sp, "RANKMAP_COMM_PROFILE", profile, 1);
-    /* the variable keeps its first name: queued jobs carry it across an upgrade */
-    if (choice[0])
-        spank_job_control_setenv(sp, "RANKMAP_MODE", choice, 1);
-    if (time_budget[0])
-        spank_job_control_setenv(sp, "RANKMAP_TIME", time_budget, 1);
-    if (record[0])
-        spank_job_control_setenv(sp, "RANKMAP_RECORD", record, 1);
+    /* the variable keeps its first name (RANKMAP_MODE): queued jobs carry it across an
+     * upgrade */
+    const struct { const char *option, *var, *value; } pass[] = {
+        {"comm-profile", "RANKMAP_COMM_PROFILE", profile},
+        {"rankmap", "RANKMAP_MODE", choice},
+        {"rankmap-time", "RANKMAP_TIME", time_budget},
+        {"rankmap-record", "RANKMAP_RECORD", record},
+    };
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
+        if (!pass[i].value[0])
+            continue;
+        spank_err_t rc = spank_job_control_setenv(sp, pass[i].var, pass[i].value, 1);
+        if (rc != ESPANK_SUCCESS) {
+            /* the job would run without what the user asked for: refuse it, saying why */
+            slurm_error("rankmap: --%s=%s cannot be passed to the job (%s): not submitted",
+                        pass[i].option, pass[i].value, spank_strerror(rc));
+            return -1;
+        }
+    }
     return 0;
 }

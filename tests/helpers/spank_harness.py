@@ -16,14 +16,29 @@ SPANK_C = REPO / "slurm_plugin/spank/rankmap_spank.c"
 
 HARNESS = r"""
 #define _GNU_SOURCE
+#include <stdarg.h>
 #include <stdio.h>
 #include "rankmap_spank.c"
 spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
 { (void)sp; (void)opt; return ESPANK_SUCCESS; }
 spank_context_t spank_context(void) { return S_CTX_LOCAL; }
 spank_err_t spank_job_control_setenv(spank_t sp, const char *n, const char *v, int o)
-{ (void)sp; (void)n; (void)v; (void)o; return ESPANK_SUCCESS; }
-void slurm_error(const char *fmt, ...) { (void)fmt; }
+{
+    (void)sp; (void)o;
+    if (getenv("HARNESS_SETENV_FAIL"))
+        return ESPANK_ERROR;
+    printf("job env %s=%s\n", n, v);
+    return ESPANK_SUCCESS;
+}
+const char *spank_strerror(spank_err_t err) { (void)err; return "stand-in error"; }
+void slurm_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
 spank_err_t spank_getenv(spank_t sp, const char *n, char *buf, int len)
 { (void)sp; (void)n; (void)buf; (void)len; return ESPANK_ENV_NOEXIST; }
 spank_err_t spank_setenv(spank_t sp, const char *n, const char *v, int o)
@@ -39,6 +54,16 @@ int main(int argc, char **argv)
         place_plain_step();
         for (int i = 0; names[i]; i++)
             printf("%s=%s\n", names[i], getenv(names[i]) ? getenv(names[i]) : "(unset)");
+        return 0;
+    }
+    if (strcmp(argv[1], "post") == 0) {  /* post PROFILE: what sbatch passes to the job */
+        snprintf(profile, sizeof profile, "%s", argv[2]);
+        printf("rc %d\n", slurm_spank_init_post_opt(NULL, 0, NULL));
+        return 0;
+    }
+    if (strcmp(argv[1], "init") == 0) {  /* init PLUGSTACK_ARGS...: the site maximum */
+        slurm_spank_init(NULL, argc - 2, argv + 2);
+        printf("max_time %g\n", max_time);
         return 0;
     }
     if (argv[1][0] == 's') {  /* step JOB_TASKS ENV_TASKS "srun -n 4 ./app" ... */
@@ -96,3 +121,18 @@ def srun_environment(tmp_path: Path):
                              text=True, check=True).stdout.split()
         return dict(line.split("=", 1) for line in out)
     return place
+
+
+def spank_program(tmp_path: Path):
+    """``run(*args, **env) -> CompletedProcess`` of the compiled harness: ``post PROFILE``
+    (slurm_spank_init_post_opt with --comm-profile=PROFILE; ``HARNESS_SETENV_FAIL=1``
+    makes spank_job_control_setenv fail) and ``init ARG...`` (slurm_spank_init with the
+    plugstack arguments, printing the site maximum it took)."""
+    (tmp_path / "h.c").write_text(HARNESS)
+    subprocess.run(["cc", "-w", "-I", str(SPANK_C.parent), "-o", str(tmp_path / "h"),
+                    str(tmp_path / "h.c")], check=True)
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(tmp_path / "h"), *args], env=env, capture_output=True,
+                              text=True, check=True)
+    return run

@@ -170,3 +170,47 @@ def test_a_placed_gpu_step_lets_each_task_see_its_nodes_gpus_unless_the_user_bin
 
 def test_the_plugin_marks_steps_with_the_name_the_project_uses():
     assert f'#define PLACED_VAR "{SRUN_PLACED_VAR}"' in SPANK_C.read_text()
+
+
+@needs_cc
+def test_an_option_that_cannot_reach_the_job_refuses_the_submission_saying_why(tmp_path):
+    """spank_job_control_setenv failing would lose the user's --comm-profile silently;
+    the plugin says so and fails the submission instead (issue 50)."""
+    from tests.helpers.spank_harness import spank_program
+
+    run = spank_program(tmp_path)
+    ok = run("post", "lammps-3d")
+    assert ok.stdout.splitlines() == ["job env RANKMAP_COMM_PROFILE=lammps-3d", "rc 0"]
+    failed = run("post", "lammps-3d", HARNESS_SETENV_FAIL="1")
+    assert failed.stdout.splitlines() == ["rc -1"]
+    assert "--comm-profile=lammps-3d cannot be passed to the job" in failed.stderr
+
+
+@needs_cc
+def test_a_bad_site_maximum_is_said_and_ignored_not_read_as_a_number(tmp_path):
+    from tests.helpers.spank_harness import spank_program
+
+    run = spank_program(tmp_path)
+    assert run("init", "max_time=120").stdout.split() == ["max_time", "120"]
+    for bad in ("max_time=2m", "max_time=", "max_time=-5"):
+        out = run("init", bad)
+        assert out.stdout.split() == ["max_time", "0"], bad
+        assert f"plugstack argument {bad}: expected a positive number" in out.stderr
+
+
+@needs_cc
+def test_neighbourhood_numbers_of_any_length_are_judged_as_python_judges_them(tmp_path):
+    from mapper.solve.algorithm_names import normalize_algorithm
+
+    check = spank_checker(tmp_path)
+    names = ["topdown+n10", "topdown+np2", "topdown+np1", "topdown+n0", "topdown+n0001",
+             "topdown+np" + "9" * 30, "topdown+nc" + "0" * 12, "topdown+n" + "7" * 12]
+    accepted = check("choice", names)
+
+    def python(name: str) -> bool:
+        try:
+            normalize_algorithm(name)
+            return True
+        except ValueError:
+            return False
+    assert accepted == [python(n) for n in names], list(zip(names, accepted, strict=True))
