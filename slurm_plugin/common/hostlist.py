@@ -8,10 +8,14 @@ order) is the job's node order and must be kept.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
 from mapper.errors import RankmapError
+
+V = TypeVar("V")
 
 
 class HostlistError(RankmapError, ValueError):
@@ -67,3 +71,16 @@ def fold_hostlist(hosts: list[str]) -> str:
     """``['c1', 'c2', 'c3', 'd']`` → ``c[1-3],d`` (ClusterShell's folding; order is not
     kept, the set is)."""
     return str(NodeSet.fromlist(hosts)) if hosts else ""
+
+
+def per_node(table: Mapping[str, V], nodes: Iterable[str]) -> dict[str, V]:
+    """Each of ``nodes`` that a host list of ``table`` (``{"n[1-16]": value}``, a site's
+    per-node-type setting) names, with that list's value; the first list naming a node
+    wins.  O(hosts named)."""
+    wanted = set(nodes)
+    out: dict[str, V] = {}
+    for hosts, value in table.items():
+        for node in expand_hostlist(hosts):
+            if node in wanted:
+                out.setdefault(node, value)
+    return out

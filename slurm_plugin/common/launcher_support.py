@@ -69,9 +69,11 @@ class Launcher(ABC):
         """``"FAMILY: what it gets"`` for the report and the batch step."""
 
     @abstractmethod
-    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool,
+                env: Mapping[str, str] | None = None) -> list[str]:
         """``export VAR=value`` lines for a step (``script_step``: the batch script's,
-        where mpirun runs); the binder's lines, common to every family, are not here."""
+        where mpirun runs; ``env``: the step's environment, whose own settings win); the
+        binder's lines, common to every family, are not here."""
 
     def helpers(self) -> list[tuple[str, str]]:
         """(path, what it is) of the programs this family's handover runs."""
@@ -92,7 +94,8 @@ class OpenMPI(Launcher):
                     "mpirun --map-by rankfile:file=$RANKMAP_RANKFILE"]
         return ["Open MPI mpirun: nothing (no rankfile)"]
 
-    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool,
+                env: Mapping[str, str] | None = None) -> list[str]:
         # in the batch step only: mpirun's daemons' step inherits them from mpirun, so
         # a script that unsets them leaves no rankfile anywhere in the job
         if not (script_step and offer.rankfile):
@@ -132,7 +135,8 @@ class Hydra(Launcher):
             intel = f"Intel MPI mpirun: {cannot.format('Intel MPI')}"
         return [mpich, intel]
 
-    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool,
+                env: Mapping[str, str] | None = None) -> list[str]:
         # a host on several lines (an interleaved placement) starts several proxies per
         # node: MPICH ran that under Slurm 22.05 but hung under 24.11, and Intel MPI
         # launched too many ranks; so the offer gives the file only with one line per
@@ -150,7 +154,8 @@ class Hydra(Launcher):
         lines += [f"export {var}={hydra}" for var in INTEL_HOSTFILE_VARS]
         lines += [f"export {k}={v}" for k, v in INTEL_LAUNCHER_VARS.items()]
         lines.append(f"export {INTEL_LAUNCHER_EXEC_VAR}={launcher}")
-        # the TaskProlog drops these two where the job already has its own count
+        if INTEL_PERHOST_VAR in (env or {}):  # the job's own count wins
+            return lines
         n = offer.hydra_perhost
         return [*lines, f"export {INTEL_PERHOST_VAR}={n}", f"export {INTEL_PERHOST_SET_VAR}={n}"]
 
@@ -176,7 +181,8 @@ class Srun(Launcher):
                     f"size, -N, -w or -m it keeps Slurm's placement)"]
         return ["srun: nothing (no host file)"]
 
-    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
+    def exports(self, offer: LauncherOffer, job_dir: str, script_step: bool,
+                env: Mapping[str, str] | None = None) -> list[str]:
         hostfile = os.path.join(job_dir, FILE_NAMES["slurm_hostfile"])
         if offer.slurm_hostfile_exported:
             return [f"export SLURM_HOSTFILE={hostfile}", "export SLURM_DISTRIBUTION=arbitrary"]
@@ -200,10 +206,11 @@ def launcher_sentences(offer: LauncherOffer) -> list[str]:
             for line in launcher.sentences(offer)]
 
 
-def family_exports(offer: LauncherOffer, job_dir: str, script_step: bool) -> list[str]:
-    """Every supported family's own ``export`` lines for a step."""
+def family_exports(offer: LauncherOffer, job_dir: str, script_step: bool,
+                   env: Mapping[str, str] | None = None) -> list[str]:
+    """Every supported family's own ``export`` lines for a step of environment ``env``."""
     return [line for launcher in supported_launchers(offer.supported)
-            for line in launcher.exports(offer, job_dir, script_step)]
+            for line in launcher.exports(offer, job_dir, script_step, env)]
 
 
 def default_bind_library() -> str:

@@ -18,14 +18,14 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from mapper.errors import RankmapError
 
-from ..common.hostlist import expand_hostlist
+from ..common.hostlist import per_node
 from ..common.launcher_support import (
     default_bind_library,
     hydra_srun_path,
@@ -61,6 +61,8 @@ from .worker_protocol import (
     write_stream,
 )
 
+T = TypeVar("T")
+
 #: input and environment problems (a fallback report with the reason); anything else is a
 #: bug: still a fallback, with the traceback in the log
 USER_FACING = (RankmapError, OSError)
@@ -88,32 +90,21 @@ def log_notes(level: int = logging.INFO) -> Iterator[list[str]]:
         logger.setLevel(old_level)
 
 
+def parsed_per_node(files: Mapping[str, str], nodes: Iterable[str],
+                    parse: Callable[[str, str], T]) -> dict[str, T]:
+    """``parse(text, path)`` of the file each of ``nodes`` has in ``files`` (host list →
+    path, a site's per-node-type setting), each file read and parsed once."""
+    paths = per_node(files, nodes)
+    parsed: dict[str, T] = {}
+    for path in dict.fromkeys(paths.values()):
+        with open(path, encoding="utf-8") as fh:
+            parsed[path] = parse(fh.read(), path)
+    return {node: parsed[path] for node, path in paths.items()}
+
+
 def read_core_groups(files: dict[str, str], nodes: tuple[str, ...]) -> dict[str, CoreGroups]:
     """hwloc cache groups of the job's nodes from the configured XML files."""
-    parsed: dict[str, CoreGroups] = {}
-    out: dict[str, CoreGroups] = {}
-    for hosts, path in files.items():
-        members = set(expand_hostlist(hosts)) & set(nodes)
-        if not members:
-            continue
-        if path not in parsed:
-            with open(path, encoding="utf-8") as fh:
-                parsed[path] = parse_hwloc_xml(fh.read(), path)
-        for node in members:
-            out.setdefault(node, parsed[path])
-    return out
-
-
-def node_gpu_domains(domains: dict[str, list[list[int]]], nodes: tuple[str, ...]
-                     ) -> dict[str, list[list[int]]]:
-    """The ``[gpus] domains`` of each of the job's nodes (the first host list naming
-    it)."""
-    out: dict[str, list[list[int]]] = {}
-    job = set(nodes)
-    for hosts, groups in domains.items():
-        for node in set(expand_hostlist(hosts)) & job:
-            out.setdefault(node, groups)
-    return out
+    return parsed_per_node(files, nodes, parse_hwloc_xml)
 
 
 def read_gpus(cfg: Config, alloc: Allocation, env: dict[str, str]
@@ -139,13 +130,7 @@ def read_gpus(cfg: Config, alloc: Allocation, env: dict[str, str]
         notes.append(f"GPU cores: {exc}")
     xml: dict[str, tuple] = {}
     try:
-        for hosts, xml_path in cfg.hwloc.files.items():
-            members = set(expand_hostlist(hosts)) & set(alloc.gpus)
-            if members:
-                with open(xml_path, encoding="utf-8") as fh:
-                    found = parse_hwloc_gpus(fh.read(), xml_path)
-                for node in members:
-                    xml.setdefault(node, found)
+        xml = parsed_per_node(cfg.hwloc.files, alloc.gpus, parse_hwloc_gpus)
     except (OSError, HwlocError) as exc:
         notes.append(f"GPU cores: {exc}")
     gpus, more = job_gpus(alloc, gres, xml)
@@ -197,7 +182,7 @@ def _compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
                           read_core_groups(cfg.hwloc.files, alloc.nodes),
                           cfg.hwloc.cache_distance,
                           oversubscribe=cfg.solver.oversubscribe == "allow", gpus=gpus,
-                          gpu_domains=node_gpu_domains(cfg.gpus.domains, alloc.nodes))
+                          gpu_domains=per_node(cfg.gpus.domains, alloc.nodes))
     if gpus:
         layout = replace(layout, notes=(*layout.notes, *gpu_notes), gpu_mask=gpu_mask)
     job = Job(layout, tree, ModeSettings.of(cfg), request.profile, request.algorithm,

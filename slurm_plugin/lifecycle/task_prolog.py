@@ -194,19 +194,10 @@ def launcher_exports(job_dir: Path, env: dict[str, str], script_step: bool,
     docs/users.md has the table), and in every step the binder (LD_PRELOAD, after the
     user's own preloads) with its bind file and, for hybrid ranks, their OpenMP places
     (:func:`openmp_exports`)."""
-    from ..common.job_conventions import (
-        BIND_FILE_VAR,
-        BIND_LAUNCHERS_VAR,
-        FILE_NAMES,
-        INTEL_PERHOST_SET_VAR,
-        INTEL_PERHOST_VAR,
-    )
+    from ..common.job_conventions import BIND_FILE_VAR, BIND_LAUNCHERS_VAR, FILE_NAMES
     from ..common.launcher_support import family_exports
 
-    lines = family_exports(offer, str(job_dir), script_step)
-    if INTEL_PERHOST_VAR in env:  # the job's own count for Intel MPI wins
-        lines = [line for line in lines if not line.startswith(
-            (f"export {INTEL_PERHOST_VAR}=", f"export {INTEL_PERHOST_SET_VAR}="))]
+    lines = family_exports(offer, str(job_dir), script_step, env)
     if offer.supported and offer.binder:
         preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
                    if p != bind_library]

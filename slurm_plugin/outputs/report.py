@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from ClusterShell.RangeSet import RangeSet
 
 from mapper import CommGraph, MappingResult, evaluate
 from mapper.model.machine import Hierarchy
@@ -261,14 +262,8 @@ def gpu_table(report: Report) -> str:
 
 
 def fold_ids(ids: list[int]) -> str:
-    """0,1,2,5 → 0-2,5."""
-    runs: list[list[int]] = []
-    for i in sorted(ids):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs) or "-"
+    """0,1,2,5 → 0-2,5 (ClusterShell's RangeSet, as host lists fold); "-" for none."""
+    return str(RangeSet(",".join(map(str, ids)))) if ids else "-"
 
 
 def hop_table(report: Report) -> str:

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from mapper import CommGraph
-from slurm_plugin.lifecycle.job_worker import node_gpu_domains
+from slurm_plugin.common.hostlist import per_node
 from slurm_plugin.machine.gpus import gpu_bind_mask, job_gpus
 from slurm_plugin.machine.layout import build_layout
 from slurm_plugin.modes.graph_job import make_plan
@@ -84,7 +84,7 @@ def test_without_domains_the_pairs_share_a_socket_not_a_domain():
 def test_domains_are_read_per_node_type_and_checked():
     cfg = parse_config('[gpus]\ndomains = { "g[1-2]" = [[0, 1], [2, 3]], "h1" = [[0]] }\n',
                        "d.toml")
-    assert node_gpu_domains(cfg.gpus.domains, ("g2", "x9")) == {"g2": [[0, 1], [2, 3]]}
+    assert per_node(cfg.gpus.domains, ("g2", "x9")) == {"g2": [[0, 1], [2, 3]]}
     from slurm_plugin.site.config import ConfigError
     with pytest.raises(ConfigError, match=r"d.toml: \[gpus\] domains: 'g1': GPU 1 is in two"):
         parse_config('[gpus]\ndomains = { "g1" = [[0, 1], [1, 2]] }\n', "d.toml")
