@@ -188,8 +188,12 @@ def render_bindfile(layout: Layout, mapping: np.ndarray, **_: object) -> str:
              for s, c in zip(layout.slots, cores, strict=True)]
     records = [f"{r} {slots[pe]}" for r, pe in enumerate(np.asarray(mapping).tolist())]
     n = len(records)
-    per_node = min((sum(len(s.gpus) for s in layout.slots if s.host == h)
-                    for h in layout.nodes), default=0) if layout.gpu_mask else 0
+    per_node = 0
+    if layout.gpu_mask:  # distinct GPUs per host: tasks may share one (gpu_slot_groups)
+        seen: dict[str, set[int]] = {}
+        for s in layout.slots:
+            seen.setdefault(s.host, set()).update(s.gpus)
+        per_node = min((len(seen.get(h, ())) for h in layout.nodes), default=0)
     gpus = f" gpumask=0x{layout.gpu_mask:x} gpunode={per_node}" if layout.gpu_mask else ""
     width = max(max((len(r) for r in records), default=0),
                 len(f"rankmap-bind 1 {n} 9999{gpus}")) + 1

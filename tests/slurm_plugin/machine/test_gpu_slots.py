@@ -103,3 +103,18 @@ def test_the_srun_mask_covers_the_highest_index_unless_a_node_has_fewer_gpus():
                          gres) == 0b111
     assert gpu_bind_mask(alloc_of({"g1": (3,), "g3": (0,)}, {"g1": 1, "g3": 1}), gres) == 0
     assert gpu_bind_mask(alloc_of({"g1": (0,)}, {"g1": 1}, per_task=0), gres) == 0
+
+
+def test_the_bind_files_gpus_per_node_counts_a_gpu_tasks_share_once():
+    """Four tasks on a node with two GPUs share them: the daemons of mpirun and mpiexec
+    must ask for two GPUs per node (the header's gpunode), not one per task."""
+    from dataclasses import replace
+
+    from slurm_plugin.outputs.render import render_bindfile
+
+    alloc = alloc_of({"g1": (0, 1), "g2": (0, 1)}, {"g1": 4, "g2": 4})
+    gpus = {n: (Gpu(0, (0, 1, 2, 3)), Gpu(1, (4, 5, 6, 7))) for n in ("g1", "g2")}
+    layout = replace(build_layout(alloc, SHAPE, None, [1, 10], gpus=gpus), gpu_mask=0b11)
+    assert sorted(s.gpus for s in layout.slots) == [(0,)] * 4 + [(1,)] * 4
+    header = render_bindfile(layout, np.arange(8)).splitlines()[0].split()
+    assert header[4:] == ["gpumask=0x3", "gpunode=2"]
