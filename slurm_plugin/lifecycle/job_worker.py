@@ -183,7 +183,7 @@ def _compute(request: WorkerRequest, env: dict[str, str]) -> WorkerOutput:
                           cfg.hwloc.cache_distance,
                           oversubscribe=cfg.solver.oversubscribe == "allow", gpus=gpus,
                           gpu_domains=per_node(cfg.gpus.domains, alloc.nodes))
-    if gpus:
+    if gpus or gpu_notes:
         layout = replace(layout, notes=(*layout.notes, *gpu_notes), gpu_mask=gpu_mask)
     job = Job(layout, tree, ModeSettings.of(cfg), request.profile, request.algorithm,
               request.time_limit,
