@@ -4,7 +4,9 @@
  * MPI: the next definition after the calling library (dlsym(RTLD_NEXT)), or, for an MPI
  * loaded privately (mpi4py dlopens libmpi with RTLD_LOCAL, out of RTLD_NEXT's sight),
  * the first loaded object that defines it.  SELF is the caller's own definition, never
- * returned.  Included by both libraries' sources (static: each gets its own copy).
+ * returned, and the caller's own object is never searched (a library's indirect
+ * functions would resolve through it again).  Included by both libraries' sources
+ * (static: each gets its own copy).
  */
 #ifndef RANKMAP_MPI_SYMBOL_H
 #define RANKMAP_MPI_SYMBOL_H
@@ -12,12 +14,16 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stddef.h>
+#include <string.h>
 
 struct rankmap_lookup {
     const char *name;
     void *self;
     void *found;
+    const char *own; /* the calling library's path */
 };
+
+static void *rankmap_mpi_symbol(const char *name, void *self);
 
 /* dl_iterate_phdr callback: NAME in the loaded object INFO, unless it is the caller's. */
 static int rankmap_look_in(struct dl_phdr_info *info, size_t size, void *data)
@@ -25,7 +31,8 @@ static int rankmap_look_in(struct dl_phdr_info *info, size_t size, void *data)
     struct rankmap_lookup *l = data;
     void *handle, *f;
     (void)size;
-    if (!info->dlpi_name || !info->dlpi_name[0])
+    if (!info->dlpi_name || !info->dlpi_name[0] ||
+        (l->own && !strcmp(info->dlpi_name, l->own)))
         return 0;
     handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
     if (!handle)
@@ -44,7 +51,10 @@ static void *rankmap_mpi_symbol(const char *name, void *self)
 {
     void *f = dlsym(RTLD_NEXT, name);
     if (!f || f == self) {
-        struct rankmap_lookup l = {name, self, NULL};
+        Dl_info me;
+        struct rankmap_lookup l = {name, self, NULL, NULL};
+        if (dladdr((void *)rankmap_mpi_symbol, &me))
+            l.own = me.dli_fname;
         dl_iterate_phdr(rankmap_look_in, &l);
         f = l.found;
     }

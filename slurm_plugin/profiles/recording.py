@@ -12,8 +12,9 @@ counted once, by their sender; the graph is undirected (both directions summed),
 directed parts are kept in :class:`Recording` for inspection.
 
 A recording with a rank missing (the rank died, the job was killed, the file is still
-being written: ``.rank.R.tmp``) is an :class:`IncompleteRecording`, never a smaller
-profile.  Files are read as profiles are: regular files (no symbolic link), at most
+being written: ``.rank.R.tmp``) or with a rank that stopped recording (its file's
+``stopped`` line says why: no memory) is an :class:`IncompleteRecording`, never a
+smaller profile.  Files are read as profiles are: regular files (no symbolic link), at most
 ``max_file_bytes`` each; every count in a file is checked against its header before
 anything is allocated, and errors name the file and line.
 """
@@ -35,7 +36,9 @@ from mapper.io.regular_file import FileTooLarge, NotARegularFile, read_regular_f
 from . import collectives
 
 FORMAT = "rankmap-record"
-VERSION = 1
+VERSION = 2
+#: versions read: 1 lacks the optional ``stopped`` line
+VERSIONS = ("1", "2")
 #: default bound of one rank's file
 MAX_FILE_BYTES = 64 << 20
 #: default bound of a recording's world size
@@ -69,6 +72,8 @@ class RankRecord:
     coll: list[tuple[str, int, int | None, float | np.ndarray]] = field(default_factory=list)
     #: (p2p bytes, p2p messages, collective calls) the recorder could not keep
     dropped: tuple[int, int, int] = (0, 0, 0)
+    #: why the rank stopped recording before MPI_Finalize (its counts are partial)
+    stopped: str | None = None
 
 
 @dataclass
@@ -135,9 +140,9 @@ def parse_rank_file(text: str, source: str, max_ranks: int = MAX_RANKS) -> RankR
     head = ln.next("the header")
     if head[:1] != [FORMAT] or len(head) != 2:
         raise ln.fail(f"not a {FORMAT} file")
-    if head[1] != str(VERSION):
-        raise ln.fail(f"{FORMAT} version {head[1][:20]} (this rankmap reads version "
-                      f"{VERSION})")
+    if head[1] not in VERSIONS:
+        raise ln.fail(f"{FORMAT} version {head[1][:20]} (this rankmap reads versions "
+                      f"{', '.join(VERSIONS)})")
     abi = ln.keyword("abi")[1]
     if abi not in ("openmpi", "mpich"):
         raise ln.fail(f"unknown abi {abi[:40]!r}")
@@ -233,11 +238,14 @@ def parse_rank_file(text: str, source: str, max_ranks: int = MAX_RANKS) -> RankR
     f = ln.keyword("dropped", 4)
     dropped = (ln.int_at(f, 1, "dropped bytes"), ln.int_at(f, 2, "dropped messages"),
                ln.int_at(f, 3, "dropped collective calls"))
+    stopped = None
+    if head[1] != "1" and ln.no < len(ln.lines) and ln.lines[ln.no].startswith("stopped"):
+        stopped = " ".join(ln.next("the 'stopped' line")[1:])[:300] or "no reason given"
     ln.keyword("end", 1)
     if any(line.strip() for line in ln.lines[ln.no:]):
         raise ln.fail("text after 'end'", ln.no + 1)
     return RankRecord(rank, size, abi, mpi, memory, (dst, nbytes, msgs), comms, coll,
-                      dropped)
+                      dropped, stopped)
 
 
 def collective_sends(rec: RankRecord) -> tuple[np.ndarray, np.ndarray]:
@@ -323,6 +331,7 @@ def read_recording(directory: str | os.PathLike, *, max_file_bytes: int = MAX_FI
     csrc, cdst, cw = [], [], []
     memory = 0
     dropped = np.zeros(3, dtype=np.int64)
+    stopped: list[tuple[int, str]] = []
     for r in range(size):
         path = directory / ranks[r]
         rec = first if r == first.rank else parse_rank_file(
@@ -345,6 +354,14 @@ def read_recording(directory: str | os.PathLike, *, max_file_bytes: int = MAX_FI
         cw.append(b)
         memory = max(memory, rec.memory)
         dropped += rec.dropped
+        if rec.stopped:
+            stopped.append((r, rec.stopped))
+
+    if stopped:
+        r, why = stopped[0]
+        raise IncompleteRecording(
+            f"{directory}: incomplete recording: {len(stopped)} of {size} ranks stopped "
+            f"recording before MPI_Finalize (rank {r}: {why})")
 
     def directed(s, d, x) -> sp.csr_matrix:
         return sp.coo_matrix((np.concatenate(x), (np.concatenate(s), np.concatenate(d))),

@@ -410,6 +410,21 @@ def test_a_missing_rank_is_an_incomplete_recording(tmp_path):
     assert read_recording(tmp_path / "whole").size == 4
 
 
+def test_a_rank_that_stopped_recording_makes_it_incomplete(tmp_path):
+    d = write_ranks(tmp_path / "rec", 3)
+    v2 = rank_text(2, 3).replace("rankmap-record 1", "rankmap-record 2")
+    (d / "rank.2").write_text(v2)
+    assert read_recording(d).size == 3  # version 2 without the line: whole
+    (d / "rank.2").write_text(v2.replace("end\n", "stopped no memory for a group\nend\n"))
+    with pytest.raises(IncompleteRecording, match=r"1 of 3 ranks stopped recording before "
+                       r"MPI_Finalize \(rank 2: no memory for a group\)"):
+        read_recording(d)
+    # version 1 has no such line
+    (d / "rank.1").write_text(rank_text(1, 3).replace("end\n", "stopped x\nend\n"))
+    with pytest.raises(RecordingError, match=r"rank\.1:13: expected 'end"):
+        read_recording(d)
+
+
 @pytest.mark.parametrize(("damage", "message"), [
     (lambda t: t.replace("rankmap-record 1", "rankmap-record 7"), r":1: .*version 7"),
     (lambda t: t.replace("end\n", ""), r":17: ends before the 'end' line"),
@@ -521,11 +536,33 @@ def test_an_mpi_loaded_privately_by_mpi4py_is_found(library, tmp_path):
     assert np.array_equal(rec.collective.toarray(), want)
 
 
-@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
-def test_large_count_functions_are_recorded_and_emulated_where_missing(lane, library,
-                                                                       tmp_path):
-    """MPI_Send_c, MPI_Bcast_c and MPI_Alltoallv_c are recorded; under an MPI-3 library
-    (Open MPI 4.1) the recorder's definitions call the int-count functions."""
+DIRECT_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{   /* MPI_Send_c named at link time: resolved at load under LD_BIND_NOW */
+    int rank;
+    char buf[64] = {0};
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+        MPI_Send_c(buf, (MPI_Count)21, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+    else if (rank == 1)
+        MPI_Recv_c(buf, (MPI_Count)21, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Finalize();
+    printf("direct: done %d\n", rank);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich", "openmpi5"])
+def test_large_count_functions_exist_exactly_where_the_mpi_has_them(lane, library,
+                                                                    tmp_path):
+    """MPI_Send_c, MPI_Bcast_c and MPI_Alltoallv_c are recorded where the MPI defines
+    them (MPICH 4, Open MPI 5); under an MPI-3 library (Open MPI 4.1) a program looking
+    for them finds none, as without the recorder (it used to find the recorder's, which
+    emulated them in int counts and aborted above INT_MAX)."""
     if not lane_ready(lane):
         pytest.skip(f"no {lane} here")
     bin_dir, _, env = LANES[lane]
@@ -533,10 +570,188 @@ def test_large_count_functions_are_recorded_and_emulated_where_missing(lane, lib
     subprocess.run([str(bin_dir / "mpicc"), "-o", str(program),
                     str(TEST_DATA / "mpi/largecount.c")], check=True,
                    env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    plain = run(lane, program, "", 2, tmp_path, [])
     out = tmp_path / "rec"
     out.mkdir()
     proc = run(lane, program, str(library), 2, tmp_path, [], RANKMAP_RECORD_DIR=str(out))
-    assert "large-count: done" in proc.stdout
+    assert proc.stdout == plain.stdout  # the program sees the same MPI
     rec = read_recording(out / "run.0")
+    if "large-count: none" in plain.stdout:
+        assert rec.p2p.nnz == 0 and rec.collective.nnz == 0
+        return
+    assert "large-count: done" in proc.stdout
     assert rec.p2p.toarray().tolist() == [[0, 33], [0, 0]]
     assert rec.collective.toarray().tolist() == [[0, 20 + 3], [4, 0]]  # bcast, alltoallv
+    # a program linking MPI_Send_c itself, every symbol bound at load
+    (tmp_path / "direct.c").write_text(DIRECT_C)
+    direct = tmp_path / "direct"
+    subprocess.run([str(bin_dir / "mpicc"), "-o", str(direct), str(tmp_path / "direct.c")],
+                   check=True,
+                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    out2 = tmp_path / "rec2"
+    out2.mkdir()
+    proc = run(lane, direct, str(library), 2, tmp_path, [], RANKMAP_RECORD_DIR=str(out2),
+               LD_BIND_NOW="1")
+    assert sorted(proc.stdout.split("\n")) == ["", "direct: done 0", "direct: done 1"]
+    assert read_recording(out2 / "run.0").p2p.toarray().tolist() == [[0, 21], [0, 0]]
+
+
+# ---- threads, many communicators, other interposers ---------------------------------
+
+def build_c(lane: str, source: Path, out: Path, *flags: str) -> Path:
+    bin_dir, _, env = LANES[lane]
+    subprocess.run([str(bin_dir / "mpicc"), "-O2", "-o", str(out), str(source), *flags],
+                   check=True,
+                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    return out
+
+
+@pytest.fixture(scope="module")
+def interposer(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("interposer") / "libinterposer.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
+                    str(TEST_DATA / "mpi/interposer.c"), "-ldl"], check=True)
+    return out
+
+
+def threads_p2p(n: int, ncomm: int, iters: int, nthreads: int = 8) -> np.ndarray:
+    """threads.c's point-to-point bytes, sender by receiver (its comment)."""
+    a = np.zeros((n, n))
+    for i in range(ncomm):
+        nbytes = 8 * (1 + i % 5) + i % nthreads
+        for r in range(n):
+            if i % 2 == 0:
+                a[r, (r + 1) % n] += nbytes * iters
+            else:  # reversed: local l is world n-1-l
+                a[r, n - 1 - ((n - 1 - r + 1) % n)] += nbytes * iters
+    return a
+
+
+def interposer_counts(stderr: str) -> dict[int, tuple[int, int, int]]:
+    return {int(m[1]): (int(m[2]), int(m[3]), int(m[4])) for m in re.finditer(
+        r"^interposer: rank (\d+) sends (\d+) isends (\d+) groups (\d+)$", stderr, re.M)}
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+def test_threads_on_many_communicators_are_counted_exactly_and_looked_up_once(
+        lane, library, interposer, tmp_path):
+    """8 threads under MPI_THREAD_MULTIPLE send at once, each on its own 88 of 700
+    communicators (half in reversed order): the counts are exact, and the recorder asks
+    the MPI for each communicator's group once (the interposer after it counts its
+    PMPI_Comm_group calls: the world's at set-up, then one per communicator), however
+    their handles collide in the cache (an 8-slot window used to evict and ask again on
+    every send)."""
+    if not lane_ready(lane):
+        pytest.skip(f"no {lane} here")
+    program = build_c(lane, TEST_DATA / "mpi/threads.c", tmp_path / "threads", "-pthread")
+    out = tmp_path / "rec"
+    out.mkdir()
+    n, ncomm, iters = 4, 700, 3
+    proc = run(lane, program, f"{library}:{interposer}", n, tmp_path,
+               [str(ncomm), str(iters)], RANKMAP_RECORD_DIR=str(out))
+    assert "threads: done" in proc.stdout, proc.stdout + proc.stderr
+    rec = read_recording(out / "run.0")
+    assert np.array_equal(rec.p2p.toarray(), threads_p2p(n, ncomm, iters))
+    assert rec.dropped == (0, 0, 0)
+    counts = interposer_counts(proc.stderr)
+    assert sorted(counts) == list(range(n))
+    # every Isend reached the interposer once; groups: world + one per communicator
+    assert all(c == (0, ncomm * iters, 1 + ncomm) for c in counts.values()), counts
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+@pytest.mark.parametrize("order", ["interposer first", "recorder first"])
+def test_another_pmpi_interposer_before_or_after_the_recorder(lane, order, library,
+                                                              interposer, programs,
+                                                              tmp_path):
+    """An mpiP-style tool preloaded with the recorder: the program's output and the
+    tool's own counts are the same as with the tool alone, and the recording is exact,
+    in either order."""
+    if lane not in programs:
+        pytest.skip(f"no {lane} here")
+    alone = run(lane, programs[lane], str(interposer), 4, tmp_path, ["--collectives"])
+    out = tmp_path / "rec"
+    out.mkdir()
+    pair = [str(interposer), str(library)]
+    if order == "recorder first":
+        pair.reverse()
+    both = run(lane, programs[lane], ":".join(pair), 4, tmp_path, ["--collectives"],
+               RANKMAP_RECORD_DIR=str(out))
+    assert both.stdout == alone.stdout
+    tool_alone, tool_both = interposer_counts(alone.stderr), interposer_counts(both.stderr)
+    assert sorted(tool_alone) == list(range(4))
+    # the tool sees the program's calls: its sends and isends, the same in both runs
+    assert {r: c[:2] for r, c in tool_both.items()} == {r: c[:2] for r, c in
+                                                        tool_alone.items()}
+    rec = read_recording(out / "run.0")
+    assert np.array_equal(rec.p2p.toarray(), halo_p2p(4))
+
+
+# ---- never harm the program ---------------------------------------------------------
+
+def test_a_program_without_mpi_that_probes_for_it_runs_on(library, tmp_path):
+    """A program with no MPI that looks MPI up finds the recorder's MPI_Barrier: the
+    call returns an error code and says why, it does not abort the program (it used
+    to); MPI_Send_c, an indirect function, is found only where an MPI has it: here
+    none, as without the recorder."""
+    program = tmp_path / "probe"
+    subprocess.run(["cc", "-o", str(program), str(TEST_DATA / "mpi/probe_nompi.c"), "-ldl"],
+                   check=True)
+    plain = subprocess.run([str(program)], capture_output=True, text=True, timeout=30)
+    assert plain.stdout == "probe: barrier none -1, send_c none\n"
+    proc = subprocess.run([str(program)], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "LD_PRELOAD": str(library),
+                               "RANKMAP_RECORD_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "probe: barrier found 16, send_c none\n"
+    assert "MPI_Barrier not found after librankmap_record" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def fail_mmap(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fail_mmap") / "libfail_mmap.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
+                    str(TEST_DATA / "mpi/fail_mmap.c"), "-ldl"], check=True)
+    return out
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+def test_a_rank_out_of_memory_stops_recording_and_nobody_waits_for_it(
+        lane, library, fail_mmap, programs, tmp_path):
+    """Rank 1 cannot map the recorder's arena (injected ENOMEM): it says so, stops
+    recording, and still takes part in MPI_Finalize's broadcast, so every rank ends
+    (rank 3 used to wait for it in the broadcast's tree); the recording is incomplete
+    and says which rank stopped and why."""
+    if lane not in programs:
+        pytest.skip(f"no {lane} here")
+    out = tmp_path / "rec"
+    out.mkdir()
+    proc = run(lane, programs[lane], f"{fail_mmap}:{library}", 4, tmp_path, [],
+               RANKMAP_RECORD_DIR=str(out), FAIL_MMAP_RANK="1",
+               FAIL_MMAP_BYTES=str(64 << 20))
+    assert "rank 1: no memory for the point-to-point counters: recording stopped" in (
+        proc.stderr)
+    assert sorted(p.name for p in (out / "run.0").iterdir()) == [
+        f"rank.{r}" for r in range(4)]
+    with pytest.raises(IncompleteRecording, match=r"1 of 4 ranks stopped recording .*"
+                       r"rank 1: no memory for the point-to-point counters"):
+        read_recording(out / "run.0")
+
+
+def test_a_launch_takes_the_run_after_the_highest_in_one_listing(library, programs,
+                                                                 tmp_path):
+    """Rank 0 lists the directory once and takes run.<highest + 1> (it used to try
+    run.0, run.1, ... one mkdir each, up to 100 000, while every rank waited)."""
+    if "openmpi" not in programs:
+        pytest.skip("no openmpi here")
+    out = tmp_path / "rec"
+    for k in (0, 3, 10):
+        (out / f"run.{k}").mkdir(parents=True)
+    (out / "run.x").mkdir()
+    (out / "run.99.old").write_text("")
+    run("openmpi", programs["openmpi"], str(library), 2, tmp_path, [],
+        RANKMAP_RECORD_DIR=str(out))
+    assert sorted(p.name for p in (out / "run.11").iterdir()) == ["rank.0", "rank.1"]
+    assert sorted(p.name for p in out.iterdir()) == ["run.0", "run.10", "run.11", "run.3",
+                                                     "run.99.old", "run.x"]
+
