@@ -18,6 +18,7 @@ from .map_cli import add_map_commands
 from .mesh_cli import add_evaluate_partition_command, add_partition_command
 from .plan_cli import add_plan_command
 from .profile_cli import add_profile_commands
+from .record_cli import add_record_command
 from .report_cli import add_report_command
 from .simulate_cli import add_simulate_command
 from .summa_cli import add_summa_command
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_command(sub)
     add_simulate_command(sub)
     add_profile_commands(sub)
+    add_record_command(sub)
     add_config_commands(sub)
     add_report_command(sub)
     add_summa_command(sub)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 from pathlib import Path
@@ -21,7 +22,11 @@ from ..lifecycle.recording_setup import recordings_dir, user_store
 from ..profiles.generators import generate
 from ..profiles.ompi_monitoring import import_monitoring
 from ..profiles.pattern_match import generator_line, match_generator
-from ..profiles.recorded_job import collect_recording, incomplete_recordings
+from ..profiles.recorded_job import (
+    collect_directory,
+    collect_recording,
+    incomplete_recordings,
+)
 from ..profiles.smpi_ti import PIPELINE_BYTES, TraceError, import_ti, import_ti_phases
 from ..profiles.store import (
     NAME,
@@ -32,7 +37,8 @@ from ..profiles.store import (
     toml_string,
 )
 from ..profiles.store_writer import entry_text, toml_value
-from ..site.config import load_config
+from ..site.config import Config, load_config
+from .record_cli import report
 
 
 def store_dirs(args: argparse.Namespace) -> list[str]:
@@ -59,8 +65,14 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
     common(q)
     q.set_defaults(func=_list)
     q = psub.add_parser("collect", help="turn your recording of JOB into a profile (what "
-                                        "the TaskEpilog does when the job ends)")
-    q.add_argument("job", nargs="+", metavar="JOB")
+                                        "the TaskEpilog does when the job ends), or a "
+                                        "directory recorded with RANKMAP_RECORD_DIR=DIR")
+    q.add_argument("job", nargs="+", metavar="JOB|DIR",
+                   help="a job id, or a directory (a path: needs --name; its files are "
+                        "kept)")
+    q.add_argument("--name", help="DIR: the profile's name")
+    q.add_argument("--store", metavar="DIR",
+                   help="DIR: store to write into (default: your store)")
     q.add_argument("--config", metavar="FILE", help="site config file")
     q.set_defaults(func=_collect)
     q = psub.add_parser("show", help="one profile's metadata and size")
@@ -142,8 +154,42 @@ def profile_lines(info: ProfileInfo, ntasks: int | None) -> list[str]:
     return lines
 
 
+def _is_directory_argument(text: str) -> bool:
+    """A path (``rankmap profile collect ./rec``), not a job id."""
+    return not valid_job_id(text) or os.sep in text or Path(text).is_dir()
+
+
+def _collect_directories(args: argparse.Namespace, cfg: Config) -> int:
+    uid = os.getuid()
+    if not args.name:
+        raise ProfileError("collecting a directory needs --name NAME (the profile)")
+    store = Path(args.store) if args.store else user_store(cfg, uid)
+    if store is None:
+        raise ProfileError("no store to write into: pass --store DIR (this cluster has "
+                           "no [profiles] user_store)")
+    status = 0
+    for d in args.job:
+        started = datetime.datetime.fromtimestamp(
+            Path(d).stat().st_mtime, datetime.timezone.utc).isoformat(timespec="seconds") \
+            if Path(d).exists() else ""
+        done = collect_directory(Path(d), args.name, store, uid,
+                                 job=f"directory {Path(d).resolve()}", started=started,
+                                 max_file_bytes=cfg.record.max_file_bytes,
+                                 max_profile_bytes=cfg.profiles.max_file_bytes)
+        report(done)
+        status = status or (0 if done.stored else 1)
+    return status
+
+
 def _collect(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
+    if any(_is_directory_argument(j) for j in args.job):
+        if not all(_is_directory_argument(j) for j in args.job):
+            raise ProfileError("give job ids or directories, not both")
+        return _collect_directories(args, cfg)
+    if args.name or args.store:
+        raise ProfileError("--name and --store are for a directory; a job's recording "
+                           "keeps the name it was recorded under")
     uid = os.getuid()
     base, store = recordings_dir(cfg, uid), user_store(cfg, uid)
     if base is None or store is None:

@@ -99,32 +99,46 @@ class Collected:
         if self.stored is not None:
             what = ("new profile" if self.stored.sample == 1
                     else f"sample {self.stored.sample}")
-            return (f"profile {self.meta.name} recorded by job {self.meta.job}: {what} in "
+            by = (f"job {self.meta.job}" if self.meta.origin != "command"
+                  else self.meta.job)
+            return (f"profile {self.meta.name} recorded by {by}: {what} in "
                     f"{self.stored.toml}")
         name = self.meta.name if self.meta else "?"
         return f"profile {name} not recorded: {self.reason}"
+
+
+def recorder_launches(runs: Path, ntasks: int, max_file_bytes: int
+                      ) -> tuple[list[Launch], list[str]]:
+    """The complete launches librankmap_record wrote in ``runs`` (its ``run.<K>``
+    directories, or ``runs`` itself when it holds rank files) of ``ntasks`` ranks (0:
+    any), and why the others are not used."""
+    found: list[Launch] = []
+    why: list[str] = []
+    if not runs.is_dir() or runs.is_symlink():
+        return found, why
+    names = sorted((p for p in runs.iterdir() if p.name.startswith("run.") and p.is_dir()),
+                   key=lambda p: (len(p.name), p.name))
+    if not names and any(p.name.startswith("rank.") for p in runs.iterdir()):
+        names = [runs]
+    for run in names:
+        try:
+            rec = read_recording(run, max_file_bytes=max_file_bytes)
+        except (IncompleteRecording, RecordingError) as exc:
+            why.append(str(exc))
+            continue
+        if ntasks and rec.size != ntasks:
+            why.append(f"{run}: a launch of {rec.size} ranks, the job has {ntasks} tasks")
+            continue
+        found.append(Launch(rec.graph, rec.mpi, "librankmap_record", run))
+    return found, why
 
 
 def launches(directory: Path, ntasks: int, max_file_bytes: int
              ) -> tuple[list[Launch], list[str]]:
     """The complete launches of the job's size in ``directory``, and why the others
     are not used."""
-    found: list[Launch] = []
-    why: list[str] = []
-    runs = directory / RECORDING_INTERPOSER_DIR
-    if runs.is_dir() and not runs.is_symlink():
-        names = sorted((p for p in runs.iterdir() if p.name.startswith("run.")),
-                       key=lambda p: (len(p.name), p.name))
-        for run in names:
-            try:
-                rec = read_recording(run, max_file_bytes=max_file_bytes)
-            except (IncompleteRecording, RecordingError) as exc:
-                why.append(str(exc))
-                continue
-            if ntasks and rec.size != ntasks:
-                why.append(f"{run}: a launch of {rec.size} ranks, the job has {ntasks} tasks")
-                continue
-            found.append(Launch(rec.graph, rec.mpi, "librankmap_record", run))
+    found, why = recorder_launches(directory / RECORDING_INTERPOSER_DIR, ntasks,
+                                   max_file_bytes)
     prefix = directory / RECORDING_MONITORING_PREFIX
     prof = sorted(prefix.parent.glob(prefix.name + ".*.prof")) if prefix.parent.is_dir() else []
     big = [p for p in prof if p.is_symlink() or not p.is_file()
@@ -161,6 +175,20 @@ def collect_recording(directory: Path, store: Path, uid: int, *,
         reason = "; ".join(why) or ("no MPI program of the job reached MPI_Finalize under "
                                     "the recorder (a killed job, or no MPI program)")
         return _aside(directory, meta, reason)
+    done = store_heaviest(found, why, meta, store, uid, max_profile_bytes)
+    if done.stored is None:
+        return _aside(directory, meta, done.reason or "not stored")
+    shutil.rmtree(directory, ignore_errors=True)
+    return done
+
+
+def store_heaviest(found: list[Launch], why: list[str], meta: RecordingMeta, store: Path,
+                   uid: int, max_profile_bytes: int | None) -> Collected:
+    """The heaviest of the complete launches ``found`` stored as profile ``meta.name``
+    (or one more sample of it) in ``store``; the others, and ``why`` the rest were not
+    used, become notes.  Nothing is removed or set aside."""
+    if not found:
+        return Collected(meta, None, "; ".join(why) or "no complete launch")
     best = max(found, key=lambda launch: launch.graph.total_volume)
     notes = tuple(why) + tuple(f"{launch.where}: a lighter launch, not used"
                                for launch in found if launch is not best)
@@ -173,9 +201,26 @@ def collect_recording(directory: Path, store: Path, uid: int, *,
             RunProvenance(meta.job, meta.started, best.mpi, best.recorder),
             generator=match.spec if match else None, max_bytes=max_profile_bytes)
     except (ProfileError, RankmapError) as exc:
-        return _aside(directory, meta, str(exc))
-    shutil.rmtree(directory, ignore_errors=True)
+        return Collected(meta, None, str(exc), notes)
     return Collected(meta, stored, None, notes)
+
+
+def collect_directory(runs: Path, name: str, store: Path, uid: int, *, job: str,
+                      started: str, max_file_bytes: int,
+                      max_profile_bytes: int | None = None) -> Collected:
+    """A recording made outside a rankmap job (``RANKMAP_RECORD_DIR=runs``, or
+    ``rankmap record``) stored as profile ``name`` in ``store``: its heaviest complete
+    launch, of any size.  The files in ``runs`` are left as they are."""
+    if not PROFILE_NAME.match(name):
+        return Collected(None, None, f"profile name {name!r} is not allowed")
+    meta = RecordingMeta(name, job, started, 0, "command")
+    if not runs.is_dir():
+        return Collected(meta, None, f"{runs}: no such directory")
+    found, why = recorder_launches(runs, 0, max_file_bytes)
+    if not found and not why:
+        why = [f"{runs}: no launch (run.<K>) and no rank file: the program did not reach "
+               f"MPI_Finalize under librankmap_record, or was not an MPI program"]
+    return store_heaviest(found, why, meta, store, uid, max_profile_bytes)
 
 
 def _aside(directory: Path, meta: RecordingMeta | None, reason: str) -> Collected:

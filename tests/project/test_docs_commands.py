@@ -81,6 +81,14 @@ SKIPPED = {
     "rankmap profile collect JOB": (
         "needs a recording job's files; tests/slurm_plugin/lifecycle/test_recording_setup.py "
         "collects one, tests/e2e/test_recording_jobs.py after a cancelled job"),
+    "rankmap profile collect DIR --name NAME --store S": (
+        "needs a directory an MPI launch recorded; tests/slurm_plugin/profiles/"
+        "test_recording.py records one with MPICH and collects it"),
+    "rankmap record --name lammps-3d -- mpirun -n 64 ./lmp -in in.lj": (
+        "runs LAMMPS; tests/slurm_plugin/profiles/test_recording.py runs rankmap record "
+        "over mpirun and a real MPI program"),
+    "rankmap record --name lammps-3d --store ~/profiles -- mpiexec -n 64 ./lmp -in in.lj": (
+        "the same with mpiexec and --store"),
     "rankmap simulate … --replay T": (
         "a sketch (… stands for the platform options) replaying an SMPI trace that "
         "smpirun -trace-ti records; tests/slurm_plugin/simulate/test_simulate.py replays one"),

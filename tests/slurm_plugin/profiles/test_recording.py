@@ -17,11 +17,13 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mapper.io.graph_file import read_graph
 from slurm_plugin.profiles import collectives
 from slurm_plugin.profiles.collectives import CollectiveError, expand
 from slurm_plugin.profiles.recording import (
@@ -755,3 +757,91 @@ def test_a_launch_takes_the_run_after_the_highest_in_one_listing(library, progra
     assert sorted(p.name for p in out.iterdir()) == ["run.0", "run.10", "run.11", "run.3",
                                                      "run.99.old", "run.x"]
 
+
+# ---- recording outside Slurm: rankmap record, rankmap profile collect DIR ---------------
+
+def rankmap_cli(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RANKMAP_")}
+    config = tmp_path / "empty.toml"
+    config.write_text("")
+    at = next(i for i, a in enumerate(args + ["-"]) if a.startswith("-"))
+    return subprocess.run([sys.executable, "-m", "slurm_plugin.commands.cli", *args[:at],
+                           "--config", str(config), *args[at:]],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**base, **ROOT_OK, "PYTHONPATH": str(REPO), **env})
+
+
+def stored_graph(path: Path) -> np.ndarray:
+    g = read_graph(path)
+    u, v, w = g.edges()
+    a = np.zeros((g.n, g.n))
+    a[u, v] = w
+    return a
+
+
+def test_rankmap_record_runs_a_launch_and_stores_its_profile(library, programs, tmp_path):
+    """``rankmap record --name NAME -- mpirun ...`` on a machine without Slurm: the
+    profile is exactly halo.c's traffic; again, it is a second sample; its own
+    recording directory is gone; a launch that fails keeps its status and its files."""
+    if "openmpi" not in programs:
+        pytest.skip("no openmpi here")
+    store = tmp_path / "store"
+    launch = ["--", "mpirun", "--oversubscribe", "-np", "4", str(programs["openmpi"]),
+              "--collectives"]
+    first = rankmap_cli(["record", "--name", "halo4", "--store", str(store), "--library",
+                         str(library), *launch], tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert re.search(r"^profile halo4 recorded by .*\(outside Slurm\): new profile in ",
+                     first.stdout, re.M), first.stdout
+    want = undirected(halo_p2p(4)) + expected_collectives(4, True, tmp_path)
+    assert np.array_equal(np.triu(stored_graph(store / "halo4.mtx"), 1), want)
+    assert not list(tmp_path.glob("rankmap-record.*"))
+    again = rankmap_cli(["record", "--name", "halo4", "--store", str(store), "--library",
+                         str(library), *launch], tmp_path)
+    assert again.returncode == 0 and "sample 2" in again.stdout, again.stdout + again.stderr
+    failed = rankmap_cli(["record", "--name", "other", "--store", str(store), "--library",
+                          str(library), "--", "sh", "-c", "exit 3"], tmp_path)
+    assert failed.returncode == 3
+    assert "profile other not recorded: " in failed.stderr
+    assert "sh exited with status 3" in failed.stderr
+    assert len(list(tmp_path.glob("rankmap-record.*"))) == 1  # kept, and said where
+    assert not (store / "other.toml").exists()
+
+
+def test_rankmap_record_builds_its_library_when_none_is_installed(programs, tmp_path):
+    if "openmpi" not in programs:
+        pytest.skip("no openmpi here")
+    cache = tmp_path / "cache"
+    proc = rankmap_cli(["record", "--name", "built", "--store", str(tmp_path / "store"),
+                        "--", "mpirun", "--oversubscribe", "-np", "2",
+                        str(programs["openmpi"])], tmp_path, XDG_CACHE_HOME=str(cache))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(list(cache.glob("rankmap/recorder-*/librankmap_record.so"))) == 1
+    assert (tmp_path / "store/built.toml").is_file()
+
+
+def test_profile_collect_takes_a_directory_recorded_by_hand(library, programs, tmp_path):
+    """``RANKMAP_RECORD_DIR=d mpiexec ...`` then ``rankmap profile collect d --name``:
+    the heaviest complete launch is stored, a broken one is named, the files stay."""
+    if "mpich" not in programs:
+        pytest.skip("no mpich here")
+    d = tmp_path / "byhand"
+    d.mkdir()
+    run("mpich", programs["mpich"], str(library), 3, tmp_path, [],
+        RANKMAP_RECORD_DIR=str(d))
+    run("mpich", programs["mpich"], str(library), 4, tmp_path, ["--collectives"],
+        RANKMAP_RECORD_DIR=str(d))
+    (d / "run.2").mkdir()
+    (d / "run.2/rank.1").write_text("rankmap-record 2\n")
+    store = tmp_path / "store"
+    proc = rankmap_cli(["profile", "collect", str(d), "--name", "byhand", "--store",
+                        str(store)], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "profile byhand recorded by directory" in proc.stdout
+    assert re.search(r"note: .*run\.0: a lighter launch, not used", proc.stdout)
+    assert re.search(r"note: .*run\.2/rank\.1:2: ends before the 'abi' line", proc.stdout)
+    want = undirected(halo_p2p(4)) + expected_collectives(4, True, tmp_path)
+    assert np.array_equal(np.triu(stored_graph(store / "byhand.mtx"), 1), want)
+    assert sorted(p.name for p in d.iterdir()) == ["run.0", "run.1", "run.2"]
+    nameless = rankmap_cli(["profile", "collect", str(d)], tmp_path)
+    assert nameless.returncode == 2 and "needs --name" in nameless.stderr
