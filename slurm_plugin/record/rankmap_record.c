@@ -145,11 +145,11 @@ typedef intptr_t H; /* any MPI handle, at pointer width */
 #define FORMAT_VERSION 2
 #define DEFAULT_DENSE_LIMIT 65536
 #define HASH_SLOTS (1 << 16) /* p2p destinations beyond the dense limit */
-#define COMM_SLOTS 4096      /* communicator handles cached (a power of 2) */
+#define COMM_SLOTS 2048      /* communicator handles cached (a power of 2) */
 #define MAX_COMMS 256        /* distinct memberships recorded */
 #define MAX_COLL 1024        /* collective entries */
 #define COLL_SLOTS 2048
-#define PREQ_SLOTS 8192      /* persistent send requests (a power of 2) */
+#define PREQ_SLOTS 4096      /* persistent send requests (a power of 2) */
 #define ARENA_BYTES ((size_t)64 << 20) /* member lists and v-rows, mapped once */
 #define MAX_RUN_TRIES 16
 #define MPICH_COMM_WORLD ((H)0x44000000)
