@@ -27,7 +27,9 @@ rankmap-prterun and librankmap_bind) with every rank on its planned host and cor
 root and as an unprivileged user; a profile that cannot be loaded falls back without
 draining a node; a plain ``srun --mpi=pmix``, and one with the machinefile as
 SLURM_HOSTFILE; an unprivileged user's job recording its profile with Open MPI 5's
-monitoring components (the TaskEpilog stores it).
+monitoring components (the TaskEpilog stores it); and, outside Slurm, librankmap_record
+under Open MPI 5.0.7 (exact counts under threads, no large-count functions 5.0 lacks,
+programs that fork or abort ending as without it).
 ``-m block:block`` with 2 tasks per node makes Slurm allocate socket 0's cores 0 and 1
 on every node: the only real cores of this 2-core machine, so every planned core can
 be checked with sched_getcpu.
@@ -43,6 +45,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.e2e.conftest import BASE_CONFIG, USERS, Cluster
@@ -500,3 +503,66 @@ def test_open_mpi_5_monitoring_records_a_users_job(debian13):
     assert (np.array_equal(seen, undirected(p2p))
             or np.array_equal(seen, undirected(without_persistent))), seen
 
+
+
+def test_the_recorder_counts_exactly_and_never_harms_under_open_mpi_5(debian13):
+    """Issue 50 in the lane, Open MPI 5.0.7 of Debian 13, librankmap_record as
+    install.sh put it in the root (no Slurm job: mpirun as root): halo.c recorded to
+    the byte; 8 threads under MPI_THREAD_MULTIPLE on 700 communicators counted exactly,
+    each communicator's group asked once (an interposer after the recorder counts);
+    MPI_Send_c and the other large-count functions, which 5.0 lacks, found only as
+    without the recorder; a rank that forks and execs, and one that aborts, end as
+    without it."""
+    from slurm_plugin.profiles.recording import read_recording
+    from tests.slurm_plugin.profiles.test_recording import (
+        halo_p2p,
+        interposer_counts,
+        threads_p2p,
+    )
+
+    c = debian13
+    work = c.state / "jobs" / f"recorder-{time.monotonic_ns()}"
+    work.mkdir()
+    inner = STATE / "jobs" / work.name
+    src = LANE / "src/tests/data/mpi"
+    for program, flags in (("threads", ["-pthread"]), ("largecount", []), ("harm", [])):
+        _ok(c.inside(["mpicc", "-O2", *flags, "-o", inner / program,
+                      src / f"{program}.c"]), f"mpicc {program}.c")
+    _ok(c.inside(["cc", "-O2", "-shared", "-fPIC", "-o", inner / "libinterposer.so",
+                  src / "interposer.c", "-ldl"]), "cc interposer.c")
+    library = LANE / "prefix/lib/librankmap_record.so"
+
+    def mpirun(args: list, preload: str = "", record: str = "", n: int = 4):
+        env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        if preload:
+            env["LD_PRELOAD"] = preload
+        if record:
+            (work / f"rec-{record}").mkdir()
+            env["RANKMAP_RECORD_DIR"] = str(inner / f"rec-{record}")
+        return c.inside(["mpirun", "--oversubscribe", "-np", str(n), *args], env=env,
+                        cwd=inner, timeout=180)
+
+    _ok(mpirun([STATE / "bin/halo"], str(library), "halo"), "halo under the recorder")
+    rec = read_recording(work / "rec-halo/run.0")
+    assert "Open MPI v5" in rec.mpi and rec.dropped == (0, 0, 0)
+    assert np.array_equal(rec.p2p.toarray(), halo_p2p(4))
+
+    proc = mpirun([inner / "threads", "700", "3"], f"{library}:{inner}/libinterposer.so",
+                  "threads")
+    _ok(proc, "threads under the recorder and the interposer")
+    rec = read_recording(work / "rec-threads/run.0")
+    assert np.array_equal(rec.p2p.toarray(), threads_p2p(4, 700, 3))
+    counts = interposer_counts(proc.stderr)
+    assert sorted(counts) == [0, 1, 2, 3]
+    assert all(v == (0, 700 * 3, 701) for v in counts.values()), counts
+
+    plain = mpirun([inner / "largecount"], n=2)
+    ours = mpirun([inner / "largecount"], str(library), "largecount", n=2)
+    assert _ok(ours, "largecount") == _ok(plain, "largecount") == "large-count: none\n"
+
+    for mode in ("fork", "abort"):
+        plain = mpirun([inner / "harm", mode], n=2)
+        ours = mpirun([inner / "harm", mode], str(library), f"harm-{mode}", n=2)
+        assert ours.returncode == plain.returncode, (plain.stderr, ours.stderr)
+        assert (sorted(x for x in ours.stdout.splitlines() if x.startswith("harm:"))
+                == sorted(x for x in plain.stdout.splitlines() if x.startswith("harm:")))
