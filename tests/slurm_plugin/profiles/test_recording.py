@@ -608,12 +608,17 @@ def build_c(lane: str, source: Path, out: Path, *flags: str) -> Path:
     return out
 
 
+def build_preload(tmp_path_factory, name: str) -> Path:
+    """tests/data/mpi/NAME.c built as a preloadable libNAME.so (no MPI needed)."""
+    out = tmp_path_factory.mktemp(name) / f"lib{name}.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
+                    str(TEST_DATA / f"mpi/{name}.c"), "-ldl"], check=True)
+    return out
+
+
 @pytest.fixture(scope="module")
 def interposer(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("interposer") / "libinterposer.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
-                    str(TEST_DATA / "mpi/interposer.c"), "-ldl"], check=True)
-    return out
+    return build_preload(tmp_path_factory, "interposer")
 
 
 def threads_p2p(n: int, ncomm: int, iters: int, nthreads: int = 8) -> np.ndarray:
@@ -711,10 +716,7 @@ def test_a_program_without_mpi_that_probes_for_it_runs_on(library, tmp_path):
 
 @pytest.fixture(scope="module")
 def fail_mmap(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("fail_mmap") / "libfail_mmap.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
-                    str(TEST_DATA / "mpi/fail_mmap.c"), "-ldl"], check=True)
-    return out
+    return build_preload(tmp_path_factory, "fail_mmap")
 
 
 @pytest.mark.parametrize("lane", ["openmpi", "mpich"])
