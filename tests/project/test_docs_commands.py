@@ -89,6 +89,7 @@ SKIPPED = {
         "over mpirun and a real MPI program"),
     "rankmap record --name lammps-3d --store ~/profiles -- mpiexec -n 64 ./lmp -in in.lj": (
         "the same with mpiexec and --store"),
+    "rankmap record --name NAME -- mpirun -n 64 ./app": "the front page's synopsis of it",
     "rankmap simulate … --replay T": (
         "a sketch (… stands for the platform options) replaying an SMPI trace that "
         "smpirun -trace-ti records; tests/slurm_plugin/simulate/test_simulate.py replays one"),
