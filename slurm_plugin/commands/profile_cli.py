@@ -19,6 +19,7 @@ from ..common.job_conventions import RECORDING_META, valid_job_id
 from ..common.user_paths import UserPathError
 from ..lifecycle.job_worker import job_stores
 from ..lifecycle.recording_setup import recordings_dir, user_store
+from ..profiles import collectives
 from ..profiles.generators import generate
 from ..profiles.ompi_monitoring import import_monitoring
 from ..profiles.pattern_match import generator_line, match_generator
@@ -297,8 +298,20 @@ def _total_or_pipelines(prefix: list[str], progress, notes: list[str]):
     applied).  A trace whose collectives cannot be split gives the total."""
     try:
         phased = import_ti_phases(prefix, progress)
-    except TraceError:
-        return import_ti(prefix, progress)
+    except TraceError as exc:
+        total = import_ti(prefix, progress)
+        if "collective" in str(exc):  # ranks call different collectives: not all world's
+            notes.append(
+                f"collectives on sub-communicators: {exc}. A TI trace names no "
+                f"communicator, so each collective was expanded over all {total.n} "
+                f"ranks, which puts traffic between ranks that may never exchange it; "
+                f"'rankmap record' (librankmap_record) records every collective over "
+                f"its communicator's members")
+        return total
+    if any(collectives.canonical(p.name.split()[0]) for p in phased.phases):
+        notes.append("the trace's collectives were taken as MPI_COMM_WORLD's (a TI trace "
+                     "names no communicator): right when they all are; for row or column "
+                     "communicators, 'rankmap record' records each over its members")
     paced = [p.name for p in phased.phases if p.pace in PIPELINE_PACES]
     rounds = sum(1 for p in phased.phases if p.pace == "rounds")
     if not paced and not rounds:
