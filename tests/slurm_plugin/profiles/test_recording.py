@@ -847,3 +847,33 @@ def test_profile_collect_takes_a_directory_recorded_by_hand(library, programs, t
     assert sorted(p.name for p in d.iterdir()) == ["run.0", "run.1", "run.2"]
     nameless = rankmap_cli(["profile", "collect", str(d)], tmp_path)
     assert nameless.returncode == 2 and "needs --name" in nameless.stderr
+
+
+@pytest.mark.parametrize("lane", ["openmpi", "mpich"])
+def test_no_lock_is_held_while_the_recorder_asks_the_mpi(lane, library, interposer,
+                                                         tmp_path):
+    """A thread held inside an MPI call the recorder makes (a communicator's group,
+    the interposer after it holds the call) does not stop the other thread's sends:
+    the old recorder asked under its spin lock, and the main thread's world send spun
+    forever."""
+    if not lane_ready(lane):
+        pytest.skip(f"no {lane} here")
+    program = build_c(lane, TEST_DATA / "mpi/lockorder.c", tmp_path / "lockorder",
+                      "-pthread", "-ldl")
+    out = tmp_path / "rec"
+    out.mkdir()
+    proc = run(lane, program, f"{library}:{interposer}", 1, tmp_path, [],
+               RANKMAP_RECORD_DIR=str(out), INTERPOSER_HOLD_GROUPS="1")
+    assert "lockorder: done" in proc.stdout, proc.stdout + proc.stderr
+    rec = read_recording(out / "run.0")
+    assert rec.p2p.toarray().tolist() == [[24]] and rec.dropped == (0, 0, 0)
+    text = (out / "run.0/rank.0").read_text()
+    assert re.search(r"^p2p 1\n0 24 2$", text, re.M), text  # 8 on world + 16 on the dup
+
+
+def test_thread_locals_are_initial_exec(library):
+    """The nesting depth read on every call is initial-exec TLS: no __tls_get_addr
+    call (the general-dynamic model's) in the library."""
+    symbols = subprocess.run(["nm", "-D", str(library)], capture_output=True, text=True,
+                             check=True).stdout
+    assert "__tls_get_addr" not in symbols
