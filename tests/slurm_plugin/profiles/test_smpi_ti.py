@@ -98,20 +98,19 @@ def test_import_says_that_collectives_are_taken_as_the_worlds(tmp_path, capsys):
     """A TI trace names no communicator: the import says its collectives were
     expanded over all ranks; ranks calling different collectives (a row allreduce on
     half of them) are sub-communicators for sure, and said so."""
+    def imported(name: str, ranks: dict[int, str]) -> str:
+        (tmp_path / name).mkdir()
+        index, _ = _write(tmp_path / name, ranks)
+        assert main(["profile", "import", "--format", "smpi-ti", str(index), "--name",
+                     name, "--store", str(tmp_path / "store")]) == 0
+        return capsys.readouterr().out
+
     world = {r: f"{r} init\n{r} allreduce 8 0 0\n{r} send {(r + 1) % 4} 0 100 1\n"
              for r in range(4)}
-    (tmp_path / "world").mkdir()
-    index, _ = _write(tmp_path / "world", world)
-    assert main(["profile", "import", "--format", "smpi-ti", str(index), "--name", "w",
-                 "--store", str(tmp_path / "store")]) == 0
-    out = capsys.readouterr().out
+    out = imported("world", world)
     assert "collectives were taken as MPI_COMM_WORLD's" in out
     assert "sub-communicators" not in out
-    rows = {r: world[r] + (f"{r} allreduce 64 0 0\n" if r < 2 else "") for r in range(4)}
-    (tmp_path / "rows").mkdir()
-    index, _ = _write(tmp_path / "rows", rows)
-    assert main(["profile", "import", "--format", "smpi-ti", str(index), "--name", "rows",
-                 "--store", str(tmp_path / "store")]) == 0
-    out = capsys.readouterr().out
+    out = imported("rows", {r: world[r] + (f"{r} allreduce 64 0 0\n" if r < 2 else "")
+                            for r in range(4)})
     assert "collectives on sub-communicators: rank 2 calls 1 collectives" in out
     assert "expanded over all 4 ranks" in out
