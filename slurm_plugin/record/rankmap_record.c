@@ -279,6 +279,12 @@ static void *lazy(void **slot, const char *name, void *self)
     return f == MISSING ? NULL : f;
 }
 
+static void say_stopped(const char *why)
+{
+    fprintf(stderr, "rankmap-record: rank %ld: %s: recording stopped (the program runs "
+                    "on; this launch's recording will be incomplete)\n", wrank, why);
+}
+
 /* Stop recording this rank for good, saying WHY; the program runs on. */
 static void stop(const char *why)
 {
@@ -288,9 +294,7 @@ static void stop(const char *why)
                                 __ATOMIC_ACQUIRE);
     if (__atomic_compare_exchange_n(&state, &expect, ST_STOPPED, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))
-        fprintf(stderr, "rankmap-record: rank %ld: %s: recording stopped (the program "
-                        "runs on; this launch's recording will be incomplete)\n", wrank,
-                why);
+        say_stopped(why);
 }
 
 static H norm(H h)
@@ -429,19 +433,29 @@ static void setup(void)
     comms[0].size = (int)wsize;
     comms[0].members = -1;
     ncomms = 1;
-    STORE(state, ST_RECORDING);
+    const char *failed = NULL;
     if (wsize <= dense_limit) {
         row_bytes = arena_take(sizeof(uint64_t) * (size_t)wsize);
         row_msgs = arena_take(sizeof(uint64_t) * (size_t)wsize);
-        if (!row_msgs)
-            stop("no memory for the point-to-point counters");
+        if (!row_msgs) {
+            row_bytes = row_msgs = NULL;
+            failed = "no memory for the point-to-point counters";
+        }
     } else {
         hash = mmap(NULL, sizeof *hash * HASH_SLOTS, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (hash == MAP_FAILED) {
             hash = NULL;
-            stop("no memory for the point-to-point counters");
+            failed = "no memory for the point-to-point counters";
         }
+    }
+    /* published last: the threads waiting for set-up then read finished counters */
+    if (failed) {
+        STORE(stop_reason, failed);
+        say_stopped(failed);
+        STORE(state, ST_STOPPED);
+    } else {
+        STORE(state, ST_RECORDING);
     }
 }
 
