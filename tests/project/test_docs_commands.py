@@ -55,6 +55,7 @@ _PLACEHOLDER = re.compile(r"[A-Z]+|…")
 #: a command quoted only by name or with one of its options → what completes it
 MENTIONS = {
     "rankmap plan": "--out DIR",
+    "rankmap record": "--help",
     "rankmap plan --json": "--out DIR",
     "rankmap plan --out DIR": "",                      # runs as written
     "rankmap plan --distribution": "block:block --out DIR",
