@@ -28,7 +28,13 @@ from ..profiles.recorded_job import (
     collect_recording,
     incomplete_recordings,
 )
-from ..profiles.smpi_ti import PIPELINE_BYTES, TraceError, import_ti, import_ti_phases
+from ..profiles.smpi_ti import (
+    PIPELINE_BYTES,
+    CollectiveMismatch,
+    TraceError,
+    import_ti,
+    import_ti_phases,
+)
 from ..profiles.store import (
     NAME,
     ProfileError,
@@ -157,7 +163,7 @@ def profile_lines(info: ProfileInfo, ntasks: int | None) -> list[str]:
 
 def _is_directory_argument(text: str) -> bool:
     """A path (``rankmap profile collect ./rec``), not a job id."""
-    return not valid_job_id(text) or os.sep in text or Path(text).is_dir()
+    return not valid_job_id(text) or Path(text).is_dir()
 
 
 def _collect_directories(args: argparse.Namespace, cfg: Config) -> int:
@@ -298,16 +304,17 @@ def _total_or_pipelines(prefix: list[str], progress, notes: list[str]):
     applied).  A trace whose collectives cannot be split gives the total."""
     try:
         phased = import_ti_phases(prefix, progress)
-    except TraceError as exc:
+    except CollectiveMismatch as exc:
         total = import_ti(prefix, progress)
-        if "collective" in str(exc):  # ranks call different collectives: not all world's
-            notes.append(
-                f"collectives on sub-communicators: {exc}. A TI trace names no "
-                f"communicator, so each collective was expanded over all {total.n} "
-                f"ranks, which puts traffic between ranks that may never exchange it; "
-                f"'rankmap record' (librankmap_record) records every collective over "
-                f"its communicator's members")
+        notes.append(
+            f"collectives on sub-communicators: {exc}. A TI trace names no "
+            f"communicator, so each collective was expanded over all {total.n} ranks, "
+            f"which puts traffic between ranks that may never exchange it; 'rankmap "
+            f"record' (librankmap_record) records every collective over its "
+            f"communicator's members")
         return total
+    except TraceError:
+        return import_ti(prefix, progress)
     if any(collectives.canonical(p.name.split()[0]) for p in phased.phases):
         notes.append("the trace's collectives were taken as MPI_COMM_WORLD's (a TI trace "
                      "names no communicator): right when they all are; for row or column "

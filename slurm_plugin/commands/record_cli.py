@@ -138,9 +138,10 @@ def _record(args: argparse.Namespace) -> int:
         if own:
             shutil.rmtree(directory, ignore_errors=True)
         raise RecordError(f"cannot run {launch[0]}: {exc.strerror or exc}") from None
-    job = os.environ.get("SLURM_JOB_ID") or f"{socket.gethostname()} (outside Slurm)"
+    slurm_job = os.environ.get("SLURM_JOB_ID")
     done = collect_directory(directory, args.name, store, os.getuid(),
-                             job=f"job {job}" if os.environ.get("SLURM_JOB_ID") else job,
+                             job=f"job {slurm_job}" if slurm_job
+                             else f"{socket.gethostname()} (outside Slurm)",
                              started=started, max_file_bytes=cfg.record.max_file_bytes,
                              max_profile_bytes=cfg.profiles.max_file_bytes)
     report(done)

@@ -183,10 +183,12 @@ def collect_recording(directory: Path, store: Path, uid: int, *,
 
 
 def store_heaviest(found: list[Launch], why: list[str], meta: RecordingMeta, store: Path,
-                   uid: int, max_profile_bytes: int | None) -> Collected:
+                   uid: int, max_profile_bytes: int | None,
+                   description: str = "") -> Collected:
     """The heaviest of the complete launches ``found`` stored as profile ``meta.name``
-    (or one more sample of it) in ``store``; the others, and ``why`` the rest were not
-    used, become notes.  Nothing is removed or set aside."""
+    (or one more sample of it) in ``store``, a new entry described by ``description``
+    (default: the job's); the others, and ``why`` the rest were not used, become notes.
+    Nothing is removed or set aside."""
     if not found:
         return Collected(meta, None, "; ".join(why) or "no complete launch")
     best = max(found, key=lambda launch: launch.graph.total_volume)
@@ -199,7 +201,8 @@ def store_heaviest(found: list[Launch], why: list[str], meta: RecordingMeta, sto
         stored = store_recording(
             store, uid, meta.name, best.graph,
             RunProvenance(meta.job, meta.started, best.mpi, best.recorder),
-            generator=match.spec if match else None, max_bytes=max_profile_bytes)
+            description=description, generator=match.spec if match else None,
+            max_bytes=max_profile_bytes)
     except (ProfileError, RankmapError) as exc:
         return Collected(meta, None, str(exc), notes)
     return Collected(meta, stored, None, notes)
@@ -210,7 +213,8 @@ def collect_directory(runs: Path, name: str, store: Path, uid: int, *, job: str,
                       max_profile_bytes: int | None = None) -> Collected:
     """A recording made outside a rankmap job (``RANKMAP_RECORD_DIR=runs``, or
     ``rankmap record``) stored as profile ``name`` in ``store``: its heaviest complete
-    launch, of any size.  The files in ``runs`` are left as they are."""
+    launch, of any size.  ``job`` says who recorded it ("job 123", "HOST (outside
+    Slurm)", "directory D").  The files in ``runs`` are left as they are."""
     if not PROFILE_NAME.match(name):
         return Collected(None, None, f"profile name {name!r} is not allowed")
     meta = RecordingMeta(name, job, started, 0, "command")
@@ -220,7 +224,8 @@ def collect_directory(runs: Path, name: str, store: Path, uid: int, *, job: str,
     if not found and not why:
         why = [f"{runs}: no launch (run.<K>) and no rank file: the program did not reach "
                f"MPI_Finalize under librankmap_record, or was not an MPI program"]
-    return store_heaviest(found, why, meta, store, uid, max_profile_bytes)
+    return store_heaviest(found, why, meta, store, uid, max_profile_bytes,
+                          description=f"recorded by {job}")
 
 
 def _aside(directory: Path, meta: RecordingMeta | None, reason: str) -> Collected:

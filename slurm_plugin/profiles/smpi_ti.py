@@ -56,6 +56,11 @@ class TraceError(RankmapError, ValueError):
     """A TI trace that cannot be read; the message names the file and line."""
 
 
+class CollectiveMismatch(TraceError):
+    """Ranks call different collectives (counts or operations): some are on
+    sub-communicators, so the trace cannot be split into phases at collective calls."""
+
+
 #: Sizes in bytes of SimGrid's predefined datatype ids (``smpi_datatype.cpp``'s
 #: CREATE_MPI_DATATYPE list; LP64: long and pointers 8 bytes).
 DATATYPE_BYTES: dict[str, int] = {
@@ -480,9 +485,10 @@ def import_ti_phases(paths: Sequence[str | Path],
             k = int(count[rank])
             op = line.fields[1].lower()
             if first_op.setdefault(k, op) != op:
-                raise TraceError(f"{line.where}: rank {rank}'s collective call {k + 1} is "
-                                 f"{op}, another rank's is {first_op[k]} (calls on other "
-                                 f"communicators cannot be split into phases)")
+                raise CollectiveMismatch(
+                    f"{line.where}: rank {rank}'s collective call {k + 1} is {op}, another "
+                    f"rank's is {first_op[k]} (calls on other communicators cannot be split "
+                    f"into phases)")
             by_phase.setdefault((2 * k + 1, _ORDINARY), []).append(e)
             count[rank] += 1
             continue
@@ -497,9 +503,9 @@ def import_ti_phases(paths: Sequence[str | Path],
         by_phase.setdefault((phase, _SWEEP if pipelined else _ORDINARY), []).append(e)
     if count.min() != count.max():
         r = int(np.argmin(count))
-        raise TraceError(f"rank {r} calls {count[r]} collectives, rank "
-                         f"{int(np.argmax(count))} {count.max()}: cannot split phases at "
-                         f"collective calls")
+        raise CollectiveMismatch(f"rank {r} calls {count[r]} collectives, rank "
+                                 f"{int(np.argmax(count))} {count.max()}: cannot split "
+                                 f"phases at collective calls")
     source = f"SMPI TI trace {files[0]}"
     total = _graph(parts, n, source)
     for phase, kind in list(by_phase):

@@ -1165,14 +1165,14 @@ WRAP(init_thread_fn, MPI_Init_thread, (int *argc, char ***argv, int req, int *pr
 })
 
 WRAP(finalize_fn, MPI_Finalize, (void), {
-    if (depth == 0 && (active() || LOAD(state) == ST_STOPPED)) {
+    if (depth == 0) {
+        active(); /* sets up, if MPI_Init was not seen */
         int was = __atomic_exchange_n(&state, ST_DONE, __ATOMIC_ACQ_REL);
         if (was == ST_RECORDING || was == ST_STOPPED) {
+            const char *why = LOAD(stop_reason);
             quiesce();
             depth++; /* the broadcast claiming the run directory is not the program's */
-            write_record(was == ST_STOPPED ? (LOAD(stop_reason) ? LOAD(stop_reason)
-                                                                : "stopped")
-                                           : NULL);
+            write_record(was == ST_RECORDING ? NULL : why ? why : "stopped");
             depth--;
         }
     }

@@ -24,7 +24,7 @@ from slurm_plugin.outputs.render import render_bindfile
 from slurm_plugin.profiles.recording import IncompleteRecording, read_recording
 from tests.helpers.paths import REPO, TEST_DATA
 from tests.slurm_plugin.bind.test_rankmap_bind import layout_on
-from tests.slurm_plugin.profiles.test_recording import LANES, ROOT_OK, lane_ready
+from tests.slurm_plugin.profiles.test_recording import LANES, build_c, lane_ready, launch
 
 pytestmark = pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0),
                                 reason="the binder's plan needs cpus 0 and 1")
@@ -59,18 +59,6 @@ def preload_env(variant: str, libs: dict[str, Path], rec: Path) -> dict[str, str
     return env
 
 
-def launch(lane: str, argv: list[str], env: dict[str, str], cwd: Path,
-           np_: int = 2) -> subprocess.CompletedProcess:
-    bin_dir, launcher, lane_env = LANES[lane]
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("RANKMAP_") and k != "LD_PRELOAD"}
-    run_env = {**base, **ROOT_OK, **lane_env, "HYDRA_IFACE": "lo",
-               "PATH": f"{bin_dir}:{base.get('PATH', '')}", **env}
-    return subprocess.run([str(bin_dir / launcher[0]), *launcher[1:], "-np", str(np_),
-                           *argv], env=run_env, capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
-
-
 def own_lines(text: str, prefix: str) -> list[str]:
     """The program's lines, sorted: the launcher forwards the ranks' output in chunks,
     so one rank's line may run into another's ("py: rank 0 ...py: rank 1 ...")."""
@@ -99,18 +87,10 @@ def same_end(lane: str, argv: list[str], libs, tmp_path: Path, prefix: str,
     return with_us, rec
 
 
-def build(lane: str, source: Path, out: Path, compiler: str = "mpicc") -> Path:
-    bin_dir, _, env = LANES[lane]
-    subprocess.run([str(bin_dir / compiler), "-O2", "-o", str(out), str(source)],
-                   check=True,
-                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
-    return out
-
-
 @pytest.fixture(scope="module")
 def harm(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("harm")
-    return {lane: build(lane, TEST_DATA / "mpi/harm.c", out / f"harm-{lane}")
+    return {lane: build_c(lane, TEST_DATA / "mpi/harm.c", out / f"harm-{lane}")
             for lane in ("openmpi", "mpich") if lane_ready(lane)}
 
 
@@ -142,7 +122,8 @@ def test_a_fortran_program_is_recorded_and_ends_as_without_rankmap(variant, libs
     wraps: the ring is counted once (it is not a C MPI_ call of the program)."""
     if not lane_ready("openmpi") or shutil.which("gfortran") is None:
         pytest.skip("no gfortran for Debian's mpif90 here")
-    program = build("openmpi", TEST_DATA / "mpi/ring.f90", tmp_path / "ring", "mpif90")
+    program = build_c("openmpi", TEST_DATA / "mpi/ring.f90", tmp_path / "ring",
+                      compiler="mpif90")
     _, rec = same_end("openmpi", [str(program)], libs, tmp_path, "ring.f90:", variant)
     if variant != "binder":
         got = read_recording(next(rec.iterdir()))

@@ -180,29 +180,41 @@ def library(tmp_path_factory) -> Path:
     return out / "librankmap_record.so"
 
 
+def build_c(lane: str, source: Path, out: Path, *flags: str,
+            compiler: str = "mpicc") -> Path:
+    """SOURCE compiled with the lane's compiler wrapper into OUT."""
+    bin_dir, _, env = LANES[lane]
+    subprocess.run([str(bin_dir / compiler), "-O2", "-o", str(out), str(source), *flags],
+                   check=True,
+                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    return out
+
+
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("programs")
-    built = {}
-    for lane, (bin_dir, _, env) in LANES.items():
-        if lane_ready(lane):
-            built[lane] = out / f"halo-{lane}"
-            subprocess.run([str(bin_dir / "mpicc"), "-O2", "-o", str(built[lane]),
-                            str(TEST_DATA / "mpi/halo.c")], check=True,
-                           env={**os.environ, **env,
-                                "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
-    return built
+    return {lane: build_c(lane, TEST_DATA / "mpi/halo.c", out / f"halo-{lane}")
+            for lane in LANES if lane_ready(lane)}
+
+
+def launch(lane: str, argv: list[str], env: dict[str, str], cwd: Path,
+           np_: int = 2) -> subprocess.CompletedProcess:
+    """ARGV under the lane's launcher with NP_ ranks and ENV (no RANKMAP_ variable or
+    preload of this process's own), whatever its status."""
+    bin_dir, launcher, lane_env = LANES[lane]
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("RANKMAP_") and k != "LD_PRELOAD"}
+    run_env = {**base, **ROOT_OK, **lane_env, "HYDRA_IFACE": "lo",
+               "PATH": f"{bin_dir}:{base.get('PATH', '')}", **env}
+    return subprocess.run([str(bin_dir / launcher[0]), *launcher[1:], "-np", str(np_),
+                           *argv], env=run_env, capture_output=True, text=True,
+                          timeout=180, cwd=cwd)
 
 
 def run(lane: str, program: Path, preload: str, np_: int, tmp_path: Path,
         args: list[str], **env: str) -> subprocess.CompletedProcess:
-    bin_dir, launcher, lane_env = LANES[lane]
-    base = {k: v for k, v in os.environ.items() if not k.startswith("RANKMAP_")}
-    run_env = {**base, **ROOT_OK, **lane_env, "PATH": f"{bin_dir}:{base.get('PATH', '')}",
-               "LD_PRELOAD": preload, **env}
-    proc = subprocess.run([str(bin_dir / launcher[0]), *launcher[1:], "-np", str(np_),
-                           str(program), *args], env=run_env, capture_output=True,
-                          text=True, timeout=180, cwd=tmp_path)
+    proc = launch(lane, [str(program), *args], {"LD_PRELOAD": preload, **env}, tmp_path,
+                  np_)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -567,11 +579,7 @@ def test_large_count_functions_exist_exactly_where_the_mpi_has_them(lane, librar
     emulated them in int counts and aborted above INT_MAX)."""
     if not lane_ready(lane):
         pytest.skip(f"no {lane} here")
-    bin_dir, _, env = LANES[lane]
-    program = tmp_path / "largecount"
-    subprocess.run([str(bin_dir / "mpicc"), "-o", str(program),
-                    str(TEST_DATA / "mpi/largecount.c")], check=True,
-                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    program = build_c(lane, TEST_DATA / "mpi/largecount.c", tmp_path / "largecount")
     plain = run(lane, program, "", 2, tmp_path, [])
     out = tmp_path / "rec"
     out.mkdir()
@@ -586,10 +594,7 @@ def test_large_count_functions_exist_exactly_where_the_mpi_has_them(lane, librar
     assert rec.collective.toarray().tolist() == [[0, 20 + 3], [4, 0]]  # bcast, alltoallv
     # a program linking MPI_Send_c itself, every symbol bound at load
     (tmp_path / "direct.c").write_text(DIRECT_C)
-    direct = tmp_path / "direct"
-    subprocess.run([str(bin_dir / "mpicc"), "-o", str(direct), str(tmp_path / "direct.c")],
-                   check=True,
-                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    direct = build_c(lane, tmp_path / "direct.c", tmp_path / "direct")
     out2 = tmp_path / "rec2"
     out2.mkdir()
     proc = run(lane, direct, str(library), 2, tmp_path, [], RANKMAP_RECORD_DIR=str(out2),
@@ -599,14 +604,6 @@ def test_large_count_functions_exist_exactly_where_the_mpi_has_them(lane, librar
 
 
 # ---- threads, many communicators, other interposers ---------------------------------
-
-def build_c(lane: str, source: Path, out: Path, *flags: str) -> Path:
-    bin_dir, _, env = LANES[lane]
-    subprocess.run([str(bin_dir / "mpicc"), "-O2", "-o", str(out), str(source), *flags],
-                   check=True,
-                   env={**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
-    return out
-
 
 def build_preload(tmp_path_factory, name: str) -> Path:
     """tests/data/mpi/NAME.c built as a preloadable libNAME.so (no MPI needed)."""
